@@ -1,0 +1,63 @@
+/**
+ * Named failures of the droid wire client and worker. `code` is stable and
+ * user-facing; `retryable` says whether the same request may succeed later.
+ */
+export type DroidErrorCode =
+  | 'droid_not_found'
+  | 'droid_spawn_failed'
+  | 'droid_exited'
+  | 'droid_protocol_error'
+  | 'droid_request_timeout'
+  | 'droid_rpc_error'
+  | 'droid_auth_failed'
+  | 'droid_turn_failed'
+  | 'droid_session_not_found'
+  | 'resume_cwd_mismatch'
+  | 'turn_spec_invalid'
+  | 'worker_failed';
+
+export class DroidError extends Error {
+  override readonly name = 'DroidError';
+  constructor(
+    readonly code: DroidErrorCode,
+    message: string,
+    readonly retryable = false,
+    readonly data?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+/** JSON-RPC error payload returned by droid for one of our requests. */
+export interface RpcErrorBody {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+export class DroidRpcError extends DroidError {
+  constructor(
+    readonly method: string,
+    readonly rpc: RpcErrorBody,
+  ) {
+    super(
+      rpc.code === -32004 ? 'droid_session_not_found' : 'droid_rpc_error',
+      `droid rejected ${method}: ${rpc.code} ${rpc.message}`,
+      false,
+      rpc,
+    );
+  }
+}
+
+/** A plain, serializable view of any error, safe to send over IPC. */
+export interface ErrorInfo {
+  code: string;
+  message: string;
+  retryable: boolean;
+}
+
+export function toErrorInfo(err: unknown, fallback: DroidErrorCode = 'worker_failed'): ErrorInfo {
+  if (err instanceof DroidError) return { code: err.code, message: err.message, retryable: err.retryable };
+  const message = err instanceof Error ? err.message : String(err);
+  return { code: fallback, message, retryable: false };
+}

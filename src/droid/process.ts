@@ -1,0 +1,100 @@
+/**
+ * Starts `droid exec` in stream-jsonrpc mode and watches it die. Settings go
+ * through the protocol, never through CLI flags.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { accessSync, constants, statSync } from 'node:fs';
+import { DroidConnection } from './connection.js';
+import { DroidError } from './errors.js';
+import { TextTail } from '../util/text.js';
+
+export const DROID_EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
+export const STDERR_TAIL_CHARS = 16_000;
+const EXIT_DRAIN_MS = 200;
+
+export interface DroidExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface DroidProcess {
+  readonly child: ChildProcessWithoutNullStreams;
+  readonly connection: DroidConnection;
+  readonly stderr: TextTail;
+  /** Settles once the process has exited and its pipes are closed. */
+  readonly exited: Promise<DroidExit>;
+  kill(signal?: NodeJS.Signals): void;
+}
+
+export interface SpawnDroidOptions {
+  droidPath: string;
+  env: NodeJS.ProcessEnv;
+  /** Working directory of the process; the session's cwd is set by protocol. */
+  cwd?: string;
+  requestTimeoutMs?: number;
+}
+
+/** Fails with `droid_not_found` before spawning when the binary is unusable. */
+export function assertDroidExecutable(droidPath: string): void {
+  const hint = 'Install the Factory droid CLI (curl -fsSL https://app.factory.ai/cli | sh) or set droidPath to its absolute path.';
+  let isFile = false;
+  try {
+    isFile = statSync(droidPath).isFile();
+    accessSync(droidPath, constants.X_OK);
+  } catch {
+    throw new DroidError('droid_not_found', `droid CLI not found or not executable at ${droidPath}. ${hint}`);
+  }
+  if (!isFile) throw new DroidError('droid_not_found', `droid CLI path ${droidPath} is not a file. ${hint}`);
+}
+
+export function spawnDroid(options: SpawnDroidOptions): DroidProcess {
+  assertDroidExecutable(options.droidPath);
+  const child = spawn(options.droidPath, DROID_EXEC_ARGS, {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const connection = new DroidConnection({
+    input: child.stdout,
+    output: child.stdin,
+    defaultTimeoutMs: options.requestTimeoutMs,
+  });
+  const stderr = new TextTail(STDERR_TAIL_CHARS);
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (chunk: string) => stderr.push(chunk));
+
+  const exited = new Promise<DroidExit>((resolve) => {
+    child.once('error', (err) => {
+      connection.close(new DroidError('droid_spawn_failed', `could not start droid: ${err.message}`));
+      resolve({ code: null, signal: null });
+    });
+    // `exit` rather than `close`: a grandchild holding the pipes open must not
+    // delay the verdict. Output already in flight gets a short moment to land.
+    child.once('exit', (code, signal) => {
+      const finish = () => {
+        connection.close(
+          new DroidError('droid_exited', `droid exited (${signal ? `signal ${signal}` : `code ${code}`})`, true, { code, signal }),
+        );
+        resolve({ code, signal });
+      };
+      if (child.stdout.readableEnded) finish();
+      else {
+        const timer = setTimeout(finish, EXIT_DRAIN_MS);
+        child.stdout.once('end', () => {
+          clearTimeout(timer);
+          finish();
+        });
+      }
+    });
+  });
+
+  return {
+    child,
+    connection,
+    stderr,
+    exited,
+    kill(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    },
+  };
+}

@@ -1,0 +1,167 @@
+/**
+ * Folds the notifications of one turn into its result. The turn ends only on
+ * `agent_turn_completed` whose `turnId` is the `messageId` we submitted.
+ */
+import { normalizeUsage, textOf, type SessionNotification, type TokenUsage } from './notifications.js';
+import { head, summarize, tail } from '../util/text.js';
+
+export const FINAL_TEXT_CHARS = 16_000;
+export const FIELD_CHARS = 4_000;
+export const MAX_TRANSCRIPT_ENTRIES = 500;
+
+export interface ToolSpan {
+  kind: 'tool';
+  toolUseId: string;
+  name: string;
+  input: string;
+  status: 'open' | 'done' | 'aborted';
+  isError: boolean;
+  result?: string;
+}
+
+export interface AssistantText {
+  kind: 'assistant';
+  text: string;
+}
+
+/** What a turn produced, in order; never the user's prompt. */
+export type TranscriptEntry = AssistantText | ToolSpan;
+
+export interface TurnEnd {
+  reason: string;
+  usage: TokenUsage | null;
+}
+
+export type ProgressEvent =
+  | { kind: 'assistant_text'; text: string }
+  | { kind: 'tool_started'; tool: string; input: string }
+  | { kind: 'tool_finished'; tool: string; isError: boolean; result: string }
+  | { kind: 'droid_error'; message: string }
+  | { kind: 'ignored_turn_end'; turnId: string; reason: string };
+
+export class TurnCollector {
+  readonly transcript: TranscriptEntry[] = [];
+  readonly droidErrors: string[] = [];
+  finalText = '';
+  partialText = '';
+  /** Set when the turn ended: matching notification seen. */
+  end: TurnEnd | undefined;
+  droppedEntries = 0;
+  private readonly spans = new Map<string, ToolSpan>();
+  private latestUsage: TokenUsage | null = null;
+  private resolveEnd!: (end: TurnEnd) => void;
+  readonly ended: Promise<TurnEnd>;
+
+  constructor(
+    readonly turnId: string,
+    private readonly onProgress: (event: ProgressEvent) => void = () => {},
+  ) {
+    this.ended = new Promise((resolve) => (this.resolveEnd = resolve));
+  }
+
+  get usage(): TokenUsage | null {
+    return this.end?.usage ?? this.latestUsage;
+  }
+
+  handle(n: SessionNotification): void {
+    if (this.end) return;
+    switch (n.type) {
+      case 'create_message':
+        return this.onMessage(n as Extract<SessionNotification, { type: 'create_message' }>);
+      case 'assistant_text_delta': {
+        const delta = (n as { textDelta?: unknown }).textDelta;
+        if (typeof delta === 'string') this.partialText = tail(this.partialText + delta, FIELD_CHARS);
+        return;
+      }
+      case 'tool_call':
+        return this.onToolCall((n as Extract<SessionNotification, { type: 'tool_call' }>).toolUse);
+      case 'tool_result':
+        return this.onToolResult(n as Extract<SessionNotification, { type: 'tool_result' }>);
+      case 'session_token_usage_changed':
+        this.latestUsage = normalizeUsage((n as { tokenUsage?: Partial<TokenUsage> }).tokenUsage) ?? this.latestUsage;
+        return;
+      case 'error': {
+        const e = n as Extract<SessionNotification, { type: 'error' }>;
+        const message = head([e.error?.name, e.error?.message ?? e.message].filter(Boolean).join(': '), FIELD_CHARS);
+        this.droidErrors.push(message);
+        this.onProgress({ kind: 'droid_error', message });
+        return;
+      }
+      case 'agent_turn_completed':
+        return this.onTurnCompleted(n as Extract<SessionNotification, { type: 'agent_turn_completed' }>);
+    }
+  }
+
+  /** droid died or the turn was abandoned: close open tool spans with a note. */
+  abortOpenSpans(note: string): void {
+    for (const span of this.spans.values()) {
+      if (span.status !== 'open') continue;
+      span.status = 'aborted';
+      span.isError = true;
+      span.result = head(note, FIELD_CHARS);
+    }
+  }
+
+  private push(entry: TranscriptEntry): void {
+    if (this.transcript.length >= MAX_TRANSCRIPT_ENTRIES) {
+      this.droppedEntries++;
+      return;
+    }
+    this.transcript.push(entry);
+  }
+
+  private onMessage(n: Extract<SessionNotification, { type: 'create_message' }>): void {
+    // Only assistant text is kept: droid also echoes the user's prompt here.
+    if (n.message?.role !== 'assistant') return;
+    const text = textOf(n.message.content);
+    if (text === '') return;
+    this.finalText = tail(text, FINAL_TEXT_CHARS);
+    this.partialText = '';
+    this.push({ kind: 'assistant', text: tail(text, FINAL_TEXT_CHARS) });
+    this.onProgress({ kind: 'assistant_text', text: tail(text, FIELD_CHARS) });
+  }
+
+  private onToolCall(toolUse: { id?: string; name?: string; input?: unknown } | undefined): void {
+    if (!toolUse || typeof toolUse.id !== 'string') return;
+    const input = summarize(toolUse.input ?? {}, FIELD_CHARS);
+    const existing = this.spans.get(toolUse.id);
+    // droid resends tool_call as the input fills in: one span per id.
+    if (existing) {
+      existing.input = input;
+      if (typeof toolUse.name === 'string') existing.name = toolUse.name;
+      return;
+    }
+    const span: ToolSpan = {
+      kind: 'tool',
+      toolUseId: toolUse.id,
+      name: typeof toolUse.name === 'string' ? toolUse.name : 'unknown',
+      input,
+      status: 'open',
+      isError: false,
+    };
+    this.spans.set(toolUse.id, span);
+    this.push(span);
+    this.onProgress({ kind: 'tool_started', tool: span.name, input: span.input });
+  }
+
+  private onToolResult(n: Extract<SessionNotification, { type: 'tool_result' }>): void {
+    if (typeof n.toolUseId !== 'string') return;
+    const span = this.spans.get(n.toolUseId);
+    if (!span) return;
+    span.status = 'done';
+    span.isError = n.isError === true;
+    span.result = summarize(n.content ?? '', FIELD_CHARS);
+    this.onProgress({ kind: 'tool_finished', tool: span.name, isError: span.isError, result: span.result });
+  }
+
+  private onTurnCompleted(n: Extract<SessionNotification, { type: 'agent_turn_completed' }>): void {
+    const reason = typeof n.reason === 'string' ? n.reason : 'unknown';
+    if (n.turnId !== this.turnId) {
+      this.onProgress({ kind: 'ignored_turn_end', turnId: head(String(n.turnId), 100), reason });
+      return;
+    }
+    this.abortOpenSpans(`turn ended (${reason}) before the tool reported a result`);
+    this.end = { reason, usage: normalizeUsage(n.tokenUsage) ?? this.latestUsage };
+    this.resolveEnd(this.end);
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * Worker process entry: receives one turn over IPC, runs it, reports, waits
+ * for the controller to acknowledge the durable result, and exits.
+ */
+import { toErrorInfo } from '../droid/errors.js';
+import { emptyFailure, turnSpecSchema, type ParentToWorker, type TurnResult, type WorkerToParent } from './protocol.js';
+import { stopOrphanedGroup } from './orphan.js';
+import { runTurn } from './run-turn.js';
+
+const ACK_TIMEOUT_MS = 30_000;
+
+function send(message: WorkerToParent): Promise<void> {
+  return new Promise((resolve) => {
+    if (!process.connected || !process.send) return resolve();
+    process.send(message, (err: Error | null) => {
+      if (err) process.stderr.write(`worker: IPC send failed: ${err.message}\n`);
+      resolve();
+    });
+  });
+}
+
+let cancel!: () => void;
+const cancelled = new Promise<void>((resolve) => (cancel = resolve));
+let acknowledge!: () => void;
+const acknowledged = new Promise<void>((resolve) => (acknowledge = resolve));
+let running = false;
+
+// The controller is gone: nobody can record this turn, so stop droid now.
+process.on('disconnect', () => {
+  cancel();
+  acknowledge();
+  stopOrphanedGroup();
+});
+
+process.on('message', (raw: ParentToWorker) => {
+  if (raw?.type === 'cancel') return cancel();
+  if (raw?.type === 'ack') return acknowledge();
+  if (raw?.type !== 'run' || running) return;
+  running = true;
+  void execute(raw.spec);
+});
+
+async function execute(rawSpec: unknown): Promise<void> {
+  const parsed = turnSpecSchema.safeParse(rawSpec);
+  let result: TurnResult;
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    result = emptyFailure({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
+  } else {
+    try {
+      result = await runTurn(parsed.data, {
+        cancelled,
+        onStarted: (droidSessionId) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString() }),
+        onProgress: (event) => void send({ type: 'progress', event }),
+      });
+    } catch (err) {
+      result = emptyFailure(toErrorInfo(err));
+    }
+  }
+  await send({ type: 'terminal', result });
+  await Promise.race([acknowledged, new Promise((r) => setTimeout(r, ACK_TIMEOUT_MS))]);
+  process.exit(0);
+}

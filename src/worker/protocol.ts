@@ -1,0 +1,82 @@
+/**
+ * The IPC contract between the controller and a per-turn worker. Validated on
+ * both sides: a malformed message is a named failure, never a guess.
+ */
+import { z } from 'zod';
+import type { ErrorInfo } from '../droid/errors.js';
+import type { TokenUsage } from '../droid/notifications.js';
+import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
+import type { ProgressEvent, TranscriptEntry } from '../droid/turn-collector.js';
+
+export const turnSpecSchema = z
+  .object({
+    runId: z.string().min(1),
+    workspace: z.string().startsWith('/'),
+    droidPath: z.string().min(1),
+    droidEnv: z.record(z.string(), z.string()),
+    session: z.discriminatedUnion('mode', [
+      z.object({ mode: z.literal('create'), title: z.string().optional(), tags: z.array(z.string()).optional() }).strict(),
+      z.object({ mode: z.literal('resume'), droidSessionId: z.string().min(1) }).strict(),
+    ]),
+    model: z.string().min(1),
+    reasoningEffort: z.string().min(1).optional(),
+    autonomy: z.enum(['off', 'low', 'medium', 'high']),
+    prompt: z.string(),
+    timeoutMs: z.number().int().positive(),
+    graceMs: z.number().int().positive(),
+    machineId: z.string().min(1).optional(),
+  })
+  .strict();
+
+export type TurnSpec = z.infer<typeof turnSpecSchema>;
+
+export type TurnOutcome = 'succeeded' | 'interrupted' | 'cancelled' | 'failed' | 'timed_out';
+
+export interface TurnResult {
+  outcome: TurnOutcome;
+  /** droid's `agent_turn_completed.reason`, or null when no terminal notification came. */
+  reason: string | null;
+  /** Whether the prompt reached droid (add_user_message answered). */
+  submitted: boolean;
+  droidSessionId: string | null;
+  finalText: string;
+  partialText: string;
+  usage: TokenUsage | null;
+  permissionsDeclined: PermissionRecord[];
+  permissionsApproved: PermissionRecord[];
+  questions: QuestionRecord[];
+  transcript: TranscriptEntry[];
+  error: ErrorInfo | null;
+  diagnostics: string[];
+  stderrTail: string;
+  durationMs: number;
+}
+
+export type WorkerToParent =
+  | { type: 'started'; droidSessionId: string; submittedAt: string }
+  | { type: 'progress'; event: ProgressEvent }
+  | { type: 'terminal'; result: TurnResult };
+
+export type ParentToWorker = { type: 'run'; spec: TurnSpec } | { type: 'cancel' } | { type: 'ack' };
+
+/** A result for a turn that produced no evidence at all (bad spec, dead worker). */
+export function emptyFailure(error: ErrorInfo, extra: Partial<TurnResult> = {}): TurnResult {
+  return {
+    outcome: 'failed',
+    reason: null,
+    submitted: false,
+    droidSessionId: null,
+    finalText: '',
+    partialText: '',
+    usage: null,
+    permissionsDeclined: [],
+    permissionsApproved: [],
+    questions: [],
+    transcript: [],
+    error,
+    diagnostics: [],
+    stderrTail: '',
+    durationMs: 0,
+    ...extra,
+  };
+}

@@ -1,0 +1,192 @@
+/**
+ * Runs exactly one droid turn for a validated spec and says how it ended.
+ * No IPC here: the caller supplies hooks and a cancel signal, so the same
+ * code runs in the worker process and in tests.
+ */
+import { hostname } from 'node:os';
+import { realpath } from 'node:fs/promises';
+import { DroidClient, settingsFor } from '../droid/client.js';
+import { DroidError, toErrorInfo, type ErrorInfo } from '../droid/errors.js';
+import { assertDroidExecutable } from '../droid/process.js';
+import type { ProgressEvent, TurnCollector } from '../droid/turn-collector.js';
+import type { TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
+
+export interface TurnHooks {
+  onStarted(droidSessionId: string): void;
+  onProgress(event: ProgressEvent): void;
+  /** Resolves when the controller asks to stop this turn. */
+  cancelled: Promise<void>;
+}
+
+type Stop = { kind: 'cancel' } | { kind: 'deadline' };
+
+interface TurnState {
+  client?: DroidClient;
+  droidSessionId: string | null;
+  collector?: TurnCollector;
+  submitted: boolean;
+}
+
+const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
+
+export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<TurnResult> {
+  const startedAt = Date.now();
+  const state: TurnState = { droidSessionId: null, submitted: false };
+  let deadlineTimer: NodeJS.Timeout | undefined;
+  const stop = new Promise<Stop>((resolve) => {
+    deadlineTimer = setTimeout(() => resolve({ kind: 'deadline' }), spec.timeoutMs);
+    void hooks.cancelled.then(() => resolve({ kind: 'cancel' }));
+  });
+
+  let verdict: Verdict;
+  try {
+    verdict = await drive(spec, hooks, state, stop);
+  } catch (err) {
+    verdict = { outcome: 'failed', reason: null, error: toErrorInfo(err) };
+  } finally {
+    clearTimeout(deadlineTimer);
+  }
+  state.collector?.abortOpenSpans('droid stopped before the tool reported a result');
+  await state.client?.shutdown(Math.min(spec.graceMs, 5_000));
+  return { ...verdict, ...evidence(state), durationMs: Date.now() - startedAt };
+}
+
+/** Everything observed so far, whatever the outcome. */
+function evidence(state: TurnState) {
+  const client = state.client;
+  const collector = state.collector;
+  return {
+    submitted: state.submitted,
+    droidSessionId: state.droidSessionId,
+    finalText: collector?.finalText ?? '',
+    partialText: collector?.partialText ?? '',
+    usage: collector?.usage ?? null,
+    permissionsDeclined: client?.decisions.permissionsDeclined ?? [],
+    permissionsApproved: client?.decisions.permissionsApproved ?? [],
+    questions: client?.decisions.questions ?? [],
+    transcript: collector?.transcript ?? [],
+    diagnostics: [
+      ...(client?.process.connection.diagnostics.map((d) => `${d.kind}: ${d.detail}`) ?? []),
+      ...(client?.decisions.unknownRequests.map((m) => `unknown droid request answered -32601: ${m}`) ?? []),
+    ],
+    stderrTail: client?.process.stderr.toString() ?? '',
+  };
+}
+
+type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null };
+
+async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>): Promise<Verdict> {
+  assertDroidExecutable(spec.droidPath);
+  const client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace });
+  state.client = client;
+  const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
+
+  // Setup: nothing is submitted if a stop or an exit comes first.
+  const setup = openSession(spec, client).then((id) => {
+    state.droidSessionId = id;
+    return null;
+  });
+  const exitDuringSetup = exited.then((e) => Promise.reject(e));
+  // Whichever loses the race must not surface later as an unhandled rejection.
+  setup.catch(() => undefined);
+  exitDuringSetup.catch(() => undefined);
+  const early = await Promise.race([setup, stop, exitDuringSetup]);
+  if (early) return stoppedBeforeSubmit(early);
+
+  const collector = await client.submit(spec.prompt, hooks.onProgress);
+  state.collector = collector;
+  state.submitted = true;
+  hooks.onStarted(state.droidSessionId!);
+
+  const first = await Promise.race([collector.ended, stop, exited]);
+  if (first instanceof Error) return diedMidTurn(first);
+  if ('reason' in first) return fromReason(first.reason, collector);
+
+  // Cancel or deadline: interrupt through the protocol, then wait for the end.
+  await client.interrupt(spec.graceMs).catch(() => undefined);
+  const after = await Promise.race([collector.ended, exited, delay(spec.graceMs)]);
+  const end = after && !(after instanceof Error) ? after : undefined;
+  if (first.kind === 'deadline') {
+    if (end?.reason === 'completed') return fromReason(end.reason, collector);
+    return {
+      outcome: 'timed_out',
+      reason: end?.reason ?? null,
+      error: { code: 'run_timed_out', message: `turn exceeded its ${spec.timeoutMs} ms deadline`, retryable: true },
+    };
+  }
+  if (end) return fromReason(end.reason, collector);
+  return {
+    outcome: 'cancelled',
+    reason: null,
+    error: { code: 'interrupt_unconfirmed', message: 'droid did not confirm the interrupt in time', retryable: false },
+  };
+}
+
+async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
+  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(spec.autonomy) };
+  if (spec.session.mode === 'create') {
+    const created = await client.initializeSession({
+      machineId: spec.machineId ?? hostname(),
+      cwd: spec.workspace,
+      ...settings,
+      ...(spec.session.title ? { title: spec.session.title } : {}),
+      ...(spec.session.tags?.length ? { tags: spec.session.tags } : {}),
+    });
+    return created.sessionId;
+  }
+  const loaded = await client.loadSession(spec.session.droidSessionId);
+  // A session recorded elsewhere must never run its tools in this workspace.
+  if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
+    throw new DroidError(
+      'resume_cwd_mismatch',
+      'the droid session was recorded in a different working directory than this workspace; nothing was submitted',
+    );
+  }
+  await client.updateSettings(settings);
+  return spec.session.droidSessionId;
+}
+
+async function sameDirectory(a: string, b: string): Promise<boolean> {
+  const canonical = (p: string) => realpath(p).catch(() => p);
+  return (await canonical(a)) === (await canonical(b));
+}
+
+function stoppedBeforeSubmit(stop: Stop): Verdict {
+  return stop.kind === 'deadline'
+    ? {
+        outcome: 'timed_out',
+        reason: null,
+        error: { code: 'run_timed_out', message: 'the deadline passed before droid was ready; nothing was submitted', retryable: true },
+      }
+    : { outcome: 'cancelled', reason: null, error: null };
+}
+
+function diedMidTurn(err: Error): Verdict {
+  return { outcome: 'failed', reason: null, error: toErrorInfo(err, 'droid_exited') };
+}
+
+function fromReason(reason: string, collector: TurnCollector): Verdict {
+  const outcome = REASON_OUTCOMES[reason];
+  if (outcome) return { outcome, reason, error: null };
+  if (reason === 'model_authentication_failed') {
+    return {
+      outcome: 'failed',
+      reason,
+      error: {
+        code: 'droid_auth_failed',
+        message: 'droid could not authenticate with the model provider; log the service user in to Factory (droid /login) or set FACTORY_API_KEY',
+        retryable: false,
+      },
+    };
+  }
+  const detail = collector.droidErrors.at(-1);
+  return {
+    outcome: 'failed',
+    reason,
+    error: { code: 'droid_turn_failed', message: `droid ended the turn with reason ${reason}${detail ? ` (${detail})` : ''}`, retryable: false },
+  };
+}
+
+function delay(ms: number): Promise<undefined> {
+  return new Promise((resolve) => setTimeout(() => resolve(undefined), ms));
+}

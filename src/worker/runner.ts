@@ -1,0 +1,135 @@
+/**
+ * Parent side of one worker: forks it as the leader of its own process group,
+ * relays its reports, and makes sure the whole group is gone at the end.
+ */
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { ProgressEvent } from '../droid/turn-collector.js';
+import { emptyFailure, type ParentToWorker, type TurnResult, type TurnSpec, type WorkerToParent } from './protocol.js';
+import { TextTail } from '../util/text.js';
+
+export const WORKER_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
+const GROUP_POLL_MS = 25;
+const GROUP_GONE_TIMEOUT_MS = 10_000;
+
+export interface WorkerOptions {
+  onStarted?(droidSessionId: string): void;
+  onProgress?(event: ProgressEvent): void;
+  /** Environment of the worker process itself (droid gets spec.droidEnv). */
+  env?: NodeJS.ProcessEnv;
+  workerEntry?: string;
+}
+
+export interface WorkerHandle {
+  readonly pid: number;
+  /** The turn's one result; synthesized as `failed` if the worker dies without one. */
+  readonly result: Promise<TurnResult>;
+  /** Settles when the worker has exited and its process group is gone. */
+  readonly cleanedUp: Promise<void>;
+  /** Asks for a protocol interrupt; kills the group if the turn does not end within the grace period. */
+  cancel(): void;
+  /** Tells the worker its result is durable, so it may exit. */
+  acknowledge(): void;
+}
+
+export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): WorkerHandle {
+  const stderr = new TextTail(16_000);
+  const child = fork(options.workerEntry ?? WORKER_ENTRY, [], {
+    detached: true,
+    env: options.env ?? process.env,
+    // stdout is never inherited: in stdio mode ours carries MCP frames.
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+  });
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => stderr.push(chunk));
+  const pid = child.pid ?? -1;
+
+  let settle!: (result: TurnResult) => void;
+  let gotResult = false;
+  let startedSession: string | null = null;
+  const result = new Promise<TurnResult>((resolve) => (settle = resolve));
+  let killTimer: NodeJS.Timeout | undefined;
+  const killGroupLater = (ms: number) => {
+    if (killTimer) return;
+    killTimer = setTimeout(() => killGroup(pid, 'SIGKILL'), ms);
+  };
+
+  // Backstop for a worker that ignores its own deadline.
+  killGroupLater(spec.timeoutMs + spec.graceMs * 3);
+
+  child.on('message', (message: WorkerToParent) => {
+    if (message?.type === 'started') {
+      startedSession = message.droidSessionId;
+      options.onStarted?.(message.droidSessionId);
+    }
+    else if (message?.type === 'progress') options.onProgress?.(message.event);
+    else if (message?.type === 'terminal' && !gotResult) {
+      gotResult = true;
+      settle(message.result);
+    }
+  });
+
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    child.once('error', () => resolve(null));
+  });
+
+  const cleanedUp = exited.then(async (code) => {
+    if (!gotResult) {
+      gotResult = true;
+      const error = { code: 'worker_failed', message: `the turn's worker exited (code ${code}) without a result`, retryable: false };
+      // After `started`, the prompt reached droid: the turn may have had effects.
+      settle(emptyFailure(error, { submitted: startedSession !== null, droidSessionId: startedSession, stderrTail: stderr.toString() }));
+    }
+    // droid shares the worker's group; anything left in it goes now.
+    killGroup(pid, 'SIGKILL');
+    await waitForGroupGone(pid);
+    clearTimeout(killTimer);
+  });
+
+  const post = (message: ParentToWorker) => {
+    if (child.connected) child.send(message, () => undefined);
+  };
+  post({ type: 'run', spec });
+
+  return {
+    pid,
+    result,
+    cleanedUp,
+    cancel() {
+      post({ type: 'cancel' });
+      clearTimeout(killTimer);
+      killTimer = undefined;
+      // The worker itself waits graceMs for droid; this is the hard stop after it.
+      killGroupLater(spec.graceMs * 2);
+    },
+    acknowledge() {
+      post({ type: 'ack' });
+    },
+  };
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  if (pid <= 0) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+function groupAlive(pid: number): boolean {
+  try {
+    process.kill(-pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function waitForGroupGone(pid: number): Promise<void> {
+  const giveUpAt = Date.now() + GROUP_GONE_TIMEOUT_MS;
+  while (pid > 0 && groupAlive(pid) && Date.now() < giveUpAt) {
+    await new Promise((r) => setTimeout(r, GROUP_POLL_MS));
+  }
+}
