@@ -24,6 +24,16 @@ function scan(path) {
 }
 
 walk('src');
+
+// docs/TOOLS.md must match the registered schemas (needs a fresh build).
+const { renderToolsDoc } = await import('../dist/src/mcp/tools-doc.js');
+let current = '';
+try {
+  current = readFileSync(new URL('../docs/TOOLS.md', import.meta.url), 'utf8');
+} catch {
+  // missing counts as stale
+}
+if (current !== renderToolsDoc()) problems.push('docs/TOOLS.md is stale: run `npm run docs` and commit it');
 if (problems.length) {
   console.error(problems.join('\n'));
   process.exit(1);

@@ -42,9 +42,9 @@ export function assertDroidExecutable(droidPath: string): void {
     isFile = statSync(droidPath).isFile();
     accessSync(droidPath, constants.X_OK);
   } catch {
-    throw new DroidError('droid_not_found', `droid CLI not found or not executable at ${droidPath}. ${hint}`);
+    throw new DroidError('droid_not_found', `droid CLI not found or not executable at the configured droidPath. ${hint}`);
   }
-  if (!isFile) throw new DroidError('droid_not_found', `droid CLI path ${droidPath} is not a file. ${hint}`);
+  if (!isFile) throw new DroidError('droid_not_found', `the configured droidPath is not a file. ${hint}`);
 }
 
 export function spawnDroid(options: SpawnDroidOptions): DroidProcess {

@@ -1,0 +1,52 @@
+/**
+ * Which queued turns may start now. Pure: no clocks, no I/O.
+ *
+ * Rules (spec "Concurrency"): at most `capacity` live turns; at most one live
+ * turn per session, sessions FIFO; canonical workspace locks where readers
+ * (autonomy off) share overlapping trees and writers need them alone. A turn
+ * never overtakes an earlier waiting turn it conflicts with, so a waiting
+ * writer is never starved by later readers.
+ */
+export interface LockClaim {
+  sessionId: string;
+  /** Canonical workspace path. */
+  workspace: string;
+  writer: boolean;
+}
+
+export interface QueuedTurn extends LockClaim {
+  runId: string;
+}
+
+export function treesOverlapBySegments(a: string, b: string): boolean {
+  if (a === b) return true;
+  const within = (child: string, parent: string) => child.startsWith(parent.endsWith('/') ? parent : parent + '/');
+  return within(a, b) || within(b, a);
+}
+
+export function conflicts(a: LockClaim, b: LockClaim): boolean {
+  return (a.writer || b.writer) && treesOverlapBySegments(a.workspace, b.workspace);
+}
+
+/** Returns the run ids to start now, in queue order. */
+export function selectRunnable(queue: readonly QueuedTurn[], live: readonly LockClaim[], capacity: number): string[] {
+  const chosen: string[] = [];
+  const holding: LockClaim[] = [...live];
+  const busySessions = new Set(live.map((l) => l.sessionId));
+  const waiting: QueuedTurn[] = [];
+  for (const turn of queue) {
+    if (holding.length >= capacity) break;
+    const blocked =
+      busySessions.has(turn.sessionId) ||
+      holding.some((h) => conflicts(h, turn)) ||
+      waiting.some((w) => w.sessionId === turn.sessionId || conflicts(w, turn));
+    if (blocked) {
+      waiting.push(turn);
+      continue;
+    }
+    chosen.push(turn.runId);
+    holding.push(turn);
+    busySessions.add(turn.sessionId);
+  }
+  return chosen;
+}

@@ -1,0 +1,30 @@
+/**
+ * The identity of a request, for idempotency. Only a SHA-256 digest of the
+ * normalized intent is kept: the prompt itself is never stored.
+ */
+import { createHash } from 'node:crypto';
+
+export interface Intent {
+  kind: 'create' | 'send';
+  /** Canonical workspace for create, controller session id for send. */
+  target: string;
+  prompt: string;
+  interrupt: boolean;
+  replyTo: string | null;
+  title: string | null;
+  labels: readonly string[];
+}
+
+export function fingerprint(intent: Intent): string {
+  // A fixed key order and normalized values make equal intents hash equally.
+  const normalized = [
+    intent.kind,
+    intent.target,
+    intent.prompt.normalize('NFC'),
+    intent.interrupt,
+    intent.replyTo,
+    intent.title,
+    [...intent.labels].sort(),
+  ];
+  return createHash('sha256').update(JSON.stringify(normalized)).digest('hex');
+}

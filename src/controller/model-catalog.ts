@@ -1,0 +1,73 @@
+/**
+ * The live model catalog, from droid itself (`droid.list_models` on a
+ * short-lived process: no session, no prompt). Cached for a TTL; concurrent
+ * callers share one refresh; an expired catalog is never served.
+ */
+import { DroidClient, type CatalogModel } from '../droid/client.js';
+import { DroidError } from '../droid/errors.js';
+import { ControllerError } from './errors.js';
+
+export type CatalogFetcher = () => Promise<CatalogModel[]>;
+
+/** Disabled, deprecated, dated and operator-excluded models are hidden. */
+export function visibleModels(models: readonly CatalogModel[], excludeIds: readonly string[]): CatalogModel[] {
+  const excluded = new Set(excludeIds);
+  return models.filter(
+    (m) =>
+      typeof m.id === 'string' &&
+      m.disabled !== true &&
+      m.deprecated !== true &&
+      (m.deprecationDate === undefined || m.deprecationDate === null) &&
+      !excluded.has(m.id),
+  );
+}
+
+export function droidCatalogFetcher(droidPath: string, env: NodeJS.ProcessEnv, timeoutMs = 20_000): CatalogFetcher {
+  return async () => {
+    const client = DroidClient.spawn({ droidPath, env, requestTimeoutMs: timeoutMs });
+    try {
+      return await client.listModels();
+    } finally {
+      await client.shutdown(1_000);
+    }
+  };
+}
+
+export class ModelCatalog {
+  private cached: { models: CatalogModel[]; fetchedAt: number } | undefined;
+  private inflight: Promise<CatalogModel[]> | undefined;
+
+  constructor(
+    private readonly fetcher: CatalogFetcher,
+    private readonly ttlMs: number,
+    private readonly excludeIds: readonly string[],
+    private readonly onFailure: (err: unknown) => void = () => {},
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async models(): Promise<CatalogModel[]> {
+    if (this.cached && this.now() - this.cached.fetchedAt < this.ttlMs) return this.cached.models;
+    this.inflight ??= this.refresh().finally(() => (this.inflight = undefined));
+    return this.inflight;
+  }
+
+  private async refresh(): Promise<CatalogModel[]> {
+    try {
+      const models = visibleModels(await this.fetcher(), this.excludeIds);
+      this.cached = { models, fetchedAt: this.now() };
+      return models;
+    } catch (err) {
+      // Never fall back to an expired catalog: it may offer retired models.
+      this.cached = undefined;
+      this.onFailure(err);
+      // The detail (paths, droid output) goes to the log, not to callers.
+      const kind = err instanceof DroidError ? err.code : 'unexpected_error';
+      throw new ControllerError(
+        'model_discovery_failed',
+        `could not read the live model catalog from droid (${kind})`,
+        'Retry shortly; if it persists, check that the droid CLI runs for the service user (droid --version).',
+        true,
+      );
+    }
+  }
+}

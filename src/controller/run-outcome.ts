@@ -1,0 +1,68 @@
+/**
+ * How a worker's terminal result becomes a run record, and the bounded
+ * progress log. Pure.
+ */
+import type { ProgressEvent } from '../droid/turn-collector.js';
+import type { ProgressRecord, RunRecord } from '../store/records.js';
+import type { TurnResult } from '../worker/protocol.js';
+import { head, tail } from '../util/text.js';
+
+export const MAX_EVENTS = 20;
+export const EVENT_FIELD_CHARS = 4_000;
+export const PREVIEW_CHARS = 2_000;
+
+function describe(event: ProgressEvent): string {
+  switch (event.kind) {
+    case 'assistant_text':
+      return event.text;
+    case 'tool_started':
+      return `${event.tool} ${event.input}`;
+    case 'tool_finished':
+      return `${event.tool}${event.isError ? ' (error)' : ''}: ${event.result}`;
+    case 'droid_error':
+      return event.message;
+    case 'ignored_turn_end':
+      return `ignored end of another turn (${event.reason})`;
+  }
+}
+
+/** Keeps the last MAX_EVENTS events, each field bounded. */
+export function appendEvent(events: ProgressRecord[], event: ProgressEvent, at: string): void {
+  events.push({ at, kind: event.kind, detail: head(describe(event), EVENT_FIELD_CHARS) });
+  if (events.length > MAX_EVENTS) events.splice(0, events.length - MAX_EVENTS);
+}
+
+export interface TerminalContext {
+  /** Someone asked for this turn to stop (cancel or steering). */
+  cancelRequested: boolean;
+  events: ProgressRecord[];
+  at: string;
+}
+
+export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: TerminalContext): RunRecord {
+  const state = result.outcome;
+  const cancelReason =
+    state === 'cancelled' ? (result.error?.code === 'interrupt_unconfirmed' ? 'interrupt_unconfirmed' : 'cancelled') : null;
+  const needsAttention =
+    state === 'failed' ||
+    state === 'timed_out' ||
+    cancelReason === 'interrupt_unconfirmed' ||
+    (state === 'interrupted' && !ctx.cancelRequested) ||
+    result.permissionsDeclined.length > 0 ||
+    result.questions.length > 0;
+  return {
+    ...run,
+    state,
+    endedAt: ctx.at,
+    reason: result.reason,
+    cancelReason,
+    error: result.error,
+    usage: result.usage,
+    preview: tail(result.finalText || result.partialText, PREVIEW_CHARS),
+    needsAttention,
+    permissionsDeclined: result.permissionsDeclined,
+    questions: result.questions,
+    events: [...ctx.events],
+    hasResult: true,
+  };
+}

@@ -1,0 +1,110 @@
+/**
+ * Public projections of controller records. Pure. These are the only shapes
+ * tools return, so nothing private (droid session ids, fingerprints, stderr,
+ * state paths) may be added here.
+ */
+import type { RunRecord, RunState, SessionRecord } from '../store/records.js';
+import { LIVE_STATES } from '../store/records.js';
+
+export type AgentState = 'working' | 'idle' | 'unknown';
+
+export interface RunView {
+  run: string;
+  seq: number;
+  state: RunState;
+  requestKey: string | null;
+  interrupt: boolean;
+  model: string;
+  autonomy: string;
+  reasoningEffort: string | null;
+  acceptedAt: string;
+  startedAt: string | null;
+  endedAt: string | null;
+  cancelReason: string | null;
+  droidReason: string | null;
+  error: { code: string; message: string; retryable: boolean } | null;
+  usage: RunRecord['usage'];
+  needsAttention: boolean;
+  permissionsDeclined: RunRecord['permissionsDeclined'];
+  questions: RunRecord['questions'];
+  predecessorFailure: { run: string; state: RunState; error: { code: string; message: string } | null } | null;
+  events: RunRecord['events'];
+}
+
+export interface SessionView {
+  session: string;
+  workspace: string;
+  title: string | null;
+  labels: string[];
+  archived: boolean;
+  replyTo: string | null;
+  createdAt: string;
+  updatedAt: string;
+  agentState: AgentState;
+  needsAttention: boolean;
+  notification: 'disabled';
+  queuedRuns: number;
+  preview: string;
+  latestRun: RunView;
+}
+
+export function isWorking(state: RunState): boolean {
+  return state === 'queued' || LIVE_STATES.includes(state);
+}
+
+export function runView(run: RunRecord): RunView {
+  return {
+    run: run.id,
+    seq: run.seq,
+    state: run.state,
+    requestKey: run.requestKey,
+    interrupt: run.interrupt,
+    model: run.settings.model,
+    autonomy: run.settings.autonomy,
+    reasoningEffort: run.settings.reasoningEffort,
+    acceptedAt: run.acceptedAt,
+    startedAt: run.startedAt,
+    endedAt: run.endedAt,
+    cancelReason: run.cancelReason,
+    droidReason: run.reason,
+    error: run.error ? { code: run.error.code, message: run.error.message, retryable: run.error.retryable } : null,
+    usage: run.usage,
+    needsAttention: run.needsAttention,
+    permissionsDeclined: run.permissionsDeclined,
+    questions: run.questions,
+    predecessorFailure: run.predecessorFailure
+      ? {
+          run: run.predecessorFailure.runId,
+          state: run.predecessorFailure.state,
+          error: run.predecessorFailure.error
+            ? { code: run.predecessorFailure.error.code, message: run.predecessorFailure.error.message }
+            : null,
+        }
+      : null,
+    events: run.events,
+  };
+}
+
+/** `runs` are the session's runs in seq order. */
+export function sessionView(session: SessionRecord, runs: readonly RunRecord[]): SessionView {
+  const head = runs.find((r) => r.id === session.headRunId) ?? runs[runs.length - 1]!;
+  const anyUnknown = runs.some((r) => r.state === 'unknown');
+  const working = runs.some((r) => isWorking(r.state));
+  const latestPreview = [...runs].reverse().find((r) => r.preview !== '')?.preview ?? '';
+  return {
+    session: session.id,
+    workspace: session.workspace,
+    title: session.title,
+    labels: session.labels,
+    archived: session.archived,
+    replyTo: session.replyTo,
+    createdAt: session.createdAt,
+    updatedAt: session.updatedAt,
+    agentState: working ? 'working' : anyUnknown ? 'unknown' : 'idle',
+    needsAttention: head.needsAttention,
+    notification: 'disabled',
+    queuedRuns: runs.filter((r) => r.state === 'queued').length,
+    preview: latestPreview,
+    latestRun: runView(head),
+  };
+}

@@ -1,0 +1,134 @@
+/**
+ * Input and output schemas of the tools. Inputs are strict: an unknown
+ * argument is an error, never silently ignored.
+ */
+import { z } from 'zod';
+
+export const autonomySchema = z.enum(['off', 'low', 'medium', 'high']);
+const requestKey = z.string().min(1).max(200).describe('Stable idempotency key: retry with the same key and identical arguments.');
+const sessionHandle = z.string().min(1).max(100).describe('Session handle returned by droid_create_session (metadata.session).');
+const prompt = z.string().min(1).max(100_000).describe('The message for droid. Never stored by the controller.');
+const model = z.string().min(1).max(200).describe('Model id from droid_models. Omit to use the launch default.');
+const reasoningEffort = z.string().min(1).max(50).describe('Reasoning effort supported by the model (see droid_models).');
+const label = z.string().min(1).max(50).regex(/^[a-z0-9][a-z0-9._:-]*$/, 'labels are lowercase letters, digits and . _ : -');
+
+export const createInput = z.strictObject({
+  requestKey,
+  workspace: z.string().min(1).max(4096).describe('Absolute path of an approved root or a directory inside one (see droid_list_workspaces).'),
+  prompt,
+  replyTo: z.string().min(1).max(200).nullable().describe('Conversation to report back to, or null for detached work.'),
+  model: model.optional(),
+  autonomy: autonomySchema.optional().describe('off = read-only Spec mode; low/medium/high allow real actions, up to the host ceiling.'),
+  reasoningEffort: reasoningEffort.optional(),
+  title: z.string().min(1).max(200).optional(),
+  labels: z.array(label).max(20).optional(),
+});
+
+export const sendInput = z.strictObject({
+  requestKey,
+  session: sessionHandle,
+  prompt,
+  interrupt: z.boolean().optional().describe('true: interrupt the running turn and run this next (steering). Default false: queue after it.'),
+  model: model.optional(),
+  autonomy: autonomySchema.optional(),
+  reasoningEffort: reasoningEffort.optional(),
+});
+
+export const sessionInput = z.strictObject({ session: sessionHandle });
+
+export const waitInput = z.strictObject({
+  sessions: z.array(sessionHandle).min(1).max(10).describe('1 to 10 distinct session handles.'),
+  timeoutSeconds: z.number().int().min(0).max(60).optional().describe('How long to wait, 0 to 60 seconds (default 30). A timeout is not a failure.'),
+});
+
+export const emptyInput = z.strictObject({});
+
+// ── outputs ────────────────────────────────────────────────────────────
+
+const errorInfo = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
+const usage = z
+  .object({
+    inputTokens: z.number(),
+    outputTokens: z.number(),
+    cacheCreationTokens: z.number(),
+    cacheReadTokens: z.number(),
+    thinkingTokens: z.number(),
+    factoryCredits: z.number().nullable(),
+  })
+  .nullable();
+const runState = z.enum(['queued', 'starting', 'running', 'cancelling', 'succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown']);
+
+export const runView = z.object({
+  run: z.string(),
+  seq: z.number(),
+  state: runState,
+  requestKey: z.string().nullable(),
+  interrupt: z.boolean(),
+  model: z.string(),
+  autonomy: z.string(),
+  reasoningEffort: z.string().nullable(),
+  acceptedAt: z.string(),
+  startedAt: z.string().nullable(),
+  endedAt: z.string().nullable(),
+  cancelReason: z.string().nullable(),
+  droidReason: z.string().nullable(),
+  error: errorInfo.nullable(),
+  usage,
+  needsAttention: z.boolean(),
+  permissionsDeclined: z.array(z.object({ tool: z.string(), summary: z.string() })),
+  questions: z.array(z.object({ topic: z.string(), question: z.string(), options: z.array(z.string()) })),
+  predecessorFailure: z.object({ run: z.string(), state: runState, error: z.object({ code: z.string(), message: z.string() }).nullable() }).nullable(),
+  events: z.array(z.object({ at: z.string(), kind: z.string(), detail: z.string() })),
+});
+
+export const sessionView = z.object({
+  session: z.string(),
+  workspace: z.string(),
+  title: z.string().nullable(),
+  labels: z.array(z.string()),
+  archived: z.boolean(),
+  replyTo: z.string().nullable(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  agentState: z.enum(['working', 'idle', 'unknown']),
+  needsAttention: z.boolean(),
+  notification: z.literal('disabled'),
+  queuedRuns: z.number(),
+  preview: z.string(),
+  latestRun: runView,
+});
+
+export const acceptanceOutput = z.object({
+  metadata: z.object({ session: z.string(), run: z.string(), requestKey: z.string(), replayed: z.boolean() }),
+  status: sessionView,
+});
+
+export const statusOutput = z.object({ status: sessionView });
+
+export const waitOutput = z.object({ sessions: z.array(sessionView), timedOut: z.boolean() });
+
+export const workspacesOutput = z.object({
+  workspaces: z.array(z.string()),
+  capacity: z.object({ maximum: z.number(), active: z.number(), queued: z.number(), available: z.number() }),
+  policy: z.object({
+    defaultModel: z.string().nullable(),
+    defaultAutonomy: autonomySchema,
+    maxAutonomy: autonomySchema,
+    reasoningEffort: z.string().nullable(),
+    runTimeoutMs: z.number(),
+    replyBack: z.boolean(),
+  }),
+});
+
+export const modelsOutput = z.object({
+  models: z.array(
+    z.object({
+      id: z.string(),
+      displayName: z.string().nullable(),
+      provider: z.string().nullable(),
+      supportedReasoningEfforts: z.array(z.string()),
+      defaultReasoningEffort: z.string().nullable(),
+    }),
+  ),
+  defaultModel: z.string().nullable(),
+});

@@ -1,0 +1,85 @@
+/**
+ * One MCP server over the tool registry, independent of transport. Inputs
+ * are validated here so every rejection has the same `{error: {...}}` shape.
+ */
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { ControllerError, type PublicError } from '../controller/errors.js';
+import { TOOLS, type ToolContext, type ToolDefinition } from './tools.js';
+
+export const SERVER_NAME = 'droid-mcp';
+export const SERVER_VERSION = '0.1.0';
+
+export interface ServerLog {
+  error(obj: object, msg: string): void;
+}
+
+/** The JSON Schema a tool advertises; also used to generate docs/TOOLS.md. */
+export function toolListing(def: ToolDefinition) {
+  return {
+    name: def.name,
+    title: def.title,
+    description: def.description,
+    inputSchema: z.toJSONSchema(def.input, { io: 'input' }) as { type: 'object'; [k: string]: unknown },
+    outputSchema: z.toJSONSchema(def.output, { io: 'output' }) as { type: 'object'; [k: string]: unknown },
+    annotations: { title: def.title, readOnlyHint: def.readOnly, destructiveHint: false, openWorldHint: false },
+  };
+}
+
+export function errorResult(error: PublicError): CallToolResult {
+  return {
+    content: [{ type: 'text', text: JSON.stringify({ error }) }],
+    structuredContent: { error },
+    isError: true,
+  };
+}
+
+function invalidArguments(tool: string, issues: z.core.$ZodIssue[]): PublicError {
+  const detail = issues
+    .slice(0, 5)
+    .map((i) => `${i.path.length ? i.path.join('.') : '(arguments)'}: ${i.message}`)
+    .join('; ');
+  return {
+    code: 'invalid_arguments',
+    message: `invalid arguments for ${tool}: ${detail}`,
+    retryable: false,
+    action: `Fix the arguments to match the ${tool} input schema (see tools/list).`,
+  };
+}
+
+export async function callTool(name: string, args: unknown, ctx: ToolContext, log: ServerLog): Promise<CallToolResult> {
+  const def = TOOLS.find((t) => t.name === name);
+  if (!def) {
+    return errorResult({
+      code: 'unknown_tool',
+      message: `there is no tool named ${JSON.stringify(name.slice(0, 100))}`,
+      retryable: false,
+      action: 'Refresh the tool list; removed tools (droid_start, droid_status, …) have no aliases.',
+    });
+  }
+  const parsed = def.input.safeParse(args ?? {});
+  if (!parsed.success) return errorResult(invalidArguments(name, parsed.error.issues));
+  try {
+    const structured = (await def.handler(parsed.data, ctx)) as Record<string, unknown>;
+    return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
+  } catch (err) {
+    if (err instanceof ControllerError) return errorResult(err.toPublic());
+    // Unexpected: details to the log only, a generic error to the caller.
+    log.error({ err, tool: name }, 'tool failed unexpectedly');
+    return errorResult({
+      code: 'internal_error',
+      message: 'the controller hit an unexpected error; details are in its log',
+      retryable: true,
+      action: 'Retry with the same requestKey; if it persists, ask the operator to check the controller log.',
+    });
+  }
+}
+
+export function createMcpServer(ctx: ToolContext, log: ServerLog): Server {
+  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} } });
+  const listing = TOOLS.map(toolListing);
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listing }));
+  server.setRequestHandler(CallToolRequestSchema, (request) => callTool(request.params.name, request.params.arguments, ctx, log));
+  return server;
+}

@@ -1,0 +1,148 @@
+/**
+ * The session tools: names, descriptions, schemas, annotations and handlers.
+ * Handlers return plain structured objects; the server turns them into MCP
+ * results and turns ControllerErrors into `isError` results.
+ */
+import type { z } from 'zod';
+import type { CatalogModel } from '../droid/client.js';
+import type { SessionController } from '../controller/controller.js';
+import type { HostPolicy } from '../controller/launch-settings.js';
+import * as s from './schemas.js';
+
+export interface ToolContext {
+  controller: SessionController;
+  models(): Promise<CatalogModel[]>;
+  approvedRoots: readonly string[];
+  policy: HostPolicy;
+  runTimeoutMs: number;
+  replyBack: boolean;
+}
+
+export interface ToolDefinition<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
+  name: string;
+  title: string;
+  description: string;
+  input: I;
+  output: O;
+  readOnly: boolean;
+  handler(args: z.infer<I>, ctx: ToolContext): Promise<z.infer<O>> | z.infer<O>;
+}
+
+function tool<I extends z.ZodType, O extends z.ZodType>(def: ToolDefinition<I, O>): ToolDefinition {
+  return def as unknown as ToolDefinition;
+}
+
+export const TOOLS: readonly ToolDefinition[] = [
+  tool({
+    name: 'droid_create_session',
+    title: 'Create a droid session',
+    description:
+      'Start a new droid session in an approved workspace and submit its first turn. The turn runs in the background: ' +
+      'keep metadata.session and poll it with droid_wait_for_sessions. requestKey makes the call idempotent; replyTo is ' +
+      'required (null = detached work). Omitted model, autonomy and reasoningEffort use the host launch defaults.\n' +
+      'Example: {"requestKey":"review-42","workspace":"/srv/repos/app","prompt":"Review the diff and report findings.","autonomy":"off","replyTo":null,"title":"Diff review"}',
+    input: s.createInput,
+    output: s.acceptanceOutput,
+    readOnly: false,
+    handler: (args, { controller }) => controller.create(args),
+  }),
+  tool({
+    name: 'droid_send_message',
+    title: 'Send a follow-up or steer',
+    description:
+      'Send a follow-up message to an existing session. When the session is idle it starts at once; when busy it is ' +
+      'queued after the current turn (default interrupt:false). interrupt:true steers: older queued turns are superseded, ' +
+      'the running turn is interrupted, and this message runs next in the same droid session. Settings default to the ' +
+      "session's last accepted ones.\n" +
+      'Example: {"requestKey":"review-42-fix","session":"5b3c…","prompt":"Now fix the first finding.","interrupt":false}',
+    input: s.sendInput,
+    output: s.acceptanceOutput,
+    readOnly: false,
+    handler: (args, { controller }) => controller.send(args),
+  }),
+  tool({
+    name: 'droid_get_session_status',
+    title: 'Session status',
+    description:
+      "Return a session's agentState (working, idle or unknown), needsAttention, a short output preview and its latest " +
+      'run: state, effective settings, error, usage, declined permissions, declined questions and recent progress. ' +
+      'Reading status never starts droid.\n' +
+      'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"}',
+    input: s.sessionInput,
+    output: s.statusOutput,
+    readOnly: true,
+    handler: (args, { controller }) => ({ status: controller.status(args.session) }),
+  }),
+  tool({
+    name: 'droid_wait_for_sessions',
+    title: 'Wait for sessions',
+    description:
+      'Wait until every listed session (1 to 10 distinct handles) has settled, that is no longer working, or until ' +
+      'timeoutSeconds (0 to 60, default 30) pass. Returns the status of each; timedOut:true is not a failure, call again. ' +
+      'Settled includes idle, needsAttention and unknown.\n' +
+      'Example: {"sessions":["5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"],"timeoutSeconds":60}',
+    input: s.waitInput,
+    output: s.waitOutput,
+    readOnly: true,
+    handler: (args, { controller }) => controller.waitForSessions(args.sessions, args.timeoutSeconds ?? 30),
+  }),
+  tool({
+    name: 'droid_cancel_session',
+    title: 'Cancel a session',
+    description:
+      "Interrupt a session's running turn through droid's protocol and drop its queued turns (state cancelled). " +
+      'If droid does not stop within the grace period its process group is killed. Safe to repeat; finished runs are ' +
+      'never rewritten, and other sessions are never touched.\n' +
+      'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"}',
+    input: s.sessionInput,
+    output: s.statusOutput,
+    readOnly: false,
+    handler: async (args, { controller }) => ({ status: await controller.cancel(args.session) }),
+  }),
+  tool({
+    name: 'droid_list_workspaces',
+    title: 'Approved workspaces and capacity',
+    description:
+      "List this host's approved workspace roots (canonical absolute paths; pass one, or a directory inside one, as " +
+      'workspace), the run capacity {maximum, active, queued, available} and the launch policy (default model, default ' +
+      'and maximum autonomy, reasoning effort).\n' +
+      'Example: {}',
+    input: s.emptyInput,
+    output: s.workspacesOutput,
+    readOnly: true,
+    handler: (_args, ctx) => ({
+      workspaces: [...ctx.approvedRoots],
+      capacity: ctx.controller.capacity(),
+      policy: {
+        defaultModel: ctx.policy.defaultModel,
+        defaultAutonomy: ctx.policy.defaultAutonomy,
+        maxAutonomy: ctx.policy.maxAutonomy,
+        reasoningEffort: ctx.policy.reasoningEffort,
+        runTimeoutMs: ctx.runTimeoutMs,
+        replyBack: ctx.replyBack,
+      },
+    }),
+  }),
+  tool({
+    name: 'droid_models',
+    title: 'Live model catalog',
+    description:
+      "List the models droid offers right now, read from the installed droid CLI's live catalog (cached briefly). " +
+      'Disabled, deprecated and operator-excluded models are hidden. Each entry lists its supported reasoning efforts ' +
+      'and default; use an id as model on create or send.\n' +
+      'Example: {}',
+    input: s.emptyInput,
+    output: s.modelsOutput,
+    readOnly: true,
+    handler: async (_args, ctx) => ({
+      models: (await ctx.models()).map((m) => ({
+        id: m.id,
+        displayName: typeof m.displayName === 'string' ? m.displayName : null,
+        provider: typeof m.modelProvider === 'string' ? m.modelProvider : null,
+        supportedReasoningEfforts: Array.isArray(m.supportedReasoningEfforts) ? m.supportedReasoningEfforts : [],
+        defaultReasoningEffort: typeof m.defaultReasoningEffort === 'string' ? m.defaultReasoningEffort : null,
+      })),
+      defaultModel: ctx.policy.defaultModel,
+    }),
+  }),
+];

@@ -1,0 +1,101 @@
+/**
+ * The durable records of the controller. Plain JSON: what is written is what
+ * is read back. Prompts are never part of any record.
+ */
+import type { ErrorInfo } from '../droid/errors.js';
+import type { TokenUsage } from '../droid/notifications.js';
+import type { Autonomy, PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
+import type { TranscriptEntry } from '../droid/turn-collector.js';
+
+export const STATE_VERSION = 1;
+
+export type RunState =
+  | 'queued'
+  | 'starting'
+  | 'running'
+  | 'cancelling'
+  | 'succeeded'
+  | 'interrupted'
+  | 'failed'
+  | 'timed_out'
+  | 'cancelled'
+  | 'unknown';
+
+export const LIVE_STATES: readonly RunState[] = ['starting', 'running', 'cancelling'];
+export const TERMINAL_STATES: readonly RunState[] = ['succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown'];
+
+/** Why a run was cancelled without a terminal result from droid. */
+export type CancelReason = 'cancelled' | 'superseded' | 'queue_lost' | 'predecessor_failed' | 'interrupt_unconfirmed';
+
+export interface EffectiveSettings {
+  model: string;
+  autonomy: Autonomy;
+  reasoningEffort: string | null;
+}
+
+export interface SessionRecord {
+  id: string;
+  createdAt: string;
+  updatedAt: string;
+  /** Canonical (realpath) workspace, fixed for the session's life. */
+  workspace: string;
+  title: string | null;
+  labels: string[];
+  archived: boolean;
+  replyTo: string | null;
+  /** droid's own session UUID: private, never leaves the controller. */
+  droidSessionId: string | null;
+  /** The newest accepted run. */
+  headRunId: string;
+  /** Title known to be applied in Factory (for best-effort sync). */
+  factoryTitle: string | null;
+}
+
+export interface ProgressRecord {
+  at: string;
+  kind: string;
+  detail: string;
+}
+
+export interface RunRecord {
+  id: string;
+  sessionId: string;
+  /** 1-based position of the run in its session. */
+  seq: number;
+  kind: 'create' | 'send';
+  requestKey: string | null;
+  /** SHA-256 of the normalized intent (never the prompt itself). */
+  fingerprint: string;
+  interrupt: boolean;
+  settings: EffectiveSettings;
+  state: RunState;
+  acceptedAt: string;
+  startedAt: string | null;
+  endedAt: string | null;
+  cancelReason: CancelReason | null;
+  /** droid's terminal reason (`completed`, `cancelled`, …) when one came. */
+  reason: string | null;
+  error: ErrorInfo | null;
+  usage: TokenUsage | null;
+  /** Short tail of the final text, for previews and search. */
+  preview: string;
+  needsAttention: boolean;
+  permissionsDeclined: PermissionRecord[];
+  questions: QuestionRecord[];
+  predecessorFailure: { runId: string; state: RunState; error: ErrorInfo | null } | null;
+  /** Last 20 progress events, each field bounded. */
+  events: ProgressRecord[];
+  /** Whether a full result file exists for this run. */
+  hasResult: boolean;
+}
+
+/** The per-run result file: the evidence kept beyond the record. */
+export interface RunResultFile {
+  runId: string;
+  finalText: string;
+  transcript: TranscriptEntry[];
+  permissionsApproved: PermissionRecord[];
+  diagnostics: string[];
+  /** Bounded tail; private to the state directory, never shown by tools. */
+  stderrTail: string;
+}

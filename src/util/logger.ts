@@ -1,0 +1,11 @@
+/**
+ * The process logger: pino, always to stderr. stdout is the MCP channel in
+ * stdio mode, so nothing may log there.
+ */
+import { pino, type Logger } from 'pino';
+
+export type { Logger };
+
+export function createLogger(name = 'droid-mcp'): Logger {
+  return pino({ name, level: process.env.DROID_MCP_LOG_LEVEL ?? 'info' }, pino.destination({ dest: 2, sync: true }));
+}

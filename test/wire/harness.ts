@@ -1,0 +1,59 @@
+/**
+ * Runs one turn through the real per-turn worker process (built to dist/)
+ * and collects everything it reported. Every process it starts carries a
+ * unique tag so the test can prove none is left behind.
+ */
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import type { ProgressEvent } from '../../src/droid/turn-collector.js';
+import type { TurnResult, TurnSpec } from '../../src/worker/protocol.js';
+import { startWorker, type WorkerHandle } from '../../src/worker/runner.js';
+
+export const WORKER_ENTRY = fileURLToPath(new URL('../../dist/src/worker/main.js', import.meta.url));
+export const MOCK_DROID = fileURLToPath(new URL('../support/mock-droid.mjs', import.meta.url));
+
+export interface TurnRun {
+  handle: WorkerHandle;
+  started: Promise<string>;
+  events: ProgressEvent[];
+  /** Resolves after the result is acknowledged and the process group is gone. */
+  done: Promise<TurnResult>;
+}
+
+export function newTag(): string {
+  return `t-${randomUUID()}`;
+}
+
+export function baseSpec(tag: string, env: Record<string, string>, over: Partial<TurnSpec>): TurnSpec {
+  return {
+    runId: randomUUID(),
+    workspace: '/tmp',
+    droidPath: MOCK_DROID,
+    droidEnv: { ...env, DROID_MCP_TEST_TAG: tag },
+    session: { mode: 'create' },
+    model: 'mock-model',
+    autonomy: 'low',
+    prompt: 'hello',
+    timeoutMs: 60_000,
+    graceMs: 2_000,
+    ...over,
+  };
+}
+
+export function runWorkerTurn(spec: TurnSpec, tag: string): TurnRun {
+  const events: ProgressEvent[] = [];
+  let resolveStarted!: (id: string) => void;
+  const started = new Promise<string>((resolve) => (resolveStarted = resolve));
+  const handle = startWorker(spec, {
+    workerEntry: WORKER_ENTRY,
+    env: { ...process.env, DROID_MCP_TEST_TAG: tag },
+    onStarted: resolveStarted,
+    onProgress: (e) => events.push(e),
+  });
+  const done = handle.result.then(async (result) => {
+    handle.acknowledge();
+    await handle.cleanedUp;
+    return result;
+  });
+  return { handle, started, events, done };
+}

@@ -1,0 +1,141 @@
+/**
+ * Faults the real CLI will not produce on demand, through the protocol-peer
+ * mock droid: crashes, malformed output, foreign turn ids, silence, slow
+ * setup, and the permission answers the real CLI never asks for at `high`.
+ */
+import { fork } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
+import type { TurnSpec } from '../../src/worker/protocol.js';
+import { baseSpec, newTag, runWorkerTurn } from './harness.js';
+
+let tag: string;
+let dir: string;
+let log: string;
+
+beforeEach(() => {
+  tag = newTag();
+  dir = mkdtempSync(join(tmpdir(), 'mock-droid-'));
+  log = join(dir, 'frames.jsonl');
+});
+
+afterEach(async () => {
+  await waitForNoProcesses(tag, 10_000);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function spec(over: Partial<TurnSpec>, env: Record<string, string> = {}): TurnSpec {
+  const s = baseSpec(tag, {}, { workspace: dir, ...over });
+  s.droidEnv = { ...s.droidEnv, PATH: process.env.PATH ?? '', MOCK_DROID_LOG: log, ...env };
+  return s;
+}
+
+/** What the worker answered to the mock's own requests. */
+function answers(): Array<{ id?: string; result?: unknown; error?: { code: number } }> {
+  return readFileSync(log, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
+    .filter((f) => f.type === 'response');
+}
+
+describe('worker + mock droid faults', () => {
+  it('a normal turn succeeds with usage', async () => {
+    const result = await runWorkerTurn(spec({ prompt: 'plain' }), tag).done;
+    expect(result).toMatchObject({ outcome: 'succeeded', finalText: 'mock: plain', usage: { inputTokens: 10, outputTokens: 5 } });
+  });
+
+  it('droid crashing mid-turn is failed, with the open tool span closed', async () => {
+    const result = await runWorkerTurn(spec({ prompt: '<<mock:crash>>' }), tag).done;
+    expect(result.outcome).toBe('failed');
+    expect(result.error?.code).toBe('droid_exited');
+    expect(result.submitted).toBe(true);
+    for (const entry of result.transcript) if (entry.kind === 'tool') expect(entry.status).toBe('aborted');
+  });
+
+  it('a malformed line is kept as a diagnostic and the turn still ends correctly', async () => {
+    const result = await runWorkerTurn(spec({ prompt: '<<mock:malformed>>' }), tag).done;
+    expect(result.outcome).toBe('succeeded');
+    expect(result.diagnostics.some((d) => d.startsWith('stray_line'))).toBe(true);
+    expect(result.diagnostics.some((d) => d.startsWith('invalid_frame'))).toBe(true);
+  });
+
+  it('a terminal notification for another turn id never succeeds: timed_out at the deadline', async () => {
+    const started = Date.now();
+    const result = await runWorkerTurn(spec({ prompt: '<<mock:wrong-turn>>', timeoutMs: 2_000, graceMs: 500 }), tag).done;
+    expect(result.outcome).toBe('timed_out');
+    expect(result.error?.code).toBe('run_timed_out');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
+  });
+
+  it('silence never succeeds: timed_out at the deadline', async () => {
+    const result = await runWorkerTurn(spec({ prompt: '<<mock:silence>>', timeoutMs: 1_500, graceMs: 500 }), tag).done;
+    expect(result.outcome).toBe('timed_out');
+  });
+
+  it('a slow initialize past the deadline submits nothing', async () => {
+    const result = await runWorkerTurn(spec({ prompt: 'never', timeoutMs: 800, graceMs: 300 }, { MOCK_DROID_INIT_DELAY_MS: '5000' }), tag).done;
+    expect(result).toMatchObject({ outcome: 'timed_out', submitted: false });
+  });
+
+  it('cancel during a slow initialize submits nothing', async () => {
+    const turn = runWorkerTurn(spec({ prompt: 'never' }, { MOCK_DROID_INIT_DELAY_MS: '5000' }), tag);
+    setTimeout(() => turn.handle.cancel(), 300);
+    const result = await turn.done;
+    expect(result).toMatchObject({ outcome: 'cancelled', submitted: false });
+  });
+
+  it('at high, an offered single-use permission is answered proceed_once and recorded as approved', async () => {
+    const result = await runWorkerTurn(spec({ autonomy: 'high', prompt: '<<mock:permission>>' }), tag).done;
+    expect(answers()).toContainEqual(expect.objectContaining({ result: { selectedOption: 'proceed_once' } }));
+    expect(result.permissionsDeclined).toEqual([]);
+    expect(result.permissionsApproved.length).toBe(1);
+  });
+
+  it('at high without a single-use option, and at medium, the answer is cancel', async () => {
+    const high = await runWorkerTurn(spec({ autonomy: 'high', prompt: '<<mock:permission-no-once>>' }), tag).done;
+    expect(answers().at(-1)).toMatchObject({ result: { selectedOption: 'cancel' } });
+    expect(high.permissionsDeclined.length).toBe(1);
+    await waitForNoProcesses(tag, 10_000);
+    const medium = await runWorkerTurn(spec({ autonomy: 'medium', prompt: '<<mock:permission>>' }), tag).done;
+    expect(answers().at(-1)).toMatchObject({ result: { selectedOption: 'cancel' } });
+    expect(medium.permissionsDeclined.length).toBe(1);
+  });
+
+  it('an unknown droid request is answered -32601 so droid is never left waiting', async () => {
+    const result = await runWorkerTurn(spec({ prompt: '<<mock:unknown-request>>' }), tag).done;
+    expect(answers()).toContainEqual(expect.objectContaining({ error: expect.objectContaining({ code: -32601 }) }));
+    expect(result.outcome).toBe('succeeded');
+    expect(result.diagnostics.some((d) => d.includes('droid.some_future_method'))).toBe(true);
+  });
+
+  it('a worker killed mid-turn is reported failed and its droid is gone', async () => {
+    const turn = runWorkerTurn(spec({ prompt: '<<mock:silence>>' }), tag);
+    await turn.started;
+    process.kill(turn.handle.pid, 'SIGKILL');
+    const result = await turn.done;
+    expect(result).toMatchObject({ outcome: 'failed', submitted: true, error: { code: 'worker_failed' } });
+  });
+
+  it('when the controller dies, the worker stops droid and exits', async () => {
+    const parent = fork(fileURLToPath(new URL('./parent-process.mjs', import.meta.url)), [JSON.stringify(spec({ prompt: '<<mock:silence>>' }))], {
+      env: { ...process.env, DROID_MCP_TEST_TAG: tag },
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    });
+    await new Promise((resolve) => parent.once('message', resolve));
+    expect(pidsWithEnvTag(tag).length).toBeGreaterThanOrEqual(3);
+    parent.kill('SIGKILL');
+    await waitForNoProcesses(tag, 5_000);
+  });
+
+  it('an invalid turn spec is a named failure', async () => {
+    const bad = spec({});
+    (bad as unknown as { workspace: string }).workspace = 'relative/path';
+    const result = await runWorkerTurn(bad, tag).done;
+    expect(result).toMatchObject({ outcome: 'failed', error: { code: 'turn_spec_invalid' } });
+  });
+});
