@@ -7,6 +7,8 @@
  * never overtakes an earlier waiting turn it conflicts with, so a waiting
  * writer is never starved by later readers.
  */
+import { treesOverlap } from './workspaces.js';
+
 export interface LockClaim {
   sessionId: string;
   /** Canonical workspace path. */
@@ -18,14 +20,8 @@ export interface QueuedTurn extends LockClaim {
   runId: string;
 }
 
-export function treesOverlapBySegments(a: string, b: string): boolean {
-  if (a === b) return true;
-  const within = (child: string, parent: string) => child.startsWith(parent.endsWith('/') ? parent : parent + '/');
-  return within(a, b) || within(b, a);
-}
-
 export function conflicts(a: LockClaim, b: LockClaim): boolean {
-  return (a.writer || b.writer) && treesOverlapBySegments(a.workspace, b.workspace);
+  return (a.writer || b.writer) && treesOverlap(a.workspace, b.workspace);
 }
 
 /** Returns the run ids to start now, in queue order. */

@@ -15,14 +15,22 @@ export interface ServerLog {
   error(obj: object, msg: string): void;
 }
 
+type ObjectSchema = { type: 'object'; [k: string]: unknown };
+
+/** Draft-07 without a `$schema` URI: the most widely accepted form among MCP clients. */
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): ObjectSchema {
+  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io, target: 'draft-7' }) as ObjectSchema;
+  return rest as ObjectSchema;
+}
+
 /** The JSON Schema a tool advertises; also used to generate docs/TOOLS.md. */
 export function toolListing(def: ToolDefinition) {
   return {
     name: def.name,
     title: def.title,
     description: def.description,
-    inputSchema: z.toJSONSchema(def.input, { io: 'input' }) as { type: 'object'; [k: string]: unknown },
-    outputSchema: z.toJSONSchema(def.output, { io: 'output' }) as { type: 'object'; [k: string]: unknown },
+    inputSchema: jsonSchema(def.input, 'input'),
+    outputSchema: jsonSchema(def.output, 'output'),
     annotations: { title: def.title, readOnlyHint: def.readOnly, destructiveHint: false, openWorldHint: false },
   };
 }

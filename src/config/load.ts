@@ -1,0 +1,265 @@
+import { constants } from 'node:fs';
+import { access, readFile, realpath, stat } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { isAbsolute, join, normalize } from 'node:path';
+import type { z } from 'zod';
+import { ConfigError } from './errors.js';
+import {
+  AMP_MCP_URL,
+  AUTONOMY_ORDER,
+  CONFIG_KEYS,
+  REMOVED_KEYS,
+  autonomyAtMost,
+  configFileSchema,
+  type Config,
+  type ConfigFile,
+} from './schema.js';
+
+/** Host facts, injectable so tests do not depend on the machine running them. */
+export interface LoadConfigEnv {
+  platform?: NodeJS.Platform;
+  home?: string;
+  /** `PATH`-style list searched for `droid` when `droidPath` is not set. */
+  pathEnv?: string;
+}
+
+const INSTALL_HINT =
+  'Install the Factory droid CLI as the service user (curl -fsSL https://app.factory.ai/cli | sh) or set "droidPath" to the absolute path of its executable.';
+
+/**
+ * Reads, validates and resolves the controller config at startup. Every
+ * refusal is a ConfigError naming the key to fix and how.
+ */
+export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): Promise<Config> {
+  const platform = env.platform ?? process.platform;
+  // Run cleanup relies on POSIX process groups.
+  if (platform !== 'linux' && platform !== 'darwin') {
+    throw new ConfigError(
+      'config_invalid',
+      `Unsupported platform "${platform}": droid-mcp needs Linux or macOS (process-group cleanup). Run the controller on a Linux or macOS host.`,
+      'platform',
+    );
+  }
+
+  const raw = await readConfigJson(configPath);
+  const parsed = configFileSchema.safeParse(raw);
+  if (!parsed.success) throw fromIssues(configPath, parsed.error.issues);
+  const file = parsed.data;
+
+  const maxAutonomy = file.maxAutonomy;
+  const defaultAutonomy = file.defaultAutonomy ?? maxAutonomy;
+  if (!autonomyAtMost(defaultAutonomy, maxAutonomy)) {
+    throw invalid(
+      configPath,
+      'defaultAutonomy',
+      `"${defaultAutonomy}" is above maxAutonomy "${maxAutonomy}" (order ${AUTONOMY_ORDER.join(' < ')}); lower defaultAutonomy, raise maxAutonomy, or omit defaultAutonomy to inherit the ceiling`,
+    );
+  }
+  if (file.transport === 'http' && file.tokenFile === undefined) {
+    throw invalid(
+      configPath,
+      'tokenFile',
+      'is required when transport is "http": set it to the absolute path of a private (chmod 600) file holding the bearer token (at least 32 URL-safe random characters)',
+    );
+  }
+  if (file.defaultModel !== undefined && file.excludeModelIds.includes(file.defaultModel)) {
+    // Every create that omits `model` would otherwise be refused at launch.
+    throw invalid(
+      configPath,
+      'defaultModel',
+      `"${file.defaultModel}" is also listed in excludeModelIds; choose a different defaultModel or remove it from excludeModelIds`,
+    );
+  }
+
+  const approvedDirectories = await resolveApprovedDirectories(configPath, file.approvedDirectories);
+  const stateDirectory = normalize(file.stateDirectory);
+  await checkStateDirectory(configPath, stateDirectory);
+  const droidPath = await resolveDroid(file, env);
+
+  return {
+    approvedDirectories,
+    stateDirectory,
+    droidPath,
+    transport: file.transport,
+    maxAutonomy,
+    defaultAutonomy,
+    ...(file.defaultModel !== undefined && { defaultModel: file.defaultModel }),
+    ...(file.reasoningEffort !== undefined && { reasoningEffort: file.reasoningEffort }),
+    excludeModelIds: [...new Set(file.excludeModelIds)],
+    maxConcurrentRuns: file.maxConcurrentRuns,
+    runTimeoutMs: file.runTimeoutMs,
+    cancelGraceMs: file.cancelGraceMs,
+    modelCacheTtlMs: file.modelCacheTtlMs,
+    port: file.port,
+    ...(file.tokenFile !== undefined && { tokenFile: normalize(file.tokenFile) }),
+    ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
+    ...(file.ampMcp !== undefined && { ampMcp: { url: AMP_MCP_URL } }),
+  };
+}
+
+async function readConfigJson(configPath: string): Promise<unknown> {
+  if (typeof configPath !== 'string' || configPath === '' || !isAbsolute(configPath) || configPath.includes('\0')) {
+    throw new ConfigError(
+      'config_invalid',
+      `--config must be an absolute path to the JSON config file; got ${JSON.stringify(configPath)}. Pass --config /absolute/path/to/config.json`,
+      '--config',
+    );
+  }
+  let text: string;
+  try {
+    text = await readFile(configPath, 'utf8');
+  } catch (err) {
+    const code = errnoCode(err);
+    const why =
+      code === 'ENOENT'
+        ? 'does not exist'
+        : code === 'EISDIR'
+          ? 'is a directory, not a file'
+          : code === 'EACCES' || code === 'EPERM'
+            ? 'is not readable by this user'
+            : `cannot be read (${code ?? 'unknown error'})`;
+    throw new ConfigError(
+      'config_invalid',
+      `Config file ${configPath} ${why}. Pass --config with the absolute path of a readable JSON file (see config.example.json).`,
+      '--config',
+    );
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    const detail = err instanceof Error ? err.message : String(err);
+    throw new ConfigError(
+      'config_invalid',
+      `Config file ${configPath} is not valid JSON (${detail}). Fix the syntax; comments and trailing commas are not allowed.`,
+      '--config',
+    );
+  }
+}
+
+function keyName(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else out += out === '' ? String(part) : `.${String(part)}`;
+  }
+  return out === '' ? '(top level)' : out;
+}
+
+function fromIssues(configPath: string, issues: readonly z.core.$ZodIssue[]): ConfigError {
+  const lines: { key: string; text: string }[] = [];
+  for (const issue of issues) {
+    const at = keyName(issue.path);
+    if (issue.code === 'unrecognized_keys') {
+      const parent = issue.path.map(String).join('.');
+      const allowed = CONFIG_KEYS[parent];
+      for (const unknown of issue.keys) {
+        const key = parent === '' ? unknown : `${parent}.${unknown}`;
+        const removed = REMOVED_KEYS[key];
+        const text =
+          removed ??
+          `is not a known setting; remove it${allowed ? ` (allowed${parent === '' ? '' : ` in ${parent}`}: ${allowed.join(', ')})` : ''}`;
+        lines.push({ key, text });
+      }
+    } else {
+      lines.push({ key: at, text: issue.message });
+    }
+  }
+  const first = lines[0] ?? { key: '(top level)', text: 'is invalid' };
+  const body =
+    lines.length === 1 ? `"${first.key}" ${first.text}` : lines.map((l) => `\n- "${l.key}" ${l.text}`).join('');
+  return new ConfigError('config_invalid', `Invalid config ${configPath}: ${body}`, first.key);
+}
+
+function invalid(configPath: string, key: string, text: string): ConfigError {
+  return new ConfigError('config_invalid', `Invalid config ${configPath}: "${key}" ${text}`, key);
+}
+
+function errnoCode(err: unknown): string | undefined {
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+}
+
+async function resolveApprovedDirectories(configPath: string, dirs: readonly string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const [i, dir] of dirs.entries()) {
+    const key = `approvedDirectories[${i}]`;
+    let real: string;
+    try {
+      // Canonical roots make later containment checks compare real paths only.
+      real = await realpath(dir);
+    } catch (err) {
+      const code = errnoCode(err);
+      const why =
+        code === 'ENOENT' || code === 'ENOTDIR'
+          ? 'does not exist; create it or remove it from the list'
+          : `cannot be resolved (${code ?? 'unknown error'}); check that the service user can access it`;
+      throw invalid(configPath, key, `${JSON.stringify(dir)} ${why}`);
+    }
+    let isDir: boolean;
+    try {
+      isDir = (await stat(real)).isDirectory();
+    } catch (err) {
+      throw invalid(configPath, key, `${JSON.stringify(dir)} cannot be inspected (${errnoCode(err) ?? 'unknown error'})`);
+    }
+    if (!isDir) throw invalid(configPath, key, `${JSON.stringify(dir)} is not a directory; list project root directories only`);
+    if (!out.includes(real)) out.push(real);
+  }
+  return out;
+}
+
+async function checkStateDirectory(configPath: string, dir: string): Promise<void> {
+  let mode: number;
+  try {
+    const info = await stat(dir);
+    if (!info.isDirectory()) {
+      throw invalid(configPath, 'stateDirectory', `${JSON.stringify(dir)} exists but is not a directory; point it at a private directory`);
+    }
+    mode = info.mode;
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    // Absent is fine: the store creates it with mode 700.
+    if (errnoCode(err) === 'ENOENT') return;
+    throw invalid(configPath, 'stateDirectory', `${JSON.stringify(dir)} cannot be inspected (${errnoCode(err) ?? 'unknown error'})`);
+  }
+  if ((mode & 0o077) !== 0) {
+    const octal = (mode & 0o777).toString(8).padStart(3, '0');
+    throw invalid(
+      configPath,
+      'stateDirectory',
+      `${JSON.stringify(dir)} is accessible by group/other (mode ${octal}); state holds private results. Run: chmod 700 ${dir}`,
+    );
+  }
+}
+
+async function isExecutableFile(path: string): Promise<boolean> {
+  try {
+    if (!(await stat(path)).isFile()) return false;
+    await access(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function resolveDroid(file: ConfigFile, env: LoadConfigEnv): Promise<string> {
+  if (file.droidPath !== undefined) {
+    const path = normalize(file.droidPath);
+    if (await isExecutableFile(path)) return path;
+    throw new ConfigError('droid_not_found', `"droidPath" ${JSON.stringify(path)} is not an executable file. ${INSTALL_HINT}`, 'droidPath');
+  }
+  const pathEnv = env.pathEnv ?? process.env.PATH ?? '';
+  // Relative PATH entries would depend on the controller's cwd, so they are skipped.
+  const candidates = pathEnv
+    .split(':')
+    .filter((dir) => dir !== '' && isAbsolute(dir))
+    .map((dir) => join(dir, 'droid'));
+  const home = env.home ?? homedir();
+  if (home !== '' && isAbsolute(home)) candidates.push(join(home, '.local', 'bin', 'droid'));
+  for (const candidate of candidates) {
+    if (await isExecutableFile(candidate)) return candidate;
+  }
+  throw new ConfigError(
+    'droid_not_found',
+    `"droidPath" is not set and no executable droid was found on PATH or at ~/.local/bin/droid. ${INSTALL_HINT}`,
+    'droidPath',
+  );
+}

@@ -1,0 +1,320 @@
+/**
+ * The controller's durable state. Layout of the state directory:
+ *
+ *   state.json         snapshot {version, seq, sessions, runs}
+ *   journal.jsonl      one line per commit since the snapshot: {seq, sessions, runs}
+ *                      holding the full new version of each changed record
+ *   results/<run>.json one result file per finished run
+ *   owner.json, owner.lock   see owner.ts
+ *
+ * A commit appends one journal line and fsyncs it, so its cost does not grow
+ * with the history kept. The journal is folded into a new snapshot at open and
+ * whenever it outgrows both COMPACT_MIN_LINES and the record count, which keeps
+ * the amortized cost per commit constant.
+ */
+import { mkdir, open, readdir, readFile, unlink, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { z } from 'zod';
+import { appendDurable, FILE_MODE, fsyncDir, TEMP_SUFFIX, writeFileAtomic } from './atomic.js';
+import { errCode } from './errno.js';
+import { StoreError } from './errors.js';
+import { StateIndex, type StoreChange } from './indexes.js';
+import { JOURNAL_FILE, loadState, RESULTS_DIR, STATE_FILE } from './load.js';
+import { defaultStoreLogger, type StoreLogger } from './logger.js';
+import { beginOwnership, type Ownership } from './owner.js';
+import { STATE_VERSION, type RunRecord, type RunResultFile, type SessionRecord } from './records.js';
+import { planCrashRecovery, type RecoverySummary } from './recovery.js';
+import { describeIssue, runRecordSchema, runResultFileSchema, sessionRecordSchema } from './schemas.js';
+import { DIR_MODE, prepareStateDir } from './state-dir.js';
+
+export type { StoreChange } from './indexes.js';
+export type { RecoverySummary } from './recovery.js';
+
+/** Below this many journal lines compaction is never worth its full rewrite. */
+export const COMPACT_MIN_LINES = 1000;
+
+/** Run ids become file names: keep them to a safe alphabet. */
+const SAFE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
+
+export interface StoreOptions {
+  now?: () => Date;
+  logger?: StoreLogger;
+}
+
+/**
+ * Single-owner durable store. Stored records are deep-frozen: read them
+ * freely, and commit changed copies (`{ ...run, state }`) rather than
+ * mutating what the maps hold.
+ */
+export class StateStore {
+  readonly #index: StateIndex;
+  #seq: number;
+  #journalLines: number;
+  /** Journal size after the last good commit; a failed append is cut back to it. */
+  #journalBytes = 0;
+  #chain: Promise<void> = Promise.resolve();
+  #closed = false;
+  #broken: StoreError | undefined;
+  #compactionQueued = false;
+  #recovery: RecoverySummary = { unknown: 0, queueLost: 0 };
+
+  private constructor(
+    readonly dir: string,
+    private readonly owner: Ownership,
+    private readonly journal: FileHandle,
+    loaded: { seq: number; index: StateIndex; journalLines: number },
+    private readonly now: () => Date,
+    private readonly logger: StoreLogger,
+  ) {
+    this.#index = loaded.index;
+    this.#seq = loaded.seq;
+    this.#journalLines = loaded.journalLines;
+  }
+
+  /**
+   * Opens (or creates) the state in `dir`: checks privacy, takes ownership,
+   * validates everything, then compacts and recovers from an unclean stop.
+   * Any refusal happens before the first write and leaves `dir` as it was.
+   */
+  static async open(dir: string, opts: StoreOptions = {}): Promise<StateStore> {
+    const now = opts.now ?? (() => new Date());
+    const logger = opts.logger ?? defaultStoreLogger();
+    await prepareStateDir(dir);
+    const pending = await beginOwnership(dir, { now, logger });
+    let loaded;
+    try {
+      loaded = await loadState(dir);
+    } catch (err) {
+      await pending.abandon();
+      throw err;
+    }
+
+    // From here on the state is known good and we may write.
+    const owner = await pending.claim();
+    let journal: FileHandle | undefined;
+    try {
+      if (loaded.fresh) await writeSnapshot(dir, 0, [], []);
+      await mkdir(join(dir, RESULTS_DIR), { mode: DIR_MODE }).catch((err: unknown) => {
+        if (errCode(err) !== 'EEXIST') throw err;
+      });
+      journal = await open(join(dir, JOURNAL_FILE), 'a', FILE_MODE);
+      // Makes the journal's and results directory's names durable if they were just created.
+      await fsyncDir(dir);
+      const store = new StateStore(dir, owner, journal, loaded, now, logger);
+      if (loaded.journalLines > 0) await store.#enqueue(() => store.#compact());
+      await store.#removeTempFiles();
+      store.#recovery = await store.#recoverAfterCrash();
+      return store;
+    } catch (err) {
+      await journal?.close().catch(() => undefined);
+      await owner.release().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  get sessions(): ReadonlyMap<string, SessionRecord> {
+    return this.#index.sessions;
+  }
+
+  get runs(): ReadonlyMap<string, RunRecord> {
+    return this.#index.runs;
+  }
+
+  /** What open found after an unclean stop (zero after a clean one). */
+  get recovery(): RecoverySummary {
+    return { ...this.#recovery };
+  }
+
+  /** The session's runs in `seq` order (a new array). */
+  runsBySession(sessionId: string): RunRecord[] {
+    return this.#index.runsBySession(sessionId);
+  }
+
+  runByRequestKey(key: string): RunRecord | undefined {
+    return this.#index.runByRequestKey(key);
+  }
+
+  /**
+   * Stores the new versions of the given records. Resolves once they are on
+   * disk (fsynced) and visible in the maps; commits apply in call order.
+   */
+  async commit(change: StoreChange): Promise<void> {
+    this.#assertOpen();
+    // Copies now, so a caller changing its objects after the call changes nothing.
+    const sessions = (change.sessions ?? []).map((s) => checked(sessionRecordSchema, structuredClone(s), 'session'));
+    const runs = (change.runs ?? []).map((r) => checked(runRecordSchema, structuredClone(r), 'run'));
+    await this.#enqueue(() => this.#append(sessions, runs));
+  }
+
+  /** Durably writes the result file of an existing run (replacing any earlier one). */
+  async writeResult(result: RunResultFile): Promise<void> {
+    this.#assertOpen();
+    const copy = checked(runResultFileSchema, structuredClone(result), 'result');
+    if (!SAFE_ID.test(copy.runId)) {
+      throw new StoreError('invalid_change', `run id ${JSON.stringify(copy.runId)} cannot name a result file`, 'Use ids of letters, digits, ".", "_" and "-"');
+    }
+    await this.#enqueue(async () => {
+      this.#assertWritable();
+      if (!this.#index.runs.has(copy.runId)) {
+        throw new StoreError('invalid_change', `result for run ${copy.runId}, which does not exist`, 'Commit the run before its result');
+      }
+      await writeFileAtomic(this.#resultPath(copy.runId), JSON.stringify(copy));
+    });
+  }
+
+  /** The run's result file, or undefined if none was written. */
+  async readResult(runId: string): Promise<RunResultFile | undefined> {
+    if (!SAFE_ID.test(runId)) return undefined;
+    const path = this.#resultPath(runId);
+    let text: string;
+    try {
+      text = await readFile(path, 'utf8');
+    } catch (err) {
+      if (errCode(err) === 'ENOENT') return undefined;
+      throw err;
+    }
+    let problem: string;
+    try {
+      const parsed = runResultFileSchema.safeParse(JSON.parse(text));
+      if (parsed.success && parsed.data.runId === runId) return parsed.data;
+      problem = parsed.success ? `it names run ${parsed.data.runId}` : describeIssue(parsed.error);
+    } catch (err) {
+      problem = err instanceof Error ? err.message : String(err);
+    }
+    throw new StoreError(
+      'state_corrupt',
+      `result file ${path} is unreadable (${problem})`,
+      `Restore it from a backup; the run's record is unaffected`,
+    );
+  }
+
+  /** Waits for pending writes, then gives up ownership. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#chain;
+    try {
+      await this.journal.close();
+    } finally {
+      await this.owner.release();
+    }
+  }
+
+  // ---- internals ----
+
+  /** Serializes all writes, so journal lines never interleave and seq stays gapless. */
+  #enqueue<T>(job: () => Promise<T>): Promise<T> {
+    const result = this.#chain.then(job);
+    this.#chain = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  async #append(sessions: SessionRecord[], runs: RunRecord[]): Promise<void> {
+    this.#assertWritable();
+    if (sessions.length === 0 && runs.length === 0) return;
+    const problem = this.#index.problemWith(sessions, runs);
+    if (problem) {
+      throw new StoreError('invalid_change', `${problem.kind} ${problem.id} ${problem.text}`, 'Nothing was written; fix the change and commit again');
+    }
+    const seq = this.#seq + 1;
+    const line = JSON.stringify({ seq, sessions, runs }) + '\n';
+    try {
+      await appendDurable(this.journal, line);
+    } catch (err) {
+      await this.#undoAppend(err);
+      throw new StoreError('state_write_failed', `could not write ${join(this.dir, JOURNAL_FILE)}: ${String(err)}`, 'Nothing was stored; check the disk and retry', {
+        cause: err,
+      });
+    }
+    this.#seq = seq;
+    this.#journalLines++;
+    this.#journalBytes += Buffer.byteLength(line);
+    this.#index.apply(sessions, runs);
+    this.#maybeCompact();
+  }
+
+  /** Cuts a possibly partial line off, so later lines do not follow garbage. */
+  async #undoAppend(cause: unknown): Promise<void> {
+    try {
+      await this.journal.truncate(this.#journalBytes);
+      await this.journal.datasync();
+    } catch (err) {
+      this.#broken = new StoreError(
+        'state_write_failed',
+        `a write to ${join(this.dir, JOURNAL_FILE)} failed (${String(cause)}) and could not be undone (${String(err)})`,
+        'Restart the controller: start-up validates the journal and says how to repair it',
+      );
+      this.logger.error({ dir: this.dir, err }, 'journal could not be restored; the store refuses further writes');
+    }
+  }
+
+  #maybeCompact(): void {
+    const records = this.#index.sessions.size + this.#index.runs.size;
+    if (this.#compactionQueued || this.#journalLines <= COMPACT_MIN_LINES || this.#journalLines <= records) return;
+    this.#compactionQueued = true;
+    // Runs after the commit that triggered it has resolved; a failure keeps the (valid) journal.
+    this.#enqueue(() => this.#compact()).catch((err: unknown) => this.logger.warn({ dir: this.dir, err }, 'state compaction failed; will retry later'));
+  }
+
+  /** Snapshot first, then truncate: a crash between leaves lines the next load skips by seq. */
+  async #compact(): Promise<void> {
+    this.#compactionQueued = false;
+    this.#assertWritable();
+    await writeSnapshot(this.dir, this.#seq, [...this.#index.sessions.values()], [...this.#index.runs.values()]);
+    await this.journal.truncate(0);
+    await this.journal.datasync();
+    this.#journalLines = 0;
+    this.#journalBytes = 0;
+  }
+
+  async #recoverAfterCrash(): Promise<RecoverySummary> {
+    const plan = planCrashRecovery(this.#index.runs.values(), this.now());
+    if (plan.runs.length > 0) {
+      await this.commit({ runs: plan.runs });
+      this.logger.warn({ dir: this.dir, ...plan.summary }, 'recovered runs left in flight by an unclean stop');
+    }
+    return plan.summary;
+  }
+
+  /** Temp files of atomic writes interrupted by a crash; never part of the state. */
+  async #removeTempFiles(): Promise<void> {
+    for (const folder of [this.dir, join(this.dir, RESULTS_DIR)]) {
+      for (const name of await readdir(folder)) {
+        if (name.startsWith('.') && name.endsWith(TEMP_SUFFIX)) await unlink(join(folder, name)).catch(() => undefined);
+      }
+    }
+  }
+
+  #resultPath(runId: string): string {
+    return join(this.dir, RESULTS_DIR, `${runId}.json`);
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new StoreError('store_closed', `the store for ${this.dir} is closed`, 'Open it again');
+  }
+
+  #assertWritable(): void {
+    if (this.#broken) throw this.#broken;
+    if (this.owner.compromised) {
+      throw new StoreError(
+        'state_lock_lost',
+        `this controller lost its lock on ${this.dir}; another process may own it now`,
+        'Stop this controller and start it again: start-up checks who owns the directory',
+      );
+    }
+  }
+}
+
+async function writeSnapshot(dir: string, seq: number, sessions: SessionRecord[], runs: RunRecord[]): Promise<void> {
+  await writeFileAtomic(join(dir, STATE_FILE), JSON.stringify({ version: STATE_VERSION, seq, sessions, runs }));
+}
+
+function checked<T>(schema: z.ZodType<T>, value: T, what: string): T {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return value;
+  const id = typeof value === 'object' && value !== null && 'id' in value ? ` ${String(value.id)}` : '';
+  throw new StoreError('invalid_change', `${what}${id} is not a valid record: ${describeIssue(parsed.error)}`, 'Nothing was written; fix the record and commit again');
+}

@@ -1,0 +1,464 @@
+import { chmod, mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ConfigError } from '../../src/config/errors.js';
+import { loadConfig, type LoadConfigEnv } from '../../src/config/load.js';
+import { AMP_MCP_URL, AUTONOMY_ORDER, autonomyAtMost, looksFast } from '../../src/config/schema.js';
+
+let tmp: string;
+let root: string;
+let state: string;
+let binDir: string;
+let home: string;
+
+async function makeExecutable(path: string, mode = 0o755): Promise<string> {
+  await writeFile(path, '#!/bin/sh\nexit 0\n');
+  await chmod(path, mode);
+  return path;
+}
+
+beforeEach(async () => {
+  // Real path of the temp dir, since macOS spells it through a symlink.
+  tmp = await realpath(await mkdtemp(join(tmpdir(), 'droid-mcp-config-')));
+  root = join(tmp, 'root');
+  state = join(tmp, 'state');
+  binDir = join(tmp, 'bin');
+  home = join(tmp, 'home');
+  await mkdir(root);
+  await mkdir(state);
+  await chmod(state, 0o700);
+  await mkdir(binDir);
+  await mkdir(home);
+  await makeExecutable(join(binDir, 'droid'));
+});
+
+afterEach(async () => {
+  await rm(tmp, { recursive: true, force: true });
+});
+
+function base(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { approvedDirectories: [root], stateDirectory: state, ...extra };
+}
+
+async function writeConfig(content: unknown): Promise<string> {
+  const path = join(tmp, 'config.json');
+  await writeFile(path, typeof content === 'string' ? content : JSON.stringify(content));
+  return path;
+}
+
+async function load(content: unknown, env: LoadConfigEnv = {}) {
+  return loadConfig(await writeConfig(content), { platform: 'linux', home, pathEnv: binDir, ...env });
+}
+
+async function refusal(promise: Promise<unknown>): Promise<ConfigError> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ConfigError);
+  return err as ConfigError;
+}
+
+/** Asserts a refusal that names `key` in both the message and the `key` field. */
+async function expectRefused(
+  content: unknown,
+  key: string,
+  opts: { code?: string; env?: LoadConfigEnv; mentions?: string[] } = {},
+): Promise<ConfigError> {
+  const err = await refusal(load(content, opts.env));
+  expect(err.code).toBe(opts.code ?? 'config_invalid');
+  expect(err.key).toBe(key);
+  expect(err.message).toContain(`"${key}"`);
+  for (const text of opts.mentions ?? []) expect(err.message).toContain(text);
+  return err;
+}
+
+describe('loadConfig defaults', () => {
+  it('fills every default from a minimal config', async () => {
+    const config = await load(base());
+    expect(config).toEqual({
+      approvedDirectories: [root],
+      stateDirectory: state,
+      droidPath: join(binDir, 'droid'),
+      transport: 'stdio',
+      maxAutonomy: 'high',
+      defaultAutonomy: 'high',
+      excludeModelIds: [],
+      maxConcurrentRuns: 4,
+      runTimeoutMs: 3_600_000,
+      cancelGraceMs: 5_000,
+      modelCacheTtlMs: 60_000,
+      port: 8787,
+    });
+    expect(config.defaultModel).toBeUndefined();
+    expect(config.reasoningEffort).toBeUndefined();
+    expect(config.ampMcp).toBeUndefined();
+  });
+
+  it('keeps explicit values and resolves ampMcp {} to the generic endpoint', async () => {
+    const tokenFile = join(tmp, 'token');
+    const config = await load(
+      base({
+        transport: 'http',
+        tokenFile,
+        publicUrl: 'https://droid.example.com/mcp',
+        port: 9000,
+        maxAutonomy: 'medium',
+        defaultAutonomy: 'low',
+        defaultModel: 'claude-opus-5-5',
+        reasoningEffort: 'high',
+        excludeModelIds: ['old-model', 'old-model'],
+        maxConcurrentRuns: 16,
+        runTimeoutMs: 1000,
+        cancelGraceMs: 100,
+        modelCacheTtlMs: 600_000,
+        ampMcp: {},
+      }),
+    );
+    expect(config).toMatchObject({
+      transport: 'http',
+      tokenFile,
+      publicUrl: 'https://droid.example.com/mcp',
+      port: 9000,
+      maxAutonomy: 'medium',
+      defaultAutonomy: 'low',
+      defaultModel: 'claude-opus-5-5',
+      reasoningEffort: 'high',
+      excludeModelIds: ['old-model'],
+      maxConcurrentRuns: 16,
+      runTimeoutMs: 1000,
+      cancelGraceMs: 100,
+      modelCacheTtlMs: 600_000,
+      ampMcp: { url: AMP_MCP_URL },
+    });
+  });
+
+  it('accepts ampMcp with the exact generic url', async () => {
+    const config = await load(base({ ampMcp: { url: 'https://ampcode.com/mcp?profile=puck' } }));
+    expect(config.ampMcp).toEqual({ url: AMP_MCP_URL });
+  });
+
+  it('inherits defaultAutonomy from an explicit maxAutonomy', async () => {
+    const config = await load(base({ maxAutonomy: 'low' }));
+    expect(config.defaultAutonomy).toBe('low');
+  });
+
+  it('stores canonical approved directories, de-duplicated', async () => {
+    const link = join(tmp, 'link-to-root');
+    await symlink(root, link);
+    const sub = join(root, 'sub');
+    await mkdir(sub);
+    const config = await load(base({ approvedDirectories: [link, `${root}/`, join(root, 'sub', '..', 'sub')] }));
+    expect(config.approvedDirectories).toEqual([root, sub]);
+  });
+
+  it('accepts a state directory that does not exist yet (the store creates it)', async () => {
+    const config = await load(base({ stateDirectory: join(tmp, 'new-state') }));
+    expect(config.stateDirectory).toBe(join(tmp, 'new-state'));
+  });
+
+  it.each(['off', 'none', 'dynamic', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'])(
+    'accepts reasoningEffort %s',
+    async (effort) => {
+      expect((await load(base({ reasoningEffort: effort }))).reasoningEffort).toBe(effort);
+    },
+  );
+
+  it('accepts darwin', async () => {
+    await expect(load(base(), { platform: 'darwin' })).resolves.toBeDefined();
+  });
+});
+
+describe('loadConfig droid discovery', () => {
+  it('prefers droid on PATH over ~/.local/bin', async () => {
+    await mkdir(join(home, '.local', 'bin'), { recursive: true });
+    await makeExecutable(join(home, '.local', 'bin', 'droid'));
+    const config = await load(base(), { pathEnv: `/nonexistent-dir:${binDir}` });
+    expect(config.droidPath).toBe(join(binDir, 'droid'));
+  });
+
+  it('falls back to ~/.local/bin/droid', async () => {
+    await mkdir(join(home, '.local', 'bin'), { recursive: true });
+    const local = await makeExecutable(join(home, '.local', 'bin', 'droid'));
+    const config = await load(base(), { pathEnv: '/nonexistent-dir' });
+    expect(config.droidPath).toBe(local);
+  });
+
+  it('skips non-executable files and relative PATH entries', async () => {
+    const plain = join(tmp, 'plain');
+    await mkdir(plain);
+    await makeExecutable(join(plain, 'droid'), 0o644);
+    await mkdir(join(home, '.local', 'bin'), { recursive: true });
+    const local = await makeExecutable(join(home, '.local', 'bin', 'droid'));
+    // "bin" relative to cwd would be resolved against wherever the controller started.
+    const config = await load(base(), { pathEnv: `${plain}:bin:.` });
+    expect(config.droidPath).toBe(local);
+  });
+
+  it('uses an explicit executable droidPath without searching', async () => {
+    const explicit = await makeExecutable(join(tmp, 'my-droid'));
+    const config = await load(base({ droidPath: explicit }), { pathEnv: '' });
+    expect(config.droidPath).toBe(explicit);
+  });
+
+  it('refuses with droid_not_found and an install hint when nothing is found', async () => {
+    await expectRefused(base(), 'droidPath', {
+      code: 'droid_not_found',
+      env: { pathEnv: '/nonexistent-dir' },
+      mentions: ['curl -fsSL https://app.factory.ai/cli | sh', 'PATH', '~/.local/bin/droid'],
+    });
+  });
+
+  it('refuses a droidPath that is not executable', async () => {
+    const plain = join(tmp, 'plain-droid');
+    await writeFile(plain, 'not a program');
+    await chmod(plain, 0o644);
+    await expectRefused(base({ droidPath: plain }), 'droidPath', { code: 'droid_not_found', mentions: [plain] });
+  });
+
+  it('refuses a droidPath that is a directory or missing', async () => {
+    await expectRefused(base({ droidPath: binDir }), 'droidPath', { code: 'droid_not_found' });
+    await expectRefused(base({ droidPath: join(tmp, 'missing') }), 'droidPath', { code: 'droid_not_found' });
+  });
+
+  it('refuses a relative droidPath', async () => {
+    await expectRefused(base({ droidPath: 'bin/droid' }), 'droidPath', { mentions: ['absolute'] });
+  });
+});
+
+describe('loadConfig refusals: file and platform', () => {
+  it('refuses platforms other than linux and darwin', async () => {
+    const err = await refusal(loadConfig(await writeConfig(base()), { platform: 'win32', home, pathEnv: binDir }));
+    expect(err.code).toBe('config_invalid');
+    expect(err.key).toBe('platform');
+    expect(err.message).toContain('win32');
+    expect(err.message).toMatch(/Linux or macOS/);
+  });
+
+  it('refuses a relative config path', async () => {
+    const err = await refusal(loadConfig('config.json', { platform: 'linux' }));
+    expect(err.key).toBe('--config');
+    expect(err.message).toContain('--config');
+    expect(err.message).toContain('absolute');
+  });
+
+  it('refuses a missing config file, naming it', async () => {
+    const missing = join(tmp, 'nope.json');
+    const err = await refusal(loadConfig(missing, { platform: 'linux' }));
+    expect(err.key).toBe('--config');
+    expect(err.message).toContain(missing);
+    expect(err.message).toContain('does not exist');
+  });
+
+  it('refuses an unreadable config path (a directory)', async () => {
+    const err = await refusal(loadConfig(tmp, { platform: 'linux' }));
+    expect(err.key).toBe('--config');
+    expect(err.message).toContain('directory');
+  });
+
+  it('refuses invalid JSON, saying which file and where', async () => {
+    const path = await writeConfig('{ "approvedDirectories": [ ], }');
+    const err = await refusal(loadConfig(path, { platform: 'linux' }));
+    expect(err.code).toBe('config_invalid');
+    expect(err.key).toBe('--config');
+    expect(err.message).toContain(path);
+    expect(err.message).toContain('not valid JSON');
+  });
+
+  it('refuses a config that is not a JSON object', async () => {
+    await expectRefused([base()], '(top level)', { mentions: ['JSON object'] });
+  });
+
+  it('refuses unknown keys by name, listing allowed keys', async () => {
+    await expectRefused(base({ maxConcurrentRun: 4 }), 'maxConcurrentRun', { mentions: ['maxConcurrentRuns'] });
+  });
+
+  it('lists every problem at once', async () => {
+    const err = await refusal(load(base({ port: 0, transport: 'tcp' })));
+    expect(err.message).toContain('"port"');
+    expect(err.message).toContain('"transport"');
+  });
+
+  it('refuses null for optional keys', async () => {
+    await expectRefused(base({ defaultModel: null }), 'defaultModel', { mentions: ['null'] });
+  });
+});
+
+describe('loadConfig refusals: paths', () => {
+  it('requires approvedDirectories', async () => {
+    await expectRefused({ stateDirectory: state }, 'approvedDirectories', { mentions: ['required'] });
+  });
+
+  it('refuses an empty approvedDirectories', async () => {
+    await expectRefused(base({ approvedDirectories: [] }), 'approvedDirectories');
+  });
+
+  it('refuses a non-array approvedDirectories', async () => {
+    await expectRefused(base({ approvedDirectories: root }), 'approvedDirectories');
+  });
+
+  it('refuses a relative or ~ approved directory', async () => {
+    await expectRefused(base({ approvedDirectories: [root, '~/projects'] }), 'approvedDirectories[1]', { mentions: ['~'] });
+    await expectRefused(base({ approvedDirectories: ['projects/a'] }), 'approvedDirectories[0]', { mentions: ['absolute'] });
+  });
+
+  it('refuses a missing approved directory, naming it', async () => {
+    const missing = join(tmp, 'missing');
+    await expectRefused(base({ approvedDirectories: [root, missing] }), 'approvedDirectories[1]', {
+      mentions: [missing, 'does not exist'],
+    });
+  });
+
+  it('refuses an approved path that is a file', async () => {
+    const file = join(tmp, 'file.txt');
+    await writeFile(file, 'x');
+    await expectRefused(base({ approvedDirectories: [file] }), 'approvedDirectories[0]', { mentions: ['not a directory'] });
+  });
+
+  it('requires stateDirectory', async () => {
+    await expectRefused({ approvedDirectories: [root] }, 'stateDirectory', { mentions: ['required'] });
+  });
+
+  it('refuses a relative stateDirectory', async () => {
+    await expectRefused(base({ stateDirectory: './state' }), 'stateDirectory', { mentions: ['absolute'] });
+  });
+
+  it('refuses a group/other-accessible stateDirectory with the chmod fix', async () => {
+    await chmod(state, 0o750);
+    await expectRefused(base(), 'stateDirectory', { mentions: ['chmod 700', state, '750'] });
+    await chmod(state, 0o701);
+    await expectRefused(base(), 'stateDirectory', { mentions: ['chmod 700'] });
+  });
+
+  it('refuses a stateDirectory that is a file', async () => {
+    const file = join(tmp, 'state-file');
+    await writeFile(file, 'x');
+    await expectRefused(base({ stateDirectory: file }), 'stateDirectory', { mentions: ['not a directory'] });
+  });
+});
+
+describe('loadConfig refusals: policy and limits', () => {
+  it('refuses an unknown transport', async () => {
+    await expectRefused(base({ transport: 'tcp' }), 'transport', { mentions: ['"stdio"', '"http"'] });
+  });
+
+  it('refuses an unknown maxAutonomy and defaultAutonomy', async () => {
+    await expectRefused(base({ maxAutonomy: 'full' }), 'maxAutonomy');
+    await expectRefused(base({ defaultAutonomy: 'HIGH' }), 'defaultAutonomy');
+  });
+
+  it('refuses a defaultAutonomy above maxAutonomy', async () => {
+    await expectRefused(base({ maxAutonomy: 'low', defaultAutonomy: 'medium' }), 'defaultAutonomy', {
+      mentions: ['maxAutonomy', 'off < low < medium < high'],
+    });
+    await expectRefused(base({ maxAutonomy: 'off', defaultAutonomy: 'low' }), 'defaultAutonomy');
+  });
+
+  it.each(['claude-opus-4-5-fast', 'gpt-5-fast', 'GPT-5-FAST', 'gpt-5-fast-preview', 'opus fast mode', 'opus_fastmode'])(
+    'refuses the Fast-looking defaultModel %s',
+    async (model) => {
+      await expectRefused(base({ defaultModel: model }), 'defaultModel', { mentions: ['Fast', model] });
+    },
+  );
+
+  it('refuses an empty or padded defaultModel', async () => {
+    await expectRefused(base({ defaultModel: '' }), 'defaultModel');
+    await expectRefused(base({ defaultModel: ' claude-opus-5-5' }), 'defaultModel');
+  });
+
+  it('refuses a defaultModel that is also excluded', async () => {
+    await expectRefused(base({ defaultModel: 'm1', excludeModelIds: ['m1'] }), 'defaultModel', { mentions: ['excludeModelIds'] });
+  });
+
+  it('refuses an unknown reasoningEffort', async () => {
+    await expectRefused(base({ reasoningEffort: 'extreme' }), 'reasoningEffort', { mentions: ['xhigh'] });
+  });
+
+  it('refuses a malformed excludeModelIds', async () => {
+    await expectRefused(base({ excludeModelIds: 'm1' }), 'excludeModelIds');
+    await expectRefused(base({ excludeModelIds: ['m1', 7] }), 'excludeModelIds[1]');
+  });
+
+  it.each([
+    ['maxConcurrentRuns', 0],
+    ['maxConcurrentRuns', 17],
+    ['maxConcurrentRuns', 2.5],
+    ['maxConcurrentRuns', '4'],
+    ['runTimeoutMs', 999],
+    ['runTimeoutMs', 2 ** 31],
+    ['cancelGraceMs', 99],
+    ['modelCacheTtlMs', 4999],
+    ['modelCacheTtlMs', 600_001],
+    ['port', 0],
+    ['port', 65_536],
+  ])('refuses %s = %j', async (key, value) => {
+    await expectRefused(base({ [key]: value }), key, { mentions: ['integer'] });
+  });
+});
+
+describe('loadConfig refusals: http and reply-back', () => {
+  it('requires tokenFile for http', async () => {
+    await expectRefused(base({ transport: 'http' }), 'tokenFile', { mentions: ['required', 'http'] });
+  });
+
+  it('refuses a relative tokenFile', async () => {
+    await expectRefused(base({ transport: 'http', tokenFile: 'token' }), 'tokenFile', { mentions: ['absolute'] });
+  });
+
+  it.each(['http://droid.example.com/mcp', 'https://droid.example.com/other', 'https://droid.example.com/mcp?x=1', 'https://u:p@droid.example.com/mcp', 'droid.example.com/mcp'])(
+    'refuses publicUrl %s',
+    async (url) => {
+      await expectRefused(base({ publicUrl: url }), 'publicUrl', { mentions: ['https://', '/mcp'] });
+    },
+  );
+
+  it('refuses any other ampMcp url', async () => {
+    await expectRefused(base({ ampMcp: { url: 'https://ampcode.com/mcp?profile=other' } }), 'ampMcp.url', {
+      mentions: [AMP_MCP_URL],
+    });
+    await expectRefused(base({ ampMcp: { url: 'https://ampcode.com/mcp' } }), 'ampMcp.url');
+  });
+
+  it('refuses a threadID in the ampMcp url with an explanation', async () => {
+    await expectRefused(base({ ampMcp: { url: `${AMP_MCP_URL}&threadID=T-123` } }), 'ampMcp.url', {
+      mentions: ['thread', 'replyTo'],
+    });
+  });
+
+  it('refuses other keys in ampMcp', async () => {
+    await expectRefused(base({ ampMcp: { threadID: 'T-1' } }), 'ampMcp.threadID', { mentions: ['replyTo'] });
+    await expectRefused(base({ ampMcp: { headers: {} } }), 'ampMcp.headers', { mentions: ['url'] });
+  });
+
+  it('refuses a non-object ampMcp', async () => {
+    await expectRefused(base({ ampMcp: true }), 'ampMcp');
+    await expectRefused(base({ ampMcp: null }), 'ampMcp');
+  });
+
+  it('refuses the old top-level puck key with an explanation', async () => {
+    await expectRefused(base({ puck: { conversationId: 'T-1' } }), 'puck', { mentions: ['replyTo', '"ampMcp": {}'] });
+  });
+});
+
+describe('autonomy ordering and Fast heuristic', () => {
+  it('orders autonomy off < low < medium < high', () => {
+    expect(AUTONOMY_ORDER).toEqual(['off', 'low', 'medium', 'high']);
+    expect(autonomyAtMost('off', 'off')).toBe(true);
+    expect(autonomyAtMost('medium', 'high')).toBe(true);
+    expect(autonomyAtMost('high', 'medium')).toBe(false);
+    expect(autonomyAtMost('low', 'off')).toBe(false);
+  });
+
+  it('recognizes Fast ids and display names', () => {
+    for (const s of ['gpt-5-fast', 'claude-opus-4-5-fast', 'Claude Opus 4.5 (Fast Mode)', 'GPT-5 Fast', 'fast', 'x_FASTMODE']) {
+      expect(looksFast(s), s).toBe(true);
+    }
+  });
+
+  it('does not flag words that merely contain "fast"', () => {
+    for (const s of ['claude-opus-5-5', 'breakfast-model', 'fastest-model', 'steadfast', 'gpt-5', 'Claude Opus 4.5']) {
+      expect(looksFast(s), s).toBe(false);
+    }
+  });
+});

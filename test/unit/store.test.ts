@@ -1,0 +1,591 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { appendFile, chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { StoreError } from '../../src/store/errors.js';
+import type { StoreLogger } from '../../src/store/logger.js';
+import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
+import { COMPACT_MIN_LINES, StateStore } from '../../src/store/store.js';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const silent: StoreLogger = { info() {}, warn() {}, error() {} };
+const T0 = '2030-01-01T00:00:00.000Z';
+
+// ---- fixtures ----
+
+const bases: string[] = [];
+const children: ChildProcess[] = [];
+
+afterEach(async () => {
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const base of bases.splice(0)) await rm(base, { recursive: true, force: true });
+});
+
+/** A state directory path inside a private temp dir; the directory itself does not exist yet. */
+async function stateDir(): Promise<string> {
+  const base = await mkdtemp(join(tmpdir(), 'droid-mcp-store-'));
+  bases.push(base);
+  return join(base, 'state');
+}
+
+function session(id: string, headRunId: string, over: Partial<SessionRecord> = {}): SessionRecord {
+  return {
+    id,
+    createdAt: T0,
+    updatedAt: T0,
+    workspace: '/work/space',
+    title: null,
+    labels: [],
+    archived: false,
+    replyTo: null,
+    droidSessionId: null,
+    headRunId,
+    factoryTitle: null,
+    ...over,
+  };
+}
+
+function run(id: string, sessionId: string, seq: number, over: Partial<RunRecord> = {}): RunRecord {
+  return {
+    id,
+    sessionId,
+    seq,
+    kind: seq === 1 ? 'create' : 'send',
+    requestKey: null,
+    fingerprint: 'f'.repeat(64),
+    interrupt: false,
+    settings: { model: 'model-a', autonomy: 'low', reasoningEffort: null },
+    state: 'queued',
+    acceptedAt: T0,
+    startedAt: null,
+    endedAt: null,
+    cancelReason: null,
+    reason: null,
+    error: null,
+    usage: null,
+    preview: '',
+    needsAttention: false,
+    permissionsDeclined: [],
+    questions: [],
+    predecessorFailure: null,
+    events: [],
+    hasResult: false,
+    ...over,
+  };
+}
+
+/** Every entry under `dir` with its bytes (directories as null), for before/after comparison. */
+async function listing(dir: string): Promise<Record<string, string | null>> {
+  const out: Record<string, string | null> = {};
+  async function walk(rel: string): Promise<void> {
+    for (const entry of await readdir(join(dir, rel), { withFileTypes: true })) {
+      const path = join(rel, entry.name);
+      if (entry.isDirectory()) {
+        out[path + '/'] = null;
+        await walk(path);
+      } else {
+        out[path] = (await readFile(join(dir, path))).toString('base64');
+      }
+    }
+  }
+  await walk('');
+  return out;
+}
+
+async function openStore(dir: string, now = () => new Date(T0)): Promise<StateStore> {
+  return StateStore.open(dir, { now, logger: silent });
+}
+
+async function refusal(dir: string): Promise<StoreError> {
+  try {
+    const store = await openStore(dir);
+    await store.close();
+  } catch (err) {
+    expect(err).toBeInstanceOf(StoreError);
+    return err as StoreError;
+  }
+  throw new Error('open should have been refused');
+}
+
+/** Asserts that opening `dir` is refused with `code` and leaves every byte and name as it was. */
+async function expectRefusedUntouched(dir: string, code: StoreError['code']): Promise<StoreError> {
+  const before = await listing(dir);
+  const err = await refusal(dir);
+  expect(err.code).toBe(code);
+  expect(err.action.length).toBeGreaterThan(0);
+  expect(await listing(dir)).toEqual(before);
+  return err;
+}
+
+/** A store holding one session with two runs, closed cleanly, journal non-empty. */
+async function seeded(): Promise<string> {
+  const dir = await stateDir();
+  const store = await openStore(dir);
+  await store.commit({ sessions: [session('s1', 'r1')], runs: [run('r1', 's1', 1, { state: 'succeeded' })] });
+  await store.commit({ sessions: [session('s1', 'r2')], runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2' })] });
+  await store.close();
+  return dir;
+}
+
+// ---- child processes: the store compiled on the fly, so no build is needed ----
+
+const LOADER = `
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+const ts = createRequire(${JSON.stringify(join(ROOT, 'package.json'))})('typescript');
+export async function resolve(specifier, context, next) {
+  if (specifier.endsWith('.js') && context.parentURL?.endsWith('.ts') && specifier.startsWith('.')) {
+    const url = new URL(specifier.slice(0, -3) + '.ts', context.parentURL);
+    if (existsSync(fileURLToPath(url))) return { url: url.href, shortCircuit: true };
+  }
+  return next(specifier, context);
+}
+export async function load(url, context, next) {
+  if (!url.endsWith('.ts')) return next(url, context);
+  const source = await readFile(fileURLToPath(url), 'utf8');
+  const out = ts.transpileModule(source, {
+    fileName: fileURLToPath(url),
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+  });
+  return { format: 'module', source: out.outputText, shortCircuit: true };
+}
+`;
+
+const CHILD = `
+const [storeUrl, dir, change] = process.argv.slice(2);
+const { StateStore } = await import(storeUrl);
+const silent = { info() {}, warn() {}, error() {} };
+const store = await StateStore.open(dir, { logger: silent });
+await store.commit(JSON.parse(change));
+process.stdout.write('ready\\n');
+setInterval(() => {}, 1 << 30);
+`;
+
+/** Starts a separate process that opens `dir`, commits `change`, and then stays alive. */
+async function ownerProcess(dir: string, change: unknown): Promise<ChildProcess> {
+  const scripts = await mkdtemp(join(tmpdir(), 'droid-mcp-store-child-'));
+  bases.push(scripts);
+  await writeFile(join(scripts, 'loader.mjs'), LOADER);
+  await writeFile(join(scripts, 'register.mjs'), `import { register } from 'node:module';\nregister('./loader.mjs', import.meta.url);\n`);
+  await writeFile(join(scripts, 'child.mjs'), CHILD);
+  const storeUrl = pathToFileURL(join(ROOT, 'src/store/store.ts')).href;
+  const child = spawn(
+    process.execPath,
+    ['--import', pathToFileURL(join(scripts, 'register.mjs')).href, join(scripts, 'child.mjs'), storeUrl, dir, JSON.stringify(change)],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  children.push(child);
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  await new Promise<void>((done, fail) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('ready')) done();
+    });
+    child.on('exit', (code) => fail(new Error(`child exited (${code}) before it was ready: ${stderr}`)));
+  });
+  return child;
+}
+
+// ---- tests ----
+
+describe('StateStore basics', () => {
+  it('round-trips sessions, runs, indexes and results, with private files', async () => {
+    const dir = await stateDir();
+    const store = await openStore(dir);
+    expect(store.recovery).toEqual({ unknown: 0, queueLost: 0 });
+    await store.commit({
+      sessions: [session('s1', 'r1')],
+      runs: [run('r1', 's1', 1, { state: 'succeeded', requestKey: 'key-1' })],
+    });
+    await store.commit({ sessions: [session('s1', 'r2')], runs: [run('r2', 's1', 2, { state: 'succeeded' })] });
+    await store.commit({ runs: [run('r1', 's1', 1, { state: 'succeeded', requestKey: 'key-1', preview: 'done' })] });
+
+    expect(store.sessions.get('s1')?.headRunId).toBe('r2');
+    expect(store.runs.get('r1')?.preview).toBe('done');
+    expect(store.runsBySession('s1').map((r) => r.id)).toEqual(['r1', 'r2']);
+    expect(store.runsBySession('nope')).toEqual([]);
+    expect(store.runByRequestKey('key-1')?.id).toBe('r1');
+    expect(store.runByRequestKey('key-2')).toBeUndefined();
+
+    const result = {
+      runId: 'r1',
+      finalText: 'all done',
+      transcript: [
+        { kind: 'assistant' as const, text: 'hi' },
+        { kind: 'tool' as const, toolUseId: 't1', name: 'Read', input: '{}', status: 'done' as const, isError: false, result: 'ok' },
+      ],
+      permissionsApproved: [{ tool: 'Edit', summary: 'edit a.txt' }],
+      diagnostics: [],
+      stderrTail: '',
+    };
+    await store.writeResult(result);
+    expect(await store.readResult('r1')).toEqual(result);
+    expect(await store.readResult('r2')).toBeUndefined();
+    expect(await store.readResult('../state')).toBeUndefined();
+    await store.close();
+
+    expect((await stat(dir)).mode & 0o777).toBe(0o700);
+    for (const name of ['state.json', 'journal.jsonl', 'owner.json', 'results/r1.json']) {
+      expect((await stat(join(dir, name))).mode & 0o777, name).toBe(0o600);
+    }
+    expect(await readdir(dir)).not.toContain('owner.lock');
+    const owner = JSON.parse(await readFile(join(dir, 'owner.json'), 'utf8'));
+    expect(owner).toMatchObject({ pid: process.pid, hostname: hostname() });
+  });
+
+  it('reopens with everything committed, folding the journal into the snapshot', async () => {
+    const dir = await seeded();
+    expect((await readFile(join(dir, 'journal.jsonl'), 'utf8')).trim().split('\n')).toHaveLength(2);
+    const store = await openStore(dir);
+    expect([...store.sessions.keys()]).toEqual(['s1']);
+    expect(store.runsBySession('s1').map((r) => [r.id, r.state])).toEqual([
+      ['r1', 'succeeded'],
+      ['r2', 'failed'],
+    ]);
+    expect(store.runByRequestKey('k2')?.id).toBe('r2');
+    expect(await readFile(join(dir, 'journal.jsonl'), 'utf8')).toBe('');
+    const snapshot = JSON.parse(await readFile(join(dir, 'state.json'), 'utf8'));
+    expect(snapshot).toMatchObject({ version: 1, seq: 2 });
+    expect(snapshot.runs).toHaveLength(2);
+    await store.close();
+  });
+
+  it('copies records in and freezes what it holds', async () => {
+    const dir = await stateDir();
+    const store = await openStore(dir);
+    const s = session('s1', 'r1');
+    const r = run('r1', 's1', 1);
+    const pending = store.commit({ sessions: [s], runs: [r] });
+    r.state = 'failed';
+    s.labels.push('late');
+    await pending;
+    expect(store.runs.get('r1')?.state).toBe('queued');
+    expect(store.sessions.get('s1')?.labels).toEqual([]);
+    const stored = store.runs.get('r1')!;
+    expect(() => {
+      (stored as { state: RunState }).state = 'running';
+    }).toThrow(TypeError);
+    expect(() => store.runsBySession('s1')[0]!.events.push({ at: T0, kind: 'x', detail: '' })).toThrow(TypeError);
+    await store.close();
+  });
+
+  it('rejects changes that would break invariants, writing nothing', async () => {
+    const dir = await seeded();
+    const store = await openStore(dir);
+    const journal = join(dir, 'journal.jsonl');
+    const before = await readFile(journal);
+    const bad: Array<[string, Parameters<StateStore['commit']>[0]]> = [
+      ['run in unknown session', { runs: [run('r9', 'ghost', 1)] }],
+      ['session with unknown head', { sessions: [session('s2', 'ghost')] }],
+      ['head in another session', { sessions: [session('s2', 'r1')], runs: [run('r3', 's2', 1)] }],
+      ['duplicate position', { runs: [run('r3', 's1', 2)] }],
+      ['moved run', { runs: [run('r2', 's1', 5, { state: 'failed', requestKey: 'k2' })] }],
+      ['reused request key', { runs: [run('r3', 's1', 3, { requestKey: 'k2' })] }],
+      ['unknown field', { runs: [{ ...run('r3', 's1', 3), prompt: 'secret' } as RunRecord] }],
+      ['wrong type', { runs: [run('r3', 's1', 3, { state: 'exploded' as RunState })] }],
+    ];
+    for (const [what, change] of bad) {
+      await expect(store.commit(change), what).rejects.toMatchObject({ code: 'invalid_change' });
+    }
+    expect(await readFile(journal)).toEqual(before);
+    await expect(store.writeResult({ runId: 'ghost', finalText: '', transcript: [], permissionsApproved: [], diagnostics: [], stderrTail: '' })).rejects.toMatchObject({
+      code: 'invalid_change',
+    });
+    // A key may move between runs within one change.
+    await store.commit({
+      sessions: [session('s1', 'r3')],
+      runs: [run('r2', 's1', 2, { state: 'failed' }), run('r3', 's1', 3, { requestKey: 'k2' })],
+    });
+    expect(store.runByRequestKey('k2')?.id).toBe('r3');
+    await store.close();
+    await expect(store.commit({ runs: [] })).rejects.toMatchObject({ code: 'store_closed' });
+  });
+
+  it('lands every one of many concurrent commits, in order, without torn lines', async () => {
+    const dir = await stateDir();
+    const store = await openStore(dir);
+    await store.commit({ sessions: [session('s1', 'r1')], runs: [run('r1', 's1', 1, { state: 'succeeded' })] });
+    const commits = [];
+    for (let i = 2; i <= 150; i++) {
+      commits.push(store.commit({ sessions: [session('s1', `r${i}`)], runs: [run(`r${i}`, 's1', i, { state: 'succeeded' })] }));
+    }
+    await Promise.all(commits);
+    expect(store.runsBySession('s1')).toHaveLength(150);
+    expect(store.sessions.get('s1')?.headRunId).toBe('r150');
+    await store.close();
+    const lines = (await readFile(join(dir, 'journal.jsonl'), 'utf8')).trim().split('\n');
+    expect(lines.map((l) => JSON.parse(l).seq)).toEqual(lines.map((_, i) => i + 1));
+    const reopened = await openStore(dir);
+    expect(reopened.runs.size).toBe(150);
+    expect(reopened.sessions.get('s1')?.headRunId).toBe('r150');
+    await reopened.close();
+  });
+
+  it('compacts once the journal outgrows its threshold and the record count, keeping the data', async () => {
+    const dir = await stateDir();
+    const store = await openStore(dir);
+    await store.commit({ sessions: [session('s1', 'r1')], runs: [run('r1', 's1', 1, { state: 'running' })] });
+    for (let i = 0; i < COMPACT_MIN_LINES; i++) {
+      await store.commit({ runs: [run('r1', 's1', 1, { state: 'running', preview: `step ${i}` })] });
+    }
+    await store.commit({ runs: [run('r1', 's1', 1, { state: 'succeeded', preview: 'final' })] });
+    const journal = (await readFile(join(dir, 'journal.jsonl'), 'utf8')).trim().split('\n').filter(Boolean);
+    expect(journal.length).toBeLessThan(5);
+    const snapshot = JSON.parse(await readFile(join(dir, 'state.json'), 'utf8'));
+    expect(snapshot.seq).toBeGreaterThan(COMPACT_MIN_LINES);
+    await store.close();
+    const reopened = await openStore(dir);
+    expect(reopened.runs.get('r1')).toMatchObject({ state: 'succeeded', preview: 'final' });
+    await reopened.close();
+  });
+
+  it('skips journal lines already in the snapshot (crash between compaction steps)', async () => {
+    const dir = await seeded();
+    const oldJournal = await readFile(join(dir, 'journal.jsonl'));
+    const store = await openStore(dir); // compacts: snapshot seq 2, journal emptied
+    await store.close();
+    await writeFile(join(dir, 'journal.jsonl'), oldJournal); // as if the truncate never happened
+    const again = await openStore(dir);
+    expect(again.runs.size).toBe(2);
+    await again.commit({ sessions: [session('s1', 'r3')], runs: [run('r3', 's1', 3, { state: 'succeeded' })] });
+    await again.close();
+    const last = await openStore(dir);
+    expect(last.runsBySession('s1').map((r) => r.id)).toEqual(['r1', 'r2', 'r3']);
+    await last.close();
+  });
+
+  it('removes temp files left by an interrupted atomic write', async () => {
+    const dir = await seeded();
+    await writeFile(join(dir, '.state.json.abc123.tmp'), 'half');
+    await writeFile(join(dir, 'results', '.r1.json.abc123.tmp'), 'half');
+    const store = await openStore(dir);
+    await store.close();
+    expect((await readdir(dir)).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+    expect(await readdir(join(dir, 'results'))).toEqual([]);
+  });
+});
+
+describe('crash recovery', () => {
+  it('marks in-flight runs unknown and queued runs queue_lost, durably, replaying nothing', async () => {
+    const dir = await stateDir();
+    const store = await openStore(dir);
+    const states: RunState[] = ['succeeded', 'starting', 'running', 'cancelling', 'queued', 'queued'];
+    await store.commit({
+      sessions: [session('s1', 'r6')],
+      runs: states.map((state, i) => run(`r${i + 1}`, 's1', i + 1, { state, startedAt: state === 'queued' ? null : T0 })),
+    });
+    await store.close();
+
+    const later = new Date('2030-01-02T00:00:00.000Z');
+    const reopened = await openStore(dir, () => later);
+    expect(reopened.recovery).toEqual({ unknown: 3, queueLost: 2 });
+    const byId = (id: string): RunRecord => reopened.runs.get(id)!;
+    expect(byId('r1')).toEqual(run('r1', 's1', 1, { state: 'succeeded', startedAt: T0 }));
+    for (const id of ['r2', 'r3', 'r4']) {
+      expect(byId(id)).toMatchObject({
+        state: 'unknown',
+        needsAttention: true,
+        endedAt: later.toISOString(),
+        error: {
+          code: 'controller_stopped',
+          message: 'the controller stopped while this turn was running; its outcome is unknown',
+          retryable: false,
+        },
+      });
+    }
+    for (const id of ['r5', 'r6']) {
+      expect(byId(id)).toMatchObject({ state: 'cancelled', cancelReason: 'queue_lost', endedAt: later.toISOString() });
+      expect(byId(id).error?.code).toBe('queue_lost');
+      expect(byId(id).error?.message).toMatch(/never sent/);
+    }
+    await reopened.close();
+
+    const third = await openStore(dir);
+    expect(third.recovery).toEqual({ unknown: 0, queueLost: 0 });
+    expect(third.runs.get('r3')?.state).toBe('unknown');
+    await third.close();
+  });
+});
+
+describe('ownership', () => {
+  it('refuses a second store in this process', async () => {
+    const dir = await stateDir();
+    const store = await openStore(dir);
+    const err = await expectRefusedUntouched(dir, 'state_locked');
+    expect(err.message).toContain(String(process.pid));
+    await store.close();
+    await (await openStore(dir)).close();
+  });
+
+  it('refuses while another process owns the directory, then recovers once it is killed', async () => {
+    const dir = await stateDir();
+    const child = await ownerProcess(dir, {
+      sessions: [session('s1', 'r2')],
+      runs: [run('r1', 's1', 1, { state: 'running', startedAt: T0 }), run('r2', 's1', 2, { state: 'queued' })],
+    });
+    const err = await expectRefusedUntouched(dir, 'state_locked');
+    expect(err.message).toContain(`pid ${child.pid}`);
+    expect(err.action).toContain(`kill ${child.pid}`);
+
+    // An unclean stop: no close, no lock release, journal not compacted.
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+    expect(await readdir(dir)).toContain('owner.lock');
+    expect((await readFile(join(dir, 'journal.jsonl'), 'utf8')).trim().split('\n')).toHaveLength(1);
+
+    const store = await openStore(dir);
+    expect(store.recovery).toEqual({ unknown: 1, queueLost: 1 });
+    expect(store.runs.get('r1')?.state).toBe('unknown');
+    expect(store.runs.get('r2')).toMatchObject({ state: 'cancelled', cancelReason: 'queue_lost' });
+    expect(JSON.parse(await readFile(join(dir, 'owner.json'), 'utf8')).pid).toBe(process.pid);
+    await store.close();
+    expect(await readdir(dir)).not.toContain('owner.lock');
+  });
+
+  it('refuses a fresh lock that names no owner, but recovers a stale one', async () => {
+    const dir = await seeded();
+    await rm(join(dir, 'owner.json'));
+    await mkdir(join(dir, 'owner.lock'));
+    const err = await expectRefusedUntouched(dir, 'state_locked');
+    expect(err.message).toContain('left no owner record');
+    const longAgo = new Date(Date.now() - 60_000);
+    await utimes(join(dir, 'owner.lock'), longAgo, longAgo);
+    const store = await openStore(dir);
+    expect(store.runs.size).toBe(2);
+    await store.close();
+  });
+
+  it('refuses state owned by another host or HOME', async () => {
+    const dir = await seeded();
+    const ownerPath = join(dir, 'owner.json');
+    const owner = JSON.parse(await readFile(ownerPath, 'utf8'));
+    await writeFile(ownerPath, JSON.stringify({ ...owner, hostname: 'elsewhere.example' }));
+    const err = await expectRefusedUntouched(dir, 'state_owned_elsewhere');
+    expect(err.message).toContain('elsewhere.example');
+    await writeFile(ownerPath, JSON.stringify({ ...owner, home: '/home/someone-else' }));
+    await expectRefusedUntouched(dir, 'state_owned_elsewhere');
+  });
+
+  it('refuses a state directory others can read, and relative paths', async () => {
+    const dir = await stateDir();
+    await mkdir(dir, { mode: 0o755 });
+    await chmod(dir, 0o755);
+    const err = await expectRefusedUntouched(dir, 'state_dir_not_private');
+    expect(err.message).toContain(dir);
+    expect(err.message).toContain(`chmod 700 ${dir}`);
+    await expect(openStore('relative/state')).rejects.toMatchObject({ code: 'state_dir_not_private' });
+    const file = join(dirname(dir), 'a-file');
+    await writeFile(file, '');
+    await expect(openStore(file)).rejects.toMatchObject({ code: 'state_dir_not_private' });
+  });
+});
+
+describe('refusing damaged state, leaving it untouched', () => {
+  async function damaged(edit: (dir: string) => Promise<void>): Promise<string> {
+    const dir = await seeded();
+    await edit(dir);
+    return dir;
+  }
+  const journalPath = (dir: string): string => join(dir, 'journal.jsonl');
+  const statePath = (dir: string): string => join(dir, 'state.json');
+
+  it('corrupt snapshot', async () => {
+    const dir = await damaged((d) => writeFile(statePath(d), '{"version":1,"seq":0,'));
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(statePath(dir));
+    expect(err.action).toMatch(/backup|move it aside/);
+  });
+
+  it('unknown version', async () => {
+    const dir = await damaged((d) => writeFile(statePath(d), JSON.stringify({ version: 2, seq: 0, sessions: [], runs: [] })));
+    const err = await expectRefusedUntouched(dir, 'state_version_unsupported');
+    expect(err.message).toContain('version 2');
+  });
+
+  it('truncated last journal line', async () => {
+    const dir = await damaged(async (d) => {
+      const text = await readFile(journalPath(d), 'utf8');
+      await writeFile(journalPath(d), text.slice(0, -20));
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${journalPath(dir)} line 2`);
+    expect(err.action).toMatch(/partial line/);
+  });
+
+  it('unparsable journal line in the middle', async () => {
+    const dir = await damaged(async (d) => {
+      const lines = (await readFile(journalPath(d), 'utf8')).split('\n');
+      lines[0] = '{"seq":1,"sessions":[';
+      await writeFile(journalPath(d), lines.join('\n'));
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${journalPath(dir)} line 1`);
+  });
+
+  it('missing journal entries (a gap in seq)', async () => {
+    const dir = await damaged(async (d) => {
+      const lines = (await readFile(journalPath(d), 'utf8')).split('\n');
+      await writeFile(journalPath(d), lines.slice(1).join('\n'));
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toMatch(/commits are missing/);
+  });
+
+  it('invalid record in the snapshot', async () => {
+    const dir = await damaged(async (d) => {
+      const store = await openStore(d); // fold the journal into state.json
+      await store.close();
+      const snap = JSON.parse(await readFile(statePath(d), 'utf8'));
+      snap.runs[1].state = 'exploded';
+      await writeFile(statePath(d), JSON.stringify(snap));
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(dir)} runs[1]`);
+    expect(err.message).toContain('state');
+  });
+
+  it('record with an unknown field in the journal', async () => {
+    const dir = await damaged(async (d) => {
+      const lines = (await readFile(journalPath(d), 'utf8')).split('\n');
+      const entry = JSON.parse(lines[1]!);
+      entry.runs[0].prompt = 'should never be stored';
+      lines[1] = JSON.stringify(entry);
+      await writeFile(journalPath(d), lines.join('\n'));
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${journalPath(dir)} line 2 runs[0]`);
+  });
+
+  it('run whose session is unknown', async () => {
+    const dir = await damaged((d) => appendFile(journalPath(d), JSON.stringify({ seq: 3, sessions: [], runs: [run('r9', 'ghost', 1)] }) + '\n'));
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${journalPath(dir)} line 3`);
+    expect(err.message).toContain('ghost');
+  });
+
+  it('session whose head run is unknown', async () => {
+    const dir = await damaged((d) => appendFile(journalPath(d), JSON.stringify({ seq: 3, sessions: [session('s1', 'ghost')], runs: [] }) + '\n'));
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain('head run ghost');
+  });
+
+  it('journal without a snapshot', async () => {
+    const dir = await damaged((d) => rm(statePath(d)));
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(dir)} is missing`);
+  });
+
+  it('unreadable result file (reported on read, not at open)', async () => {
+    const dir = await seeded();
+    await writeFile(join(dir, 'results', 'r1.json'), '{"runId":"r1"');
+    const store = await openStore(dir);
+    await expect(store.readResult('r1')).rejects.toMatchObject({ code: 'state_corrupt' });
+    await store.close();
+  });
+});
