@@ -7,10 +7,14 @@ import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { loadConfig } from './config/load.js';
 import { ConfigError } from './config/errors.js';
+import type { Config } from './config/schema.js';
+import { readTokenFile } from './config/token.js';
 import { SessionController } from './controller/controller.js';
 import { droidCatalogFetcher, ModelCatalog } from './controller/model-catalog.js';
 import { resolveWorkspace } from './controller/workspaces.js';
+import { startHttpListener, HTTP_HOST, type HttpListener } from './mcp/http-server.js';
 import { createMcpServer } from './mcp/server.js';
+import type { ToolContext } from './mcp/tools.js';
 import { StoreError } from './store/errors.js';
 import { StateStore } from './store/store.js';
 import { startWorker } from './worker/runner.js';
@@ -33,10 +37,8 @@ async function main(): Promise<number> {
   }
 
   const config = await loadConfig(configPath);
-  if (config.transport !== 'stdio') {
-    log.error({ code: 'transport_unavailable' }, 'transport "http" is not available in this build yet; use "stdio"');
-    return 1;
-  }
+  // HTTP refuses a bad token file before any state is opened.
+  const token = config.transport === 'http' ? await readTokenFile(requiredTokenFile(config)) : undefined;
   const store = await StateStore.open(config.stateDirectory);
   if (store.recovery.unknown || store.recovery.queueLost) {
     log.warn(store.recovery, 'recovered after an unclean stop: running turns are now unknown, queued turns queue_lost');
@@ -70,36 +72,66 @@ async function main(): Promise<number> {
     replyBackConfigured: config.ampMcp !== undefined,
     log,
   });
-  const server = createMcpServer(
-    {
-      controller,
-      models: () => catalog.models(),
-      approvedRoots: config.approvedDirectories,
-      policy,
-      runTimeoutMs: config.runTimeoutMs,
-      replyBack: config.ampMcp !== undefined,
-    },
-    log,
-  );
+  const toolContext: ToolContext = {
+    controller,
+    models: () => catalog.models(),
+    approvedRoots: config.approvedDirectories,
+    policy,
+    runTimeoutMs: config.runTimeoutMs,
+    replyBack: config.ampMcp !== undefined,
+  };
 
+  let listener: HttpListener | undefined;
   let stopping: Promise<void> | undefined;
   const stop = (why: string) =>
     (stopping ??= (async () => {
       log.info({ why }, 'shutting down: interrupting live turns');
+      await listener?.close();
       await controller.shutdown(config.cancelGraceMs * 3);
       await store.close();
       log.info({}, 'stopped');
     })());
 
-  const transport = new StdioServerTransport();
-  transport.onclose = () => void stop('client closed stdio').then(() => process.exit(0));
-  process.stdin.once('end', () => void stop('stdin ended').then(() => process.exit(0)));
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.once(signal, () => void stop(signal).then(() => process.exit(0)));
   }
-  await server.connect(transport);
+
+  // ── transport ─────────────────────────────────────────────────────────
+  if (token !== undefined) {
+    try {
+      listener = await startHttpListener({
+        ctx: toolContext,
+        log,
+        token,
+        port: config.port,
+        ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
+      });
+    } catch (err) {
+      await store.close();
+      throw listenRefusal(config.port, err);
+    }
+    // Tests read the bound port from this line (port 0 picks a free one).
+    log.info({ transport: 'http', url: listener.url, port: listener.port, roots: config.approvedDirectories.length }, 'droid-mcp ready');
+    return -1;
+  }
+  const transport = new StdioServerTransport();
+  transport.onclose = () => void stop('client closed stdio').then(() => process.exit(0));
+  process.stdin.once('end', () => void stop('stdin ended').then(() => process.exit(0)));
+  await createMcpServer(toolContext, log).connect(transport);
   log.info({ transport: 'stdio', roots: config.approvedDirectories.length }, 'droid-mcp ready');
   return -1;
+}
+
+function requiredTokenFile(config: Config): string {
+  // The loader already refuses http without tokenFile; this keeps the type honest.
+  if (config.tokenFile === undefined) throw new ConfigError('config_invalid', '"tokenFile" is required when transport is "http"', 'tokenFile');
+  return config.tokenFile;
+}
+
+function listenRefusal(port: number, err: unknown): ConfigError {
+  const code = err instanceof Error && 'code' in err ? String(err.code) : 'unknown error';
+  const why = code === 'EADDRINUSE' ? 'is already in use' : code === 'EACCES' ? 'may not be bound by this user' : `cannot be bound (${code})`;
+  return new ConfigError('config_invalid', `"port" ${port} on ${HTTP_HOST} ${why}; stop the other listener or choose another port`, 'port');
 }
 
 main().then(

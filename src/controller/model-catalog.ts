@@ -28,7 +28,7 @@ export function droidCatalogFetcher(droidPath: string, env: NodeJS.ProcessEnv, t
     try {
       return await client.listModels();
     } finally {
-      await client.shutdown(1_000);
+      await client.shutdown();
     }
   };
 }

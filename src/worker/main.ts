@@ -43,21 +43,24 @@ process.on('message', (raw: ParentToWorker) => {
 async function execute(rawSpec: unknown): Promise<void> {
   const parsed = turnSpecSchema.safeParse(rawSpec);
   let result: TurnResult;
+  let release = async () => {};
   if (!parsed.success) {
     const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     result = emptyFailure({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
   } else {
     try {
-      result = await runTurn(parsed.data, {
+      ({ result, release } = await runTurn(parsed.data, {
         cancelled,
         onStarted: (droidSessionId) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString() }),
         onProgress: (event) => void send({ type: 'progress', event }),
-      });
+      }));
     } catch (err) {
       result = emptyFailure(toErrorInfo(err));
     }
   }
   await send({ type: 'terminal', result });
+  // droid goes while the controller persists the result; the slot stays held until both are done.
+  await release();
   await Promise.race([acknowledged, new Promise((r) => setTimeout(r, ACK_TIMEOUT_MS))]);
   process.exit(0);
 }

@@ -29,7 +29,13 @@ interface TurnState {
 
 const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
 
-export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<TurnResult> {
+export interface FinishedTurn {
+  result: TurnResult;
+  /** Stops droid; call after the result has been reported, so cleanup never delays it. */
+  release(): Promise<void>;
+}
+
+export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<FinishedTurn> {
   const startedAt = Date.now();
   const state: TurnState = { droidSessionId: null, submitted: false };
   let deadlineTimer: NodeJS.Timeout | undefined;
@@ -47,8 +53,12 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<TurnRes
     clearTimeout(deadlineTimer);
   }
   state.collector?.abortOpenSpans('droid stopped before the tool reported a result');
-  await state.client?.shutdown(Math.min(spec.graceMs, 5_000));
-  return { ...verdict, ...evidence(state), durationMs: Date.now() - startedAt };
+  return {
+    result: { ...verdict, ...evidence(state), durationMs: Date.now() - startedAt },
+    release: async () => {
+      await state.client?.shutdown();
+    },
+  };
 }
 
 /** Everything observed so far, whatever the outcome. */

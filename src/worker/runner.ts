@@ -69,15 +69,15 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
     }
   });
 
-  const exited = new Promise<number | null>((resolve) => {
-    child.once('exit', (code) => resolve(code));
-    child.once('error', () => resolve(null));
+  const exited = new Promise<string>((resolve) => {
+    child.once('exit', (code, signal) => resolve(signal ? `signal ${signal}` : `code ${code}`));
+    child.once('error', (err) => resolve(`spawn error ${err.message}`));
   });
 
-  const cleanedUp = exited.then(async (code) => {
+  const cleanedUp = exited.then(async (how) => {
     if (!gotResult) {
       gotResult = true;
-      const error = { code: 'worker_failed', message: `the turn's worker exited (code ${code}) without a result`, retryable: false };
+      const error = { code: 'worker_failed', message: `the turn's worker exited (${how}) without a result`, retryable: false };
       // After `started`, the prompt reached droid: the turn may have had effects.
       settle(emptyFailure(error, { submitted: startedSession !== null, droidSessionId: startedSession, stderrTail: stderr.toString() }));
     }

@@ -1,0 +1,362 @@
+/**
+ * Finding sessions: typed filters and a text query over controller records,
+ * newest created first, with a keyset cursor. Pure.
+ *
+ * The text query looks at the title, the labels and the retained output
+ * preview only: prompts are never stored, so they can never match.
+ */
+import { createHash } from 'node:crypto';
+import type { SessionRecord } from '../store/records.js';
+import { ControllerError } from './errors.js';
+import { decodeCursor, encodeCursor, invalidCursor, pageLimit } from './history.js';
+import { LABEL_PATTERN } from './metadata.js';
+import type { AgentState } from './views.js';
+
+const FIND_CURSOR_VERSION = 1;
+
+export interface FindFilters {
+  /** Case-insensitive substring of the title, a label or the output preview. */
+  query?: string;
+  state?: AgentState;
+  /** Canonical absolute path: that directory and its descendants, by path segments. */
+  workspace?: string;
+  /** Every one of these labels is required. */
+  labels?: string[];
+  /** Created at or after this ISO date-time (inclusive). */
+  after?: string;
+  /** Created before this ISO date-time (exclusive). */
+  before?: string;
+  /** Default false hides archived sessions; true selects archived ones only. */
+  archived?: boolean;
+}
+
+/** What find needs from a session's runs; computed only when a filter needs it. */
+export interface SessionSummary {
+  agentState: AgentState;
+  preview: string;
+}
+
+export interface FindPage {
+  sessions: SessionRecord[];
+  /** Pass back with the same filters for the next page; null when no more match now. */
+  nextCursor: string | null;
+}
+
+function invalidArguments(message: string, action: string): ControllerError {
+  return new ControllerError('invalid_arguments', message, action);
+}
+
+// ── instants ──────────────────────────────────────────────────────────────
+
+const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:\d{2}))?$/;
+
+/**
+ * Milliseconds of an ISO 8601 date (`2030-01-31`, UTC midnight) or date-time
+ * with a zone (`…T10:00Z`, `…T10:00:00.5+07:00`). Computed here rather than
+ * by Date.parse, which rolls `02-30` over to March and reads zone-less times
+ * as local time. Throws `invalid_arguments` naming `field`.
+ */
+export function parseInstant(value: unknown, field: string): number {
+  const bad = () =>
+    invalidArguments(
+      `${field} is not an ISO date-time`,
+      `Pass ${field} like "2030-01-31" or "2030-01-31T09:30:00Z" (a time needs Z or an offset such as +07:00).`,
+    );
+  if (typeof value !== 'string') throw bad();
+  const m = ISO_INSTANT.exec(value);
+  if (!m) throw bad();
+  const [year, month, day, hour, minute, second] = [m[1], m[2], m[3], m[4], m[5], m[6]].map((x) => (x === undefined ? 0 : Number(x))) as [
+    number, number, number, number, number, number,
+  ];
+  const millis = m[7] === undefined ? 0 : Number(m[7].slice(0, 3).padEnd(3, '0'));
+  if (month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59) throw bad();
+  const date = new Date(Date.UTC(year, month - 1, day));
+  // Years 0..99 would be shifted to 19xx by Date.UTC.
+  date.setUTCFullYear(year);
+  if (date.getUTCDate() !== day || date.getUTCMonth() !== month - 1) throw bad();
+  let offsetMinutes = 0;
+  const zone = m[8];
+  if (zone !== undefined && zone !== 'Z') {
+    const oh = Number(zone.slice(1, 3));
+    const om = Number(zone.slice(4, 6));
+    if (oh > 23 || om > 59) throw bad();
+    offsetMinutes = (zone[0] === '-' ? -1 : 1) * (oh * 60 + om);
+  }
+  return date.getTime() + ((hour * 60 + minute - offsetMinutes) * 60 + second) * 1000 + millis;
+}
+
+/** Validated [after, before) bounds in ms; either may be open. */
+export function parseRange(after: unknown, before: unknown): { afterMs: number | null; beforeMs: number | null } {
+  const afterMs = after === undefined ? null : parseInstant(after, 'after');
+  const beforeMs = before === undefined ? null : parseInstant(before, 'before');
+  if (afterMs !== null && beforeMs !== null && afterMs >= beforeMs) {
+    throw invalidArguments('after must be earlier than before (after is inclusive, before exclusive)', 'Swap or widen the dates.');
+  }
+  return { afterMs, beforeMs };
+}
+
+// ── the index ─────────────────────────────────────────────────────────────
+
+/** A session's sort key: creation time, then id. */
+export interface SortKey {
+  ms: number;
+  id: string;
+}
+
+export interface IndexedSession {
+  readonly ms: number;
+  readonly session: SessionRecord;
+}
+
+interface Entry extends SortKey {
+  session: SessionRecord;
+}
+
+/** Oldest possible time, so a malformed `createdAt` still sorts consistently (as oldest). */
+const MIN_MS = -8.64e15;
+
+function createdMs(session: SessionRecord): number {
+  const ms = Date.parse(session.createdAt);
+  return Number.isNaN(ms) ? MIN_MS : ms;
+}
+
+function compareKeys(a: SortKey, b: SortKey): number {
+  if (a.ms !== b.ms) return a.ms < b.ms ? -1 : 1;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+/**
+ * Sessions kept sorted by (createdAt, id), maintained incrementally so find
+ * never sorts per call. Stored ascending because new sessions are the newest:
+ * an upsert of a new session is then an append, not a shift of the array.
+ * Iterates newest first.
+ */
+export class SessionIndex implements Iterable<SessionRecord> {
+  readonly #entries: Entry[] = [];
+  readonly #byId = new Map<string, Entry>();
+
+  constructor(sessions: Iterable<SessionRecord> = []) {
+    for (const session of sessions) {
+      const old = this.#byId.get(session.id);
+      if (old) {
+        old.session = session;
+        old.ms = createdMs(session);
+      } else {
+        const entry: Entry = { ms: createdMs(session), id: session.id, session };
+        this.#byId.set(session.id, entry);
+        this.#entries.push(entry);
+      }
+    }
+    this.#entries.sort(compareKeys);
+  }
+
+  get size(): number {
+    return this.#entries.length;
+  }
+
+  get(id: string): SessionRecord | undefined {
+    return this.#byId.get(id)?.session;
+  }
+
+  /** Adds or replaces a session (sessions are never deleted). */
+  upsert(session: SessionRecord): void {
+    const ms = createdMs(session);
+    const old = this.#byId.get(session.id);
+    if (old && old.ms === ms) {
+      old.session = session;
+      return;
+    }
+    if (old) this.#entries.splice(this.#lowerBound(old), 1);
+    const entry: Entry = { ms, id: session.id, session };
+    this.#byId.set(session.id, entry);
+    const at = this.#lowerBound(entry);
+    if (at === this.#entries.length) this.#entries.push(entry);
+    else this.#entries.splice(at, 0, entry);
+  }
+
+  /** First position whose key is >= `key`. */
+  #lowerBound(key: SortKey): number {
+    let lo = 0;
+    let hi = this.#entries.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (compareKeys(this.#entries[mid]!, key) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /**
+   * Visits sessions newest first, starting strictly below `below` when given,
+   * until `visit` returns false. A callback rather than a generator: find
+   * walks thousands of entries per call and this keeps the loop cheap.
+   */
+  scanDescending(below: SortKey | undefined, visit: (entry: IndexedSession) => boolean): void {
+    const entries = this.#entries;
+    for (let i = (below ? this.#lowerBound(below) : entries.length) - 1; i >= 0; i--) {
+      if (!visit(entries[i]!)) return;
+    }
+  }
+
+  *[Symbol.iterator](): Iterator<SessionRecord> {
+    for (let i = this.#entries.length - 1; i >= 0; i--) yield this.#entries[i]!.session;
+  }
+}
+
+// ── filters ───────────────────────────────────────────────────────────────
+
+interface NormalizedFilters {
+  query: string | null;
+  state: AgentState | null;
+  workspace: string | null;
+  labels: string[];
+  afterMs: number | null;
+  beforeMs: number | null;
+  archived: boolean;
+}
+
+const STATES: readonly AgentState[] = ['working', 'idle', 'unknown'];
+
+function normalizeFilters(filters: FindFilters): NormalizedFilters {
+  const { query, state, workspace, labels, archived } = filters;
+  if (query !== undefined && typeof query !== 'string') throw invalidArguments('query is text', 'Pass query as a string.');
+  if (state !== undefined && !STATES.includes(state)) {
+    throw invalidArguments('state is working, idle or unknown', 'Pass state as "working", "idle" or "unknown", or omit it.');
+  }
+  let ws: string | null = null;
+  if (workspace !== undefined) {
+    if (typeof workspace !== 'string' || !workspace.startsWith('/')) {
+      throw invalidArguments('workspace is an absolute path', 'Pass a workspace as shown by droid_list_workspaces or a session status.');
+    }
+    // Trailing slashes do not change the directory; keep "/" itself.
+    ws = workspace.replace(/\/+$/, '') || '/';
+  }
+  if (labels !== undefined && !Array.isArray(labels)) throw invalidArguments('labels is a list', 'Pass labels as a list of labels.');
+  for (const label of labels ?? []) {
+    if (typeof label !== 'string' || !LABEL_PATTERN.test(label)) {
+      throw invalidArguments(`invalid label filter ${JSON.stringify(String(label).slice(0, 60))}`, 'Labels are lowercase letters, digits and . _ : - (up to 50).');
+    }
+  }
+  if (archived !== undefined && typeof archived !== 'boolean') throw invalidArguments('archived is true or false', 'Pass archived: true to list archived sessions only.');
+  const { afterMs, beforeMs } = parseRange(filters.after, filters.before);
+  return {
+    // Matching ignores case, so "Bug" and "bug" are the same filter (and cursor).
+    query: query === undefined || query === '' ? null : query.toLowerCase(),
+    state: state ?? null,
+    workspace: ws,
+    labels: [...new Set(labels ?? [])].sort(),
+    afterMs,
+    beforeMs,
+    archived: archived === true,
+  };
+}
+
+/** Binds a cursor to its filters without putting the (possibly private-ish) query in it. */
+function filterHash(f: NormalizedFilters): string {
+  const canonical = JSON.stringify([f.query, f.state, f.workspace, f.labels, f.afterMs, f.beforeMs, f.archived]);
+  return createHash('sha256').update(canonical).digest('base64url').slice(0, 16);
+}
+
+function inWorkspace(path: string, root: string): boolean {
+  if (root === '/') return path.startsWith('/');
+  // By segment: /a/b matches /a/b and /a/b/c, never /a/bc.
+  return path === root || (path.startsWith(root) && path.charCodeAt(root.length) === 47 /* '/' */);
+}
+
+// ── cursor ────────────────────────────────────────────────────────────────
+
+const CURSOR_ACTION = 'Repeat the call with the same filters and the nextCursor it returned, or omit cursor to start from the newest session.';
+
+function decodeFindCursor(raw: string, hash: string): SortKey {
+  const c = decodeCursor(raw);
+  if (!c || c.k !== 'f') throw invalidCursor('cursor is not a droid_find_sessions cursor', CURSOR_ACTION);
+  if (c.v !== FIND_CURSOR_VERSION) throw invalidCursor('cursor comes from another version of the controller', CURSOR_ACTION);
+  if (c.f !== hash) throw invalidCursor('cursor was issued for different filters', CURSOR_ACTION);
+  const { createdAt, id } = c;
+  const ms = typeof createdAt === 'string' ? Date.parse(createdAt) : NaN;
+  if (Number.isNaN(ms) || typeof id !== 'string' || id === '') throw invalidCursor('cursor is malformed', CURSOR_ACTION);
+  return { ms, id };
+}
+
+function encodeFindCursor(hash: string, key: SortKey): string {
+  // createdAt is rewritten from ms so the cursor round-trips exactly.
+  return encodeCursor({ k: 'f', v: FIND_CURSOR_VERSION, f: hash, createdAt: new Date(key.ms).toISOString(), id: key.id });
+}
+
+// ── find ──────────────────────────────────────────────────────────────────
+
+/**
+ * One page of matching sessions, newest created first (ties: higher id
+ * first). Pass a SessionIndex to avoid sorting on every call; any other
+ * iterable is indexed (sorted) first. `view` is called at most once per
+ * visited session, and only when `state` or `query` needs it.
+ *
+ * The returned records include private fields (droidSessionId): project them
+ * with the public views before they leave the controller.
+ */
+export function findSessions(
+  sessions: Iterable<SessionRecord>,
+  view: (s: SessionRecord) => SessionSummary,
+  filters: FindFilters,
+  cursor?: string,
+  limit?: number,
+): FindPage {
+  const f = normalizeFilters(filters);
+  const size = pageLimit(limit);
+  const hash = filterHash(f);
+  const from = cursor === undefined ? undefined : decodeFindCursor(cursor, hash);
+  const index = sessions instanceof SessionIndex ? sessions : new SessionIndex(sessions);
+
+  // Start below both the cursor and `before`; "" sorts before every id, so
+  // (before, "") excludes everything created at `before` itself.
+  let below: SortKey | undefined = f.beforeMs === null ? undefined : { ms: f.beforeMs, id: '' };
+  if (from && (!below || compareKeys(from, below) < 0)) below = from;
+
+  const query = f.query === null ? null : compileQuery(f.query);
+  const page: SessionRecord[] = [];
+  let last: SortKey | undefined;
+  let more = false;
+  index.scanDescending(below, ({ ms, session }) => {
+    if (f.afterMs !== null && ms < f.afterMs) return false;
+    if (!matches(session, f, query, view)) return true;
+    // One match beyond the page proves that a next page exists now.
+    if (page.length === size) {
+      more = true;
+      return false;
+    }
+    page.push(session);
+    last = { ms, id: session.id };
+    return true;
+  });
+  return { sessions: page, nextCursor: more ? encodeFindCursor(hash, last!) : null };
+}
+
+/**
+ * A case-insensitive substring test for a lowercased query. An ASCII query
+ * uses a case-insensitive regex, which scans a preview about twice as fast as
+ * lowercasing it first and allocates nothing; other queries lowercase the text.
+ */
+function compileQuery(q: string): (text: string) => boolean {
+  if (/^[\x00-\x7f]*$/.test(q)) {
+    const re = new RegExp(q.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&'), 'i');
+    return (text) => re.test(text);
+  }
+  return (text) => text.toLowerCase().includes(q);
+}
+
+/** Cheap record filters first; the summary (which reads runs) only when needed. */
+function matches(s: SessionRecord, f: NormalizedFilters, query: ((text: string) => boolean) | null, view: (s: SessionRecord) => SessionSummary): boolean {
+  if (s.archived !== f.archived) return false;
+  if (f.workspace !== null && !inWorkspace(s.workspace, f.workspace)) return false;
+  for (const label of f.labels) if (!s.labels.includes(label)) return false;
+  let summary: SessionSummary | undefined;
+  if (f.state !== null) {
+    summary = view(s);
+    if (summary.agentState !== f.state) return false;
+  }
+  if (query === null) return true;
+  if (s.title !== null && query(s.title)) return true;
+  if (s.labels.some(query)) return true;
+  summary ??= view(s);
+  return query(summary.preview);
+}

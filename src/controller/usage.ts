@@ -1,0 +1,114 @@
+/**
+ * Token usage and Factory credits summed over turns. Pure.
+ *
+ * Which turns count: every terminal run that reached droid, i.e. all terminal
+ * states except a `cancelled` run that never started (dropped from the queue:
+ * nothing was submitted, so it is not a turn of work). Live and queued runs
+ * are left out until they end, so a total never changes under a finished
+ * turn. A run whose usage is null (droid reported nothing) is a turn, but
+ * not a turn with usage, and adds no tokens: unknown is not zero.
+ */
+import type { RunRecord, SessionRecord } from '../store/records.js';
+import { TERMINAL_STATES } from '../store/records.js';
+import { ControllerError } from './errors.js';
+import { parseRange } from './find.js';
+
+export interface UsageSummary {
+  turns: number;
+  turnsWithUsage: number;
+  inputTokens: number;
+  outputTokens: number;
+  cacheCreationTokens: number;
+  cacheReadTokens: number;
+  thinkingTokens: number;
+  /** Null when no counted turn reported credits. */
+  factoryCredits: number | null;
+}
+
+export interface UsageScope {
+  session?: string;
+  /** Turns accepted at or after this ISO date-time. */
+  after?: string;
+  /** Turns accepted before this ISO date-time. */
+  before?: string;
+}
+
+/** The part of the store usage reads (the controller store satisfies it). */
+export interface UsageSource {
+  readonly sessions: ReadonlyMap<string, SessionRecord>;
+  readonly runs: ReadonlyMap<string, RunRecord>;
+  runsBySession(sessionId: string): readonly RunRecord[];
+}
+
+/** Whether a run is one accepted turn of work, final enough to count. */
+export function countsAsTurn(run: RunRecord): boolean {
+  if (!TERMINAL_STATES.includes(run.state)) return false;
+  return run.state !== 'cancelled' || run.startedAt !== null;
+}
+
+/** Credits are fractional; rounding hides float noise such as 0.30000000000000004. */
+function roundCredits(value: number): number {
+  return Math.round(value * 1e6) / 1e6;
+}
+
+export function summarizeUsage(runs: Iterable<RunRecord>): UsageSummary {
+  const sum: UsageSummary = {
+    turns: 0,
+    turnsWithUsage: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheCreationTokens: 0,
+    cacheReadTokens: 0,
+    thinkingTokens: 0,
+    factoryCredits: null,
+  };
+  // A run is one accepted request key; replays return the same run, so
+  // counting each run id once is what keeps replays from double counting.
+  const seen = new Set<string>();
+  let credits: number | null = null;
+  for (const run of runs) {
+    if (seen.has(run.id) || !countsAsTurn(run)) continue;
+    seen.add(run.id);
+    sum.turns++;
+    const u = run.usage;
+    if (u === null) continue;
+    sum.turnsWithUsage++;
+    sum.inputTokens += u.inputTokens;
+    sum.outputTokens += u.outputTokens;
+    sum.cacheCreationTokens += u.cacheCreationTokens;
+    sum.cacheReadTokens += u.cacheReadTokens;
+    sum.thinkingTokens += u.thinkingTokens;
+    if (u.factoryCredits !== null) credits = (credits ?? 0) + u.factoryCredits;
+  }
+  sum.factoryCredits = credits === null ? null : roundCredits(credits);
+  return sum;
+}
+
+/**
+ * The runs in scope: one session's runs, or every run, optionally limited to
+ * those accepted in [after, before). Acceptance time, not end time: it is
+ * known for every run and never changes, so a turn stays in the same range
+ * (and a range total stays stable) whether it is queued, running or done.
+ */
+export function selectRunsForUsage(source: UsageSource, scope: UsageScope): RunRecord[] {
+  const { afterMs, beforeMs } = parseRange(scope.after, scope.before);
+  let candidates: Iterable<RunRecord>;
+  if (scope.session !== undefined) {
+    if (typeof scope.session !== 'string' || !source.sessions.has(scope.session)) {
+      throw new ControllerError('session_not_found', 'no session with this handle exists on this controller', 'Use a handle returned by droid_create_session.');
+    }
+    candidates = source.runsBySession(scope.session);
+  } else {
+    candidates = source.runs.values();
+  }
+  if (afterMs === null && beforeMs === null) return [...candidates];
+  const selected: RunRecord[] = [];
+  for (const run of candidates) {
+    const at = Date.parse(run.acceptedAt);
+    if (Number.isNaN(at)) continue; // cannot be placed in any range
+    if (afterMs !== null && at < afterMs) continue;
+    if (beforeMs !== null && at >= beforeMs) continue;
+    selected.push(run);
+  }
+  return selected;
+}

@@ -1,0 +1,366 @@
+/**
+ * The session tools end to end: the built server as its own process, the MCP
+ * SDK client over stdio, real workers, the real droid CLI, the scripted model.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { script } from '../support/model-server.js';
+import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
+import { waitForNoProcesses } from '../support/processes.js';
+import { liveDroids, makeContext, type E2EContext } from './context.js';
+
+interface RunView {
+  run: string;
+  state: string;
+  model: string;
+  autonomy: string;
+  reasoningEffort: string | null;
+  cancelReason: string | null;
+  error: { code: string } | null;
+  usage: { inputTokens: number; outputTokens: number } | null;
+  startedAt: string | null;
+  endedAt: string | null;
+}
+interface SessionView {
+  session: string;
+  agentState: string;
+  needsAttention: boolean;
+  preview: string;
+  queuedRuns: number;
+  latestRun: RunView;
+}
+interface Acceptance {
+  metadata: { session: string; run: string; requestKey: string; replayed: boolean };
+  status: SessionView;
+}
+
+let ctx: E2EContext;
+let server: RunningServer | undefined;
+const TAG = `e2e-${process.pid}-${Date.now()}`;
+
+beforeAll(async () => {
+  ctx = await makeContext(TAG);
+});
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  await waitForNoProcesses(TAG, 15_000);
+});
+afterAll(async () => {
+  await ctx?.cleanup();
+});
+
+let keys = 0;
+const key = () => `key-${++keys}`;
+
+async function create(s: RunningServer, args: Record<string, unknown>): Promise<Acceptance> {
+  return s.ok<Acceptance>('droid_create_session', { requestKey: key(), replyTo: null, ...args });
+}
+
+async function settle(s: RunningServer, ...sessions: string[]): Promise<SessionView[]> {
+  for (;;) {
+    const waited = await s.ok<{ sessions: SessionView[]; timedOut: boolean }>('droid_wait_for_sessions', { sessions, timeoutSeconds: 30 });
+    if (!waited.timedOut) return waited.sessions;
+  }
+}
+
+/** grep -rl, where "no match" (exit 1) is the expected answer. */
+function filesContaining(dir: string, needle: string): string[] {
+  try {
+    return execFileSync('grep', ['-rl', '--', needle, dir], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  } catch (err) {
+    if ((err as { status?: number }).status === 1) return [];
+    throw err;
+  }
+}
+
+/** Samples live droid processes until stopped: distinct pids and the peak at once. */
+function sampleDroids() {
+  const seen = new Set<number>();
+  let peak = 0;
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const pids = liveDroids(TAG);
+      pids.forEach((p) => seen.add(p));
+      peak = Math.max(peak, pids.length);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return { distinct: seen.size, peak };
+    },
+  };
+}
+
+async function until(predicate: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await predicate())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('tool surface', () => {
+  it('lists the session tools with strict schemas, examples and read-only hints', async () => {
+    server = await ctx.start();
+    const { tools } = await server.client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(
+      ['droid_cancel_session', 'droid_create_session', 'droid_get_session_status', 'droid_list_workspaces', 'droid_models', 'droid_send_message', 'droid_wait_for_sessions'].sort(),
+    );
+    for (const tool of tools) {
+      expect(tool.description!.length).toBeGreaterThan(150);
+      expect(tool.description).toContain('Example:');
+      expect(tool.inputSchema.additionalProperties).toBe(false);
+      expect(tool.outputSchema).toBeDefined();
+    }
+    const readOnly = tools.filter((t) => t.annotations?.readOnlyHint).map((t) => t.name).sort();
+    expect(readOnly).toEqual(['droid_get_session_status', 'droid_list_workspaces', 'droid_models', 'droid_wait_for_sessions']);
+    const unknownArg = await server.call('droid_get_session_status', { session: 'x', extra: 1 });
+    expect(unknownArg.isError).toBe(true);
+    expect(unknownArg.structured.error).toMatchObject({ code: 'invalid_arguments', retryable: false, action: expect.any(String) });
+    const removed = await server.call('droid_start', {});
+    expect(removed.structured.error).toMatchObject({ code: 'unknown_tool' });
+    const missingReplyTo = await server.call('droid_create_session', { requestKey: 'k', workspace: ctx.root, prompt: 'p' });
+    expect(missingReplyTo.structured.error).toMatchObject({ code: 'invalid_arguments' });
+  });
+
+  it('lists workspaces, capacity and policy, and the live models', async () => {
+    server = await ctx.start({ maxConcurrentRuns: 3 });
+    const ws = await server.ok<{ workspaces: string[]; capacity: object; policy: { defaultModel: string } }>('droid_list_workspaces');
+    expect(ws.workspaces).toEqual([ctx.root]);
+    expect(ws.capacity).toEqual({ maximum: 3, active: 0, queued: 0, available: 3 });
+    expect(ws.policy.defaultModel).toBe(ctx.bed.modelId);
+    const models = await server.ok<{ models: Array<{ id: string }> }>('droid_models');
+    expect(models.models.map((m) => m.id)).toContain(ctx.bed.modelId);
+  });
+});
+
+describe('lifecycle', () => {
+  it('create → wait → status, with the turn really run by droid', async () => {
+    server = await ctx.start();
+    const ws = ctx.workspace('lifecycle');
+    const file = join(ws, 'out.txt');
+    const accepted = await create(server, {
+      workspace: ws,
+      autonomy: 'high',
+      prompt: `write ${script({ tool: { name: 'Create', arguments: { file_path: file, content: 'e2e\n' } }, usage: { prompt_tokens: 50, completion_tokens: 7 } })}`,
+    });
+    expect(accepted.metadata.replayed).toBe(false);
+    const [status] = await settle(server, accepted.metadata.session);
+    expect(status).toMatchObject({ agentState: 'idle', needsAttention: false, latestRun: { state: 'succeeded', autonomy: 'high', model: ctx.bed.modelId } });
+    expect(status!.latestRun.usage!.inputTokens).toBeGreaterThan(0);
+    expect(status!.preview).toContain('tool said:');
+    expect(readFileSync(file, 'utf8')).toBe('e2e\n');
+  });
+
+  it('replays a request key, rejects a conflicting one, and still does across a restart', async () => {
+    server = await ctx.start();
+    const ws = ctx.workspace('replay');
+    const args = { requestKey: 'replay-1', replyTo: null, workspace: ws, autonomy: 'off', prompt: `hello ${script({ text: 'hi' })}` };
+    const first = await server.ok<Acceptance>('droid_create_session', args);
+    const again = await server.ok<Acceptance>('droid_create_session', args);
+    expect(again.metadata).toEqual({ ...first.metadata, replayed: true });
+    const conflict = await server.call('droid_create_session', { ...args, prompt: 'something else' });
+    expect(conflict.structured.error).toMatchObject({ code: 'request_key_conflict' });
+    await settle(server, first.metadata.session);
+    await server.close();
+    // After a restart, even with a different default autonomy, the replay returns the original settings.
+    server = await ctx.start({ defaultAutonomy: 'low' });
+    const replayed = await server.ok<Acceptance>('droid_create_session', args);
+    expect(replayed.metadata).toEqual({ ...first.metadata, replayed: true });
+    expect(replayed.status.latestRun).toMatchObject({ state: 'succeeded', autonomy: 'off' });
+    const requests = ctx.bed.model.requests.filter((r) => JSON.stringify(r.messages).includes(first.metadata.session)).length;
+    expect(requests).toBe(0);
+    const conflictAfter = await server.call('droid_create_session', { ...args, autonomy: 'low' });
+    expect(conflictAfter.structured.error).toMatchObject({ code: 'request_key_conflict' });
+  });
+
+  it('a queued follow-up runs after the first turn, in a second droid process, without interrupting it', async () => {
+    server = await ctx.start();
+    const ws = ctx.workspace('queued');
+    const sampler = sampleDroids();
+    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `slow ${script({ text: 'first done', slowMs: 2_500 })}` });
+    await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state === 'running');
+    const f = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: `next ${script({ text: 'second done' })}` });
+    expect(f.status.latestRun.state).toBe('queued');
+    const [done] = await settle(server, a.metadata.session);
+    expect(done!.latestRun.state).toBe('succeeded');
+    expect(done!.preview).toBe('second done');
+    const status = await server.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session });
+    expect(status.status.latestRun.run).toBe(f.metadata.run);
+    const runs = await sampler.stop();
+    // Two droid processes, never both alive: the second started after the first ended.
+    expect(runs).toEqual({ distinct: 2, peak: 1 });
+    // The first turn was not interrupted: it completed and its text reached the second turn's history.
+    const lastRequest = ctx.bed.model.requests.at(-1)!;
+    expect(JSON.stringify(lastRequest.messages)).toContain('first done');
+  });
+
+  it('steers with interrupt:true: the running turn is interrupted and the new message runs in the same session', async () => {
+    server = await ctx.start();
+    const ws = ctx.workspace('steer');
+    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `slow ${script({ text: 'never finished '.repeat(50), slowMs: 30_000 })}` });
+    await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state === 'running');
+    await new Promise((r) => setTimeout(r, 500));
+    const steer = await server.ok<Acceptance>('droid_send_message', {
+      requestKey: key(),
+      session: a.metadata.session,
+      interrupt: true,
+      prompt: `change course ${script({ text: 'steered' })}`,
+    });
+    const [done] = await settle(server, a.metadata.session);
+    expect(done!.latestRun).toMatchObject({ run: steer.metadata.run, state: 'succeeded' });
+    expect(done!.needsAttention).toBe(false);
+    const lastRequest = ctx.bed.model.requests.at(-1)!;
+    // Same droid session: the model sees the interrupted turn's prompt in its history.
+    expect(JSON.stringify(lastRequest.messages)).toContain('never finished');
+  });
+
+  it('cancel interrupts the running turn and drops queued follow-ups', async () => {
+    server = await ctx.start();
+    const ws = ctx.workspace('cancel');
+    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `slow ${script({ text: 'long '.repeat(50), slowMs: 30_000 })}` });
+    const q1 = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'queued one' });
+    await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state !== 'queued' || liveDroids(TAG).length > 0);
+    const cancelled = await server.ok<{ status: SessionView }>('droid_cancel_session', { session: a.metadata.session });
+    expect(cancelled.status.latestRun).toMatchObject({ run: q1.metadata.run, state: 'cancelled', cancelReason: 'cancelled' });
+    const [done] = await settle(server, a.metadata.session);
+    expect(done!.agentState).toBe('idle');
+    const again = await server.ok<{ status: SessionView }>('droid_cancel_session', { session: a.metadata.session });
+    expect(again.status.latestRun.state).toBe('cancelled');
+    expect(ctx.bed.model.requests.some((r) => JSON.stringify(r.messages).includes('queued one'))).toBe(false);
+  });
+});
+
+describe('admission', () => {
+  it('6 sessions with maxConcurrentRuns 2 never exceed 2 live droid processes', async () => {
+    server = await ctx.start({ maxConcurrentRuns: 2 });
+    await server.ok('droid_models'); // warm the catalog so its probe process is not counted
+    const sessions: string[] = [];
+    const sampler = sampleDroids();
+    for (let i = 0; i < 6; i++) {
+      const ws = ctx.workspace(`cap-${i}`);
+      sessions.push((await create(server, { workspace: ws, autonomy: 'high', prompt: `n${i} ${script({ text: `done ${i}`, slowMs: 600 })}` })).metadata.session);
+    }
+    const done = await settle(server, ...sessions);
+    const { peak, distinct } = await sampler.stop();
+    expect(done.every((s) => s.latestRun.state === 'succeeded')).toBe(true);
+    expect(peak).toBe(2);
+    expect(distinct).toBe(6);
+  });
+
+  it('reader/writer locks: nested paths serialize writers both ways, readers share, siblings run in parallel', async () => {
+    server = await ctx.start({ maxConcurrentRuns: 4 });
+    await server.ok('droid_models');
+    const parent = ctx.workspace('locks');
+    const child = ctx.workspace('locks/child');
+    const sibling = ctx.workspace('locks-sibling');
+    const link = join(ctx.root, 'locks-link');
+    if (!existsSync(link)) symlinkSync(parent, link);
+    const slow = (t: string) => `${t} ${script({ text: t, slowMs: 1_200 })}`;
+    const interval = (s: SessionView) => [Date.parse(s.latestRun.startedAt!), Date.parse(s.latestRun.endedAt!)] as const;
+    const overlaps = (a: SessionView, b: SessionView) => interval(a)[0] < interval(b)[1] && interval(b)[0] < interval(a)[1];
+
+    // Writer on the parent, then a writer on the child: one after the other.
+    const w1 = await create(server, { workspace: parent, autonomy: 'high', prompt: slow('w1') });
+    const w2 = await create(server, { workspace: child, autonomy: 'high', prompt: slow('w2') });
+    // Writer through a symlink spelling of the parent: also serialized.
+    const w3 = await create(server, { workspace: link, autonomy: 'low', prompt: slow('w3') });
+    // A writer on a sibling runs in parallel with w1.
+    const s1 = await create(server, { workspace: sibling, autonomy: 'high', prompt: slow('s1') });
+    const [a, b, c, d] = await settle(server, w1.metadata.session, w2.metadata.session, w3.metadata.session, s1.metadata.session);
+    expect(overlaps(a!, b!)).toBe(false);
+    expect(overlaps(a!, c!)).toBe(false);
+    expect(overlaps(b!, c!)).toBe(false);
+    expect(overlaps(a!, d!)).toBe(true);
+
+    // Readers share the parent and child; a writer on the child waits for both.
+    const r1 = await create(server, { workspace: parent, autonomy: 'off', prompt: slow('r1') });
+    const r2 = await create(server, { workspace: child, autonomy: 'off', prompt: slow('r2') });
+    const w4 = await create(server, { workspace: child, autonomy: 'medium', prompt: slow('w4') });
+    const [e, f, g] = await settle(server, r1.metadata.session, r2.metadata.session, w4.metadata.session);
+    expect(overlaps(e!, f!)).toBe(true);
+    expect(overlaps(e!, g!)).toBe(false);
+    expect(overlaps(f!, g!)).toBe(false);
+  });
+});
+
+describe('validation', () => {
+  it('enforces the autonomy ceiling and validates model and reasoning against the live catalog', async () => {
+    server = await ctx.start({ maxAutonomy: 'low', defaultAutonomy: 'off' });
+    const ws = ctx.workspace('validation');
+    const over = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: ws, prompt: 'p', autonomy: 'high' });
+    expect(over.structured.error).toMatchObject({ code: 'autonomy_above_ceiling', retryable: false });
+    const model = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: ws, prompt: 'p', model: 'no-such-model' });
+    expect(model.structured.error).toMatchObject({ code: 'model_unavailable' });
+    const effort = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: ws, prompt: 'p', reasoningEffort: 'max' });
+    expect(effort.structured.error).toMatchObject({ code: 'reasoning_unsupported' });
+    const outside = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: '/etc', prompt: 'p' });
+    expect(outside.structured.error).toMatchObject({ code: 'workspace_not_approved' });
+    expect((outside.structured.error as { action: string }).action).toContain('approvedDirectories');
+    const traversal = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: `${ws}/../../..`, prompt: 'p' });
+    expect(traversal.structured.error).toMatchObject({ code: 'workspace_not_approved' });
+    const replyTo = await server.call('droid_create_session', { requestKey: key(), replyTo: 'T-123', workspace: ws, prompt: 'p' });
+    expect(replyTo.structured.error).toMatchObject({ code: 'reply_back_unavailable' });
+    for (const r of [over, model, effort, outside, traversal, replyTo]) {
+      expect(r.text).not.toContain(ctx.stateDir);
+      expect(r.text).not.toMatch(/\n\s+at /);
+    }
+  });
+});
+
+describe('durability', () => {
+  it('kill -9 mid-turn: restart shows unknown and queue_lost; the prompt reached the model once', async () => {
+    const marker = `kill-marker-${Date.now()}`;
+    server = await ctx.start();
+    const ws = ctx.workspace('crash');
+    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `${marker} ${script({ text: 'slow '.repeat(50), slowMs: 30_000 })}` });
+    const q = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'queued behind' });
+    await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.agentState === 'working' && liveDroids(TAG).length === 1);
+    await until(() => ctx.bed.model.requests.some((r) => JSON.stringify(r.messages).includes(marker)));
+    process.kill(server.pid, 'SIGKILL');
+    await server.close().catch(() => undefined);
+    server = undefined;
+    await waitForNoProcesses(TAG, 15_000);
+
+    server = await ctx.start();
+    const status = await server.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session });
+    expect(status.status.agentState).toBe('unknown');
+    const follow = await server.call('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'more' });
+    expect(follow.structured.error).toMatchObject({ code: 'session_unknown_outcome' });
+    expect(status.status.latestRun).toMatchObject({ run: q.metadata.run, state: 'cancelled', cancelReason: 'queue_lost' });
+    const sent = ctx.bed.model.requests.filter((r) => JSON.stringify(r.messages.at(-1)).includes(marker)).length;
+    expect(sent).toBe(1);
+    // The prompt marker appears nowhere under the state directory.
+    expect(filesContaining(ctx.stateDir, marker)).toEqual([]);
+  }, 90_000);
+
+  it('a second server on the same state directory is refused', async () => {
+    server = await ctx.start();
+    const second = await startExpectingRefusal(ctx.config(), ctx.env);
+    expect(second.code).not.toBe(0);
+    expect(second.stderr).toContain('state_locked');
+    expect((await server.ok<{ workspaces: string[] }>('droid_list_workspaces')).workspaces).toEqual([ctx.root]);
+  });
+
+  it('corrupt state is refused and every file is left byte-identical', async () => {
+    const stateDir = join(ctx.root, '..', 'corrupt-state');
+    mkdirSync(stateDir, { mode: 0o700, recursive: true });
+    writeFileSync(join(stateDir, 'state.json'), '{"version": 1, "sessions": [', { mode: 0o600 });
+    const snapshot = () =>
+      readdirSync(stateDir)
+        .sort()
+        .map((name) => [name, readFileSync(join(stateDir, name)).toString('base64'), statSync(join(stateDir, name)).mtimeMs]);
+    const before = snapshot();
+    const refused = await startExpectingRefusal(ctx.config({ stateDirectory: stateDir }), ctx.env);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('state_corrupt');
+    expect(snapshot()).toEqual(before);
+  });
+});
