@@ -251,7 +251,7 @@ function normalizeFilters(filters: FindFilters): NormalizedFilters {
   };
 }
 
-/** Binds a cursor to its filters without putting the (possibly private-ish) query in it. */
+/** Binds a cursor to its filters; a hash, so the query text never travels in the cursor. */
 function filterHash(f: NormalizedFilters): string {
   const canonical = JSON.stringify([f.query, f.state, f.workspace, f.labels, f.afterMs, f.beforeMs, f.archived]);
   return createHash('sha256').update(canonical).digest('base64url').slice(0, 16);

@@ -35,12 +35,12 @@ export function toolListing(def: ToolDefinition) {
   };
 }
 
+/**
+ * The rejection travels as JSON text: MCP clients validate any
+ * structuredContent against the tool's output schema, errors included.
+ */
 export function errorResult(error: PublicError): CallToolResult {
-  return {
-    content: [{ type: 'text', text: JSON.stringify({ error }) }],
-    structuredContent: { error },
-    isError: true,
-  };
+  return { content: [{ type: 'text', text: JSON.stringify({ error }) }], isError: true };
 }
 
 function invalidArguments(tool: string, issues: z.core.$ZodIssue[]): PublicError {

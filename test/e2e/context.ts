@@ -59,13 +59,22 @@ export async function makeContext(tag: string): Promise<E2EContext> {
   };
 }
 
-/** Live `droid exec` processes started under this tag (not workers, not the server). */
+/**
+ * Live `droid exec` processes started under this tag (not workers, not the
+ * server). A child droid forks shows droid's command line until it execs, so
+ * processes whose parent is itself a droid are not counted.
+ */
 export function liveDroids(tag: string): number[] {
-  return pidsWithEnvTag(tag).filter((pid) => {
+  const droids = new Map<number, number>();
+  for (const pid of pidsWithEnvTag(tag)) {
     try {
-      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('stream-jsonrpc');
+      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('stream-jsonrpc')) continue;
+      // The command name may contain spaces or parentheses: fields after the last ')' are fixed.
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      droids.set(pid, Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
     } catch {
-      return false;
+      // The process ended while we looked.
     }
-  });
+  }
+  return [...droids.keys()].filter((pid) => !droids.has(droids.get(pid)!));
 }

@@ -55,11 +55,11 @@ export async function startServer(configPath: string, env: Record<string, string
   const call = async (name: string, args: Record<string, unknown> = {}): Promise<ToolOutcome> => {
     const result = await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
     const content = (result.content as Array<{ type: string; text?: string }> | undefined) ?? [];
-    return {
-      isError: result.isError === true,
-      structured: (result.structuredContent as Record<string, unknown>) ?? {},
-      text: content.map((c) => c.text ?? '').join(''),
-    };
+    const text = content.map((c) => c.text ?? '').join('');
+    const isError = result.isError === true;
+    // Rejections carry {error: {...}} as JSON text (see src/mcp/server.ts).
+    const structured = isError ? (JSON.parse(text) as Record<string, unknown>) : ((result.structuredContent as Record<string, unknown>) ?? {});
+    return { isError, structured, text };
   };
   return {
     client,
