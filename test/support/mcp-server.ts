@@ -6,11 +6,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { SERVER_ENTRY } from './paths.js';
 
-export const SERVER_ENTRY = fileURLToPath(new URL('../../dist/src/cli.js', import.meta.url));
+export { SERVER_ENTRY };
+
 
 export interface ToolOutcome {
   isError: boolean;

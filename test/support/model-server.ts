@@ -19,7 +19,11 @@ export type Script = {
   tool?: { name: string; arguments: Record<string, unknown> };
   /** Spread the streamed reply over this many milliseconds. */
   slowMs?: number;
-  /** Fail the request with this HTTP status instead of answering. */
+  /**
+   * Fail the request with this HTTP status instead of answering. Real droid
+   * 0.225.2: 401 ends the turn `model_authentication_failed` at once; 500 is
+   * retried with backoff for minutes, so pair it with an interrupt.
+   */
   status?: 401 | 500;
   /** Report this usage in a final chunk of every response. */
   usage?: { prompt_tokens: number; completion_tokens: number };
@@ -31,6 +35,8 @@ export type RecordedRequest = {
   body: unknown;
   messages: ChatMessage[];
   at: number;
+  /** Set once the client hung up before the streamed reply was complete. */
+  disconnected?: boolean;
 };
 
 export type ModelServer = {
@@ -95,6 +101,8 @@ function plan(messages: ChatMessage[]): Plan {
     at = i;
     found = parseScript(text);
   }
+  // A marker that does not parse is a test bug: say so where the test will look.
+  if (at >= 0 && !found) return { kind: 'text', script: {}, text: 'model-server: unparsable <<script:…>>' };
   const s: Script = found ?? {};
   if (s.status) return { kind: 'status', status: s.status, script: s };
   const toolMsgs = messages.slice(at + 1).filter((m) => m.role === 'tool');
@@ -147,9 +155,18 @@ function pieces(text: string, n: number): string[] {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-async function stream(res: http.ServerResponse, p: Exclude<Plan, { kind: 'status' }>, ids: { chunk: string; call: () => string }, model: string): Promise<void> {
+async function stream(
+  res: http.ServerResponse,
+  p: Exclude<Plan, { kind: 'status' }>,
+  ids: { chunk: string; call: () => string },
+  model: string,
+  record: RecordedRequest,
+): Promise<void> {
   let gone = false;
-  res.on('close', () => (gone = true)); // client hung up: stop writing
+  res.on('close', () => {
+    gone = true; // client hung up (or we finished): stop writing
+    if (!res.writableFinished) record.disconnected = true;
+  });
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
   const created = Math.floor(Date.now() / 1000);
   const send = (choices: unknown[], extra: Record<string, unknown> = {}) => {
@@ -158,6 +175,10 @@ async function stream(res: http.ServerResponse, p: Exclude<Plan, { kind: 'status
   };
   const delta = (d: Record<string, unknown>, finish: string | null = null) => send([{ index: 0, delta: d, finish_reason: finish }]);
 
+  // Sleeps in ticks so a hang-up is noticed within TICK_MS.
+  const wait = async (ms: number) => {
+    for (const end = Date.now() + ms; !gone && Date.now() < end; ) await sleep(Math.min(TICK_MS, end - Date.now()));
+  };
   const slowMs = p.script.slowMs ?? 0;
   const text = p.kind === 'text' ? p.text : (p.script.text ?? '');
   delta({ role: 'assistant', content: '' });
@@ -165,12 +186,12 @@ async function stream(res: http.ServerResponse, p: Exclude<Plan, { kind: 'status
     const parts = slowMs > 0 ? pieces(text, Math.ceil(slowMs / TICK_MS)) : [text];
     const gap = slowMs > 0 ? slowMs / parts.length : 0;
     for (const part of parts) {
-      if (gap) await sleep(gap);
+      if (gap) await wait(gap);
       if (gone) return;
       delta({ content: part });
     }
   } else if (slowMs > 0) {
-    await sleep(slowMs);
+    await wait(slowMs);
   }
   if (gone) return;
   if (p.kind === 'tool') {
@@ -231,7 +252,8 @@ export async function startModelServer(): Promise<ModelServer> {
     }
     const msgs = (body as { messages?: unknown } | undefined)?.messages;
     const messages = Array.isArray(msgs) ? (msgs as ChatMessage[]) : [];
-    requests.push({ method: req.method ?? 'GET', path, body, messages, at: Date.now() });
+    const record: RecordedRequest = { method: req.method ?? 'GET', path, body, messages, at: Date.now() };
+    requests.push(record);
 
     if (raw === undefined) return sendJson(res, 413, { error: { message: 'body too large', type: 'invalid_request_error' } });
     if (req.method === 'GET' && path === '/v1/models') {
@@ -247,7 +269,7 @@ export async function startModelServer(): Promise<ModelServer> {
     if (p.kind === 'status') return sendJson(res, p.status, errorBody(p.status));
     const model = typeof (body as { model?: unknown }).model === 'string' ? (body as { model: string }).model : 'scripted';
     if ((body as { stream?: unknown }).stream !== true) return sendJson(res, 200, completion(p, `call_${++callN}`, model));
-    await stream(res, p, { chunk: `chatcmpl-${++chunkN}`, call: () => `call_${++callN}` }, model);
+    await stream(res, p, { chunk: `chatcmpl-${++chunkN}`, call: () => `call_${++callN}` }, model, record);
   }
 
   await new Promise<void>((resolve, reject) => {

@@ -4,13 +4,11 @@
  * unique tag so the test can prove none is left behind.
  */
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
 import type { TurnResult, TurnSpec } from '../../src/worker/protocol.js';
 import { startWorker, type WorkerHandle } from '../../src/worker/runner.js';
+import { MOCK_DROID, WORKER_ENTRY } from '../support/paths.js';
 
-export const WORKER_ENTRY = fileURLToPath(new URL('../../dist/src/worker/main.js', import.meta.url));
-export const MOCK_DROID = fileURLToPath(new URL('../support/mock-droid.mjs', import.meta.url));
 
 export interface TurnRun {
   handle: WorkerHandle;

@@ -1,0 +1,26 @@
+/**
+ * Where things are, from the repository root, so this support code works
+ * both from its TypeScript source and compiled under dist/ (benchmarks).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+function findRepoRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const pkg = join(dir, 'package.json');
+    if (existsSync(pkg) && (JSON.parse(readFileSync(pkg, 'utf8')) as { name?: string }).name === 'droid-mcp') return dir;
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error('droid-mcp repository root not found');
+    dir = parent;
+  }
+}
+
+export const REPO_ROOT = findRepoRoot();
+/** The real droid CLI pinned as a dev dependency. */
+export const DROID_PATH = join(REPO_ROOT, 'node_modules/@factory/cli-linux-x64/bin/droid');
+/** The built server and worker (`npm run build`). */
+export const SERVER_ENTRY = join(REPO_ROOT, 'dist/src/cli.js');
+export const WORKER_ENTRY = join(REPO_ROOT, 'dist/src/worker/main.js');
+export const MOCK_DROID = join(REPO_ROOT, 'test/support/mock-droid.mjs');
