@@ -8,14 +8,18 @@ import { randomUUID } from 'node:crypto';
 import type { CatalogModel } from '../droid/client.js';
 import type { ProgressEvent } from '../droid/turn-collector.js';
 import type { RunRecord, RunResultFile, SessionRecord } from '../store/records.js';
-import type { TurnResult, TurnSpec } from '../worker/protocol.js';
+import type { RenameOutcome, TurnResult, TurnSpec } from '../worker/protocol.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/runner.js';
 import { selectRunnable, type LockClaim } from './admission.js';
 import { ControllerError } from './errors.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { resolveLaunchSettings, type HostPolicy, type Requested } from './launch-settings.js';
 import { sessionView, type SessionView } from './views.js';
-import { appendEvent, terminalUpdate } from './run-outcome.js';
+import { appendEvent, MAX_EVENTS, terminalUpdate } from './run-outcome.js';
+import { findSessions, SessionIndex, type FindFilters } from './find.js';
+import { pageHistory, type HistoryPage } from './history.js';
+import { applySessionUpdate, normalizeLabels, type SessionUpdate } from './metadata.js';
+import { selectRunsForUsage, summarizeUsage, type UsageScope, type UsageSummary } from './usage.js';
 
 export const MAX_QUEUED_TOTAL = 64;
 export const MAX_QUEUED_PER_SESSION = 8;
@@ -29,6 +33,7 @@ export interface ControllerStore {
   runByRequestKey(key: string): RunRecord | undefined;
   commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }): Promise<void>;
   writeResult(result: RunResultFile): Promise<void>;
+  readResult(runId: string): Promise<RunResultFile | undefined>;
 }
 
 export interface ControllerDeps {
@@ -88,10 +93,27 @@ export class SessionController {
   /** Serializes acceptance so request keys and queue bounds are checked atomically. */
   private acceptChain: Promise<unknown> = Promise.resolve();
   private stopped = false;
+  /** Sessions newest first, for find; kept in step with every commit. */
+  private readonly index: SessionIndex;
+  /** agentState and preview per session, recomputed only after a change. */
+  private readonly summaries = new Map<string, { agentState: SessionView['agentState']; preview: string }>();
+  /** Latest assistant text of each live run (a running turn's only history). */
+  private readonly livePartial = new Map<string, string>();
 
   constructor(private readonly deps: ControllerDeps) {
     this.now = deps.now ?? (() => new Date());
     this.changes.setMaxListeners(0);
+    this.index = new SessionIndex(deps.store.sessions.values());
+  }
+
+  /** Every durable change goes through here so derived indexes stay current. */
+  private async commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }): Promise<void> {
+    await this.deps.store.commit(change);
+    for (const s of change.sessions ?? []) {
+      this.index.upsert(this.deps.store.sessions.get(s.id)!);
+      this.summaries.delete(s.id);
+    }
+    for (const r of change.runs ?? []) this.summaries.delete(r.sessionId);
   }
 
   // ── queries ───────────────────────────────────────────────────────────
@@ -137,6 +159,43 @@ export class SessionController {
     return { sessions: unique.map((id) => this.status(id)), timedOut: !settled() };
   }
 
+  /** Paged history of assistant text, tool calls and controller notices; never prompts. */
+  async read(sessionId: string, cursor?: string, limit?: number): Promise<HistoryPage> {
+    const session = this.session(sessionId);
+    const runs = this.deps.store.runsBySession(session.id);
+    const results = new Map<string, RunResultFile>();
+    for (const run of runs) {
+      if (!run.hasResult) continue;
+      const result = await this.deps.store.readResult(run.id).catch((err) => {
+        this.deps.log.warn({ err, run: run.id }, 'unreadable result file; history marked unavailable');
+        return undefined;
+      });
+      if (result) results.set(run.id, result);
+    }
+    return pageHistory({ sessionId: session.id, runs, results, livePartialText: this.livePartial, cursor, limit });
+  }
+
+  async find(filters: FindFilters, cursor?: string, limit?: number): Promise<{ sessions: SessionView[]; nextCursor: string | null }> {
+    const workspace = filters.workspace === undefined ? undefined : await this.deps.resolveWorkspace(filters.workspace);
+    const page = findSessions(this.index, (s) => this.summary(s.id), { ...filters, workspace }, cursor, limit);
+    return { sessions: page.sessions.map((s) => this.status(s.id)), nextCursor: page.nextCursor };
+  }
+
+  usage(scope: UsageScope): UsageSummary {
+    if (scope.session !== undefined) this.session(scope.session);
+    return summarizeUsage(selectRunsForUsage(this.deps.store, scope));
+  }
+
+  private summary(sessionId: string) {
+    let summary = this.summaries.get(sessionId);
+    if (!summary) {
+      const view = this.status(sessionId);
+      summary = { agentState: view.agentState, preview: view.preview };
+      this.summaries.set(sessionId, summary);
+    }
+    return summary;
+  }
+
   // ── commands ──────────────────────────────────────────────────────────
 
   create(input: CreateInput): Promise<Acceptance> {
@@ -156,9 +215,19 @@ export class SessionController {
         .filter((r) => r.state === 'queued')
         .map((r) => this.dropQueued(r, 'cancelled', at, { code: 'cancelled', message: 'cancelled before it started; nothing was submitted', retryable: false }));
       const interrupted = this.markCancelling(runs);
-      if (dropped.length || interrupted.length) await this.deps.store.commit({ runs: [...dropped, ...interrupted] });
+      if (dropped.length || interrupted.length) await this.commit({ runs: [...dropped, ...interrupted] });
       for (const run of interrupted) this.requestStop(run.id);
       this.changed();
+      return this.status(session.id);
+    });
+  }
+
+  /** Title, labels, archive flag: controller metadata only, never work or routing. */
+  update(sessionId: string, update: SessionUpdate): Promise<SessionView> {
+    return this.serialized(async () => {
+      const session = this.session(sessionId);
+      const next = applySessionUpdate(session, this.deps.store.runsBySession(session.id), update, this.now().toISOString());
+      await this.commit({ sessions: [next] });
       return this.status(session.id);
     });
   }
@@ -206,7 +275,7 @@ export class SessionController {
       headRunId: run.id,
       factoryTitle: null,
     };
-    await this.deps.store.commit({ sessions: [session], runs: [run] });
+    await this.commit({ sessions: [session], runs: [run] });
     return this.enqueue(run, input.prompt);
   }
 
@@ -252,7 +321,7 @@ export class SessionController {
       changedRuns.push(...stopping);
     }
     const updated: SessionRecord = { ...session, headRunId: run.id, updatedAt: at, archived: false };
-    await this.deps.store.commit({ sessions: [updated], runs: changedRuns });
+    await this.commit({ sessions: [updated], runs: changedRuns });
     for (const r of stopping) this.requestStop(r.id);
     return this.enqueue(run, input.prompt);
   }
@@ -387,7 +456,7 @@ export class SessionController {
       return null;
     }
     const run: RunRecord = { ...current, state: 'starting', startedAt: this.now().toISOString() };
-    await this.deps.store.commit({ runs: [run] });
+    await this.commit({ runs: [run] });
     this.changed();
     return run;
   }
@@ -411,6 +480,8 @@ export class SessionController {
       prompt,
       timeoutMs: this.deps.runTimeoutMs,
       graceMs: this.deps.cancelGraceMs,
+      // Applied after the turn, and retried on later turns until it sticks.
+      ...(session.title && session.title !== session.factoryTitle ? { renameTo: session.title } : {}),
     };
     const events: RunRecord['events'] = [];
     this.liveEvents.set(run.id, events);
@@ -420,8 +491,10 @@ export class SessionController {
       onStarted: (droidSessionId) => (started = this.serialized(() => this.onStarted(run.id, droidSessionId))),
       onProgress: (event: ProgressEvent) => {
         appendEvent(events, event, this.now().toISOString());
+        if (event.kind === 'assistant_text') this.livePartial.set(run.id, event.text);
         this.changed();
       },
+      onRename: (outcome) => void this.serialized(() => this.onRename(run.id, outcome)).catch((err) => this.deps.log.error({ err }, 'rename record failed')),
     });
     const claim = this.launching.get(run.id)!;
     this.launching.delete(run.id);
@@ -437,6 +510,7 @@ export class SessionController {
     await handle.cleanedUp;
     this.live.delete(run.id);
     this.liveEvents.delete(run.id);
+    this.livePartial.delete(run.id);
     this.changed();
     this.pump();
   }
@@ -446,7 +520,7 @@ export class SessionController {
     const session = this.session(run.sessionId);
     const next: RunRecord = run.state === 'starting' ? { ...run, state: 'running' } : run;
     const sessions = session.droidSessionId === droidSessionId ? [] : [{ ...session, droidSessionId }];
-    await this.deps.store.commit({ runs: [next], sessions });
+    await this.commit({ runs: [next], sessions });
     this.changed();
   }
 
@@ -481,9 +555,22 @@ export class SessionController {
       result.droidSessionId && session.droidSessionId !== result.droidSessionId
         ? [{ ...session, droidSessionId: result.droidSessionId, updatedAt: at }]
         : [{ ...session, updatedAt: at }];
-    await this.deps.store.commit({ runs: changedRuns, sessions });
+    await this.commit({ runs: changedRuns, sessions });
     this.deps.log.info({ run: runId, state: finished.state, code: finished.error?.code }, 'turn ended');
     this.changed();
+  }
+
+  /** Best effort: a failed rename is logged and noted on the run, and retried next turn. */
+  private async onRename(runId: string, outcome: RenameOutcome): Promise<void> {
+    const run = this.run(runId);
+    const session = this.session(run.sessionId);
+    if (outcome.ok) {
+      await this.commit({ sessions: [{ ...session, factoryTitle: outcome.title }] });
+      return;
+    }
+    this.deps.log.warn({ run: runId, error: outcome.error }, 'Factory title not applied; will retry on the next turn');
+    const note = { at: this.now().toISOString(), kind: 'title_sync_failed', detail: `title not applied in Factory (retried next turn): ${outcome.error ?? 'unknown'}` };
+    await this.commit({ runs: [{ ...run, events: [...run.events, note].slice(-MAX_EVENTS) }] });
   }
 
   // ── helpers ───────────────────────────────────────────────────────────
@@ -526,8 +613,4 @@ export class SessionController {
   get busy(): boolean {
     return this.queue.length > 0 || this.live.size > 0 || this.launching.size > 0;
   }
-}
-
-export function normalizeLabels(labels: readonly string[]): string[] {
-  return [...new Set(labels.map((l) => l.trim().toLowerCase()).filter((l) => l !== ''))].sort();
 }

@@ -42,7 +42,7 @@ export interface InitializeParams extends SessionSettings {
   machineId: string;
   cwd: string;
   title?: string;
-  tags?: string[];
+  tags?: Array<{ name: string }>;
 }
 
 export interface InitializeResult {
@@ -125,6 +125,12 @@ export class DroidClient {
     });
     await this.process.connection.request('droid.add_user_message', { text, messageId: collector.turnId });
     return collector;
+  }
+
+  /** Sets the session's title in Factory; needs an open session. */
+  async rename(title: string, timeoutMs: number): Promise<{ success: boolean }> {
+    const result = await this.process.connection.request<{ success?: unknown }>('droid.rename_session', { title }, timeoutMs);
+    return { success: result?.success === true };
   }
 
   async interrupt(timeoutMs = 5_000): Promise<void> {

@@ -132,3 +132,75 @@ export const modelsOutput = z.object({
   ),
   defaultModel: z.string().nullable(),
 });
+
+// ── history and bookkeeping ────────────────────────────────────────────
+
+const cursor = z.string().min(1).max(1_000).describe('nextCursor from the previous page; omit for the first page.');
+const pageLimit = z.number().int().min(1).max(100).optional().describe('Items per page, 1 to 100 (default 25).');
+const isoDate = z.string().min(1).max(64);
+
+export const readInput = z.strictObject({ session: sessionHandle, cursor: cursor.optional(), limit: pageLimit });
+
+export const findInput = z.strictObject({
+  query: z.string().min(1).max(500).optional().describe('Case-insensitive text over title, labels and output preview (never prompts).'),
+  state: z.enum(['working', 'idle', 'unknown']).optional(),
+  workspace: z.string().min(1).max(4096).optional().describe('That directory and its descendants.'),
+  labels: z.array(label).min(1).max(20).optional().describe('Sessions carrying all of these labels.'),
+  after: isoDate.optional().describe('Created at or after this ISO date-time (inclusive).'),
+  before: isoDate.optional().describe('Created before this ISO date-time (exclusive).'),
+  archived: z.boolean().optional().describe('Archived sessions are hidden unless true, which selects archived ones only.'),
+  cursor: cursor.optional(),
+  limit: pageLimit,
+});
+
+export const updateInput = z.strictObject({
+  session: sessionHandle,
+  title: z.string().min(1).max(200).nullable().optional().describe('New title, or null to clear it.'),
+  labels: z
+    .strictObject({ add: z.array(label).max(20).optional(), remove: z.array(label).max(20).optional() })
+    .optional()
+    .describe('Labels to add and remove (lowercase; at most 20 per session).'),
+  archived: z.boolean().optional(),
+});
+
+export const usageInput = z.strictObject({
+  session: sessionHandle.optional(),
+  after: isoDate.optional().describe('Turns accepted at or after this ISO date-time.'),
+  before: isoDate.optional().describe('Turns accepted before this ISO date-time.'),
+});
+
+const historyItem = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('assistant_text'), run: z.string(), text: z.string() }),
+  z.object({
+    type: z.literal('tool_call'),
+    run: z.string(),
+    toolUseId: z.string(),
+    tool: z.string(),
+    input: z.string(),
+    status: z.enum(['open', 'done', 'aborted']),
+    isError: z.boolean(),
+    result: z.string().nullable(),
+  }),
+  z.object({
+    type: z.literal('notice'),
+    run: z.string(),
+    kind: z.enum(['interrupted', 'cancelled', 'permission_declined', 'question_declined', 'failed', 'timed_out', 'unknown']),
+    detail: z.string(),
+  }),
+  z.object({ type: z.literal('partial_text'), run: z.string(), text: z.string() }),
+]);
+
+export const readOutput = z.object({ items: z.array(historyItem), nextCursor: z.string().nullable(), historyAvailable: z.boolean() });
+
+export const findOutput = z.object({ sessions: z.array(sessionView), nextCursor: z.string().nullable() });
+
+export const usageOutput = z.object({
+  turns: z.number(),
+  turnsWithUsage: z.number(),
+  inputTokens: z.number(),
+  outputTokens: z.number(),
+  cacheCreationTokens: z.number(),
+  cacheReadTokens: z.number(),
+  thinkingTokens: z.number(),
+  factoryCredits: z.number().nullable(),
+});

@@ -87,6 +87,64 @@ export const TOOLS: readonly ToolDefinition[] = [
     handler: (args, { controller }) => controller.waitForSessions(args.sessions, args.timeoutSeconds ?? 30),
   }),
   tool({
+    name: 'droid_read_session',
+    title: 'Read session history',
+    description:
+      "Page through a session's history: assistant text, tool calls with their results, and controller notices " +
+      '(interruptions, declined permissions and questions, failures). User prompts are never returned. Follow nextCursor ' +
+      'until it is null. historyAvailable:false means some turn has no retained transcript. Reading never starts droid.\n' +
+      'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21","limit":50}',
+    input: s.readInput,
+    output: s.readOutput,
+    readOnly: true,
+    handler: (args, { controller }) => controller.read(args.session, args.cursor, args.limit),
+  }),
+  tool({
+    name: 'droid_find_sessions',
+    title: 'Find sessions',
+    description:
+      'Find sessions by text (title, labels and output preview; never prompts) and filters: state, workspace (and its ' +
+      'subdirectories), labels (all required), creation time range, archived. Newest created first; pass nextCursor with ' +
+      'the same filters for the next page (new sessions never shift later pages).\n' +
+      'Example: {"query":"review","state":"idle","labels":["backend"],"after":"2026-11-01T00:00:00Z","limit":10}',
+    input: s.findInput,
+    output: s.findOutput,
+    readOnly: true,
+    handler: (args, { controller }) => {
+      const { cursor, limit, ...filters } = args;
+      return controller.find(filters, cursor, limit);
+    },
+  }),
+  tool({
+    name: 'droid_update_session',
+    title: 'Update session metadata',
+    description:
+      "Change a session's title, labels ({add, remove}; lowercase, at most 20) or archived flag. Controller metadata only: " +
+      'it never cancels work or changes routing or settings. A new title is applied in Factory after the next turn. ' +
+      'Archiving a session with queued or running turns is rejected; a new message restores an archived session.\n' +
+      'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21","title":"Auth refactor","labels":{"add":["backend"]}}',
+    input: s.updateInput,
+    output: s.statusOutput,
+    readOnly: false,
+    handler: async (args, { controller }) => {
+      const { session, ...update } = args;
+      return { status: await controller.update(session, update) };
+    },
+  }),
+  tool({
+    name: 'droid_get_usage',
+    title: 'Token usage',
+    description:
+      'Sum token usage over the turns of one session, or over every turn accepted in a date range (after inclusive, before ' +
+      'exclusive). Each turn counts once; turnsWithUsage counts turns whose provider reported usage (no report is not ' +
+      'zero work). factoryCredits is null when Factory reported none.\n' +
+      'Example: {"after":"2026-11-01T00:00:00Z","before":"2026-12-01T00:00:00Z"}',
+    input: s.usageInput,
+    output: s.usageOutput,
+    readOnly: true,
+    handler: (args, { controller }) => controller.usage(args),
+  }),
+  tool({
     name: 'droid_cancel_session',
     title: 'Cancel a session',
     description:

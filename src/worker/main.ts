@@ -3,7 +3,7 @@
  * for the controller to acknowledge the durable result, and exits.
  */
 import { toErrorInfo } from '../droid/errors.js';
-import { emptyFailure, turnSpecSchema, type ParentToWorker, type TurnResult, type WorkerToParent } from './protocol.js';
+import { emptyFailure, turnSpecSchema, type ParentToWorker, type RenameOutcome, type TurnResult, type WorkerToParent } from './protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
 
@@ -43,7 +43,7 @@ process.on('message', (raw: ParentToWorker) => {
 async function execute(rawSpec: unknown): Promise<void> {
   const parsed = turnSpecSchema.safeParse(rawSpec);
   let result: TurnResult;
-  let release = async () => {};
+  let release = async (): Promise<RenameOutcome | null> => null;
   if (!parsed.success) {
     const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     result = emptyFailure({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
@@ -60,7 +60,8 @@ async function execute(rawSpec: unknown): Promise<void> {
   }
   await send({ type: 'terminal', result });
   // droid goes while the controller persists the result; the slot stays held until both are done.
-  await release();
+  const rename = await release();
+  if (rename) await send({ type: 'rename', outcome: rename });
   await Promise.race([acknowledged, new Promise((r) => setTimeout(r, ACK_TIMEOUT_MS))]);
   process.exit(0);
 }

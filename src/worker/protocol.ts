@@ -25,6 +25,8 @@ export const turnSpecSchema = z
     timeoutMs: z.number().int().positive(),
     graceMs: z.number().int().positive(),
     machineId: z.string().min(1).optional(),
+    /** Factory title to apply after the turn (best effort), when it changed. */
+    renameTo: z.string().min(1).max(200).optional(),
   })
   .strict();
 
@@ -52,10 +54,17 @@ export interface TurnResult {
   durationMs: number;
 }
 
+export interface RenameOutcome {
+  title: string;
+  ok: boolean;
+  error: string | null;
+}
+
 export type WorkerToParent =
   | { type: 'started'; droidSessionId: string; submittedAt: string }
   | { type: 'progress'; event: ProgressEvent }
-  | { type: 'terminal'; result: TurnResult };
+  | { type: 'terminal'; result: TurnResult }
+  | { type: 'rename'; outcome: RenameOutcome };
 
 export type ParentToWorker = { type: 'run'; spec: TurnSpec } | { type: 'cancel' } | { type: 'ack' };
 

@@ -9,7 +9,7 @@ import { DroidClient, settingsFor } from '../droid/client.js';
 import { DroidError, toErrorInfo, type ErrorInfo } from '../droid/errors.js';
 import { assertDroidExecutable } from '../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../droid/turn-collector.js';
-import type { TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
+import type { RenameOutcome, TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
 
 export interface TurnHooks {
   onStarted(droidSessionId: string): void;
@@ -31,9 +31,16 @@ const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', c
 
 export interface FinishedTurn {
   result: TurnResult;
-  /** Stops droid; call after the result has been reported, so cleanup never delays it. */
-  release(): Promise<void>;
+  /**
+   * Applies a pending Factory title (best effort, own time window) and stops
+   * droid. Called after the result has been reported, so neither can delay
+   * the result or make a finished turn time out.
+   */
+  release(): Promise<RenameOutcome | null>;
 }
+
+/** Titles are applied only after turns droid actually finished. */
+const RENAMABLE: readonly TurnOutcome[] = ['succeeded', 'interrupted'];
 
 export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<FinishedTurn> {
   const startedAt = Date.now();
@@ -56,7 +63,13 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
   return {
     result: { ...verdict, ...evidence(state), durationMs: Date.now() - startedAt },
     release: async () => {
-      await state.client?.shutdown();
+      const client = state.client;
+      let rename: RenameOutcome | null = null;
+      if (client && spec.renameTo && RENAMABLE.includes(verdict.outcome)) {
+        rename = await applyTitle(client, spec.renameTo, Math.min(10_000, Math.floor(spec.timeoutMs / 4)) + spec.graceMs);
+      }
+      await client?.shutdown();
+      return rename;
     },
   };
 }
@@ -132,6 +145,15 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   };
 }
 
+async function applyTitle(client: DroidClient, title: string, windowMs: number): Promise<RenameOutcome> {
+  try {
+    const result = await client.rename(title, windowMs);
+    return result.success ? { title, ok: true, error: null } : { title, ok: false, error: 'droid answered success: false' };
+  } catch (err) {
+    return { title, ok: false, error: toErrorInfo(err).message };
+  }
+}
+
 async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
   const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(spec.autonomy) };
   if (spec.session.mode === 'create') {
@@ -140,7 +162,8 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
       cwd: spec.workspace,
       ...settings,
       ...(spec.session.title ? { title: spec.session.title } : {}),
-      ...(spec.session.tags?.length ? { tags: spec.session.tags } : {}),
+      // droid 0.225 takes tags as objects ({name}), not strings (measured).
+      ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
     });
     return created.sessionId;
   }

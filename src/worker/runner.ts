@@ -5,7 +5,7 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ProgressEvent } from '../droid/turn-collector.js';
-import { emptyFailure, type ParentToWorker, type TurnResult, type TurnSpec, type WorkerToParent } from './protocol.js';
+import { emptyFailure, type ParentToWorker, type RenameOutcome, type TurnResult, type TurnSpec, type WorkerToParent } from './protocol.js';
 import { TextTail } from '../util/text.js';
 
 export const WORKER_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
@@ -15,6 +15,8 @@ const GROUP_GONE_TIMEOUT_MS = 10_000;
 export interface WorkerOptions {
   onStarted?(droidSessionId: string): void;
   onProgress?(event: ProgressEvent): void;
+  /** After the result: whether the pending Factory title was applied. */
+  onRename?(outcome: RenameOutcome): void;
   /** Environment of the worker process itself (droid gets spec.droidEnv). */
   env?: NodeJS.ProcessEnv;
   workerEntry?: string;
@@ -63,6 +65,7 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
       options.onStarted?.(message.droidSessionId);
     }
     else if (message?.type === 'progress') options.onProgress?.(message.event);
+    else if (message?.type === 'rename') options.onRename?.(message.outcome);
     else if (message?.type === 'terminal' && !gotResult) {
       gotResult = true;
       settle(message.result);

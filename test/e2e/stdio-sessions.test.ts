@@ -111,7 +111,19 @@ describe('tool surface', () => {
     server = await ctx.start();
     const { tools } = await server.client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(
-      ['droid_cancel_session', 'droid_create_session', 'droid_get_session_status', 'droid_list_workspaces', 'droid_models', 'droid_send_message', 'droid_wait_for_sessions'].sort(),
+      [
+        'droid_cancel_session',
+        'droid_create_session',
+        'droid_find_sessions',
+        'droid_get_session_status',
+        'droid_get_usage',
+        'droid_list_workspaces',
+        'droid_models',
+        'droid_read_session',
+        'droid_send_message',
+        'droid_update_session',
+        'droid_wait_for_sessions',
+      ].sort(),
     );
     for (const tool of tools) {
       expect(tool.description!.length).toBeGreaterThan(150);
@@ -120,7 +132,15 @@ describe('tool surface', () => {
       expect(tool.outputSchema).toBeDefined();
     }
     const readOnly = tools.filter((t) => t.annotations?.readOnlyHint).map((t) => t.name).sort();
-    expect(readOnly).toEqual(['droid_get_session_status', 'droid_list_workspaces', 'droid_models', 'droid_wait_for_sessions']);
+    expect(readOnly).toEqual([
+      'droid_find_sessions',
+      'droid_get_session_status',
+      'droid_get_usage',
+      'droid_list_workspaces',
+      'droid_models',
+      'droid_read_session',
+      'droid_wait_for_sessions',
+    ]);
     const unknownArg = await server.call('droid_get_session_status', { session: 'x', extra: 1 });
     expect(unknownArg.isError).toBe(true);
     expect(unknownArg.structured.error).toMatchObject({ code: 'invalid_arguments', retryable: false, action: expect.any(String) });
