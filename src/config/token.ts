@@ -15,7 +15,7 @@ const TOKEN_SHAPE = /^[A-Za-z0-9_-]*$/;
 /** How to make a valid file; appended to every refusal. */
 export function tokenHint(path: string): string {
   return (
-    `Create one with: umask 077; node -e "console.log(require('crypto').randomBytes(32).toString('base64url'))" > ${path}` +
+    `Create one with: umask 077; node -p "require('crypto').randomBytes(32).toString('base64url')" > ${path}` +
     ' (a private file owned by the service user holding at least 32 characters of A-Z a-z 0-9 _ -).'
   );
 }

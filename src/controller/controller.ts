@@ -490,8 +490,10 @@ export class SessionController {
       // State changes go through the same serial chain as acceptance and cancel.
       onStarted: (droidSessionId) => (started = this.serialized(() => this.onStarted(run.id, droidSessionId))),
       onProgress: (event: ProgressEvent) => {
+        if (event.kind === 'assistant_text' || event.kind === 'assistant_partial') this.livePartial.set(run.id, event.text);
+        // Streaming snapshots are frequent: they update the partial text, not the event log.
+        if (event.kind === 'assistant_partial') return;
         appendEvent(events, event, this.now().toISOString());
-        if (event.kind === 'assistant_text') this.livePartial.set(run.id, event.text);
         this.changed();
       },
       onRename: (outcome) => void this.serialized(() => this.onRename(run.id, outcome)).catch((err) => this.deps.log.error({ err }, 'rename record failed')),

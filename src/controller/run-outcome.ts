@@ -14,6 +14,7 @@ export const PREVIEW_CHARS = 2_000;
 function describe(event: ProgressEvent): string {
   switch (event.kind) {
     case 'assistant_text':
+    case 'assistant_partial':
       return event.text;
     case 'tool_started':
       return `${event.tool} ${event.input}`;

@@ -8,6 +8,8 @@ import { head, summarize, tail } from '../util/text.js';
 export const FINAL_TEXT_CHARS = 16_000;
 export const FIELD_CHARS = 4_000;
 export const MAX_TRANSCRIPT_ENTRIES = 500;
+/** Streaming text reaches the controller at most this often. */
+export const PARTIAL_EVERY_MS = 250;
 
 export interface ToolSpan {
   kind: 'tool';
@@ -34,6 +36,8 @@ export interface TurnEnd {
 
 export type ProgressEvent =
   | { kind: 'assistant_text'; text: string }
+  /** Streaming text so far, throttled; the only history of a running turn. */
+  | { kind: 'assistant_partial'; text: string }
   | { kind: 'tool_started'; tool: string; input: string }
   | { kind: 'tool_finished'; tool: string; isError: boolean; result: string }
   | { kind: 'droid_error'; message: string }
@@ -49,6 +53,7 @@ export class TurnCollector {
   droppedEntries = 0;
   private readonly spans = new Map<string, ToolSpan>();
   private latestUsage: TokenUsage | null = null;
+  private lastPartialAt = 0;
   private resolveEnd!: (end: TurnEnd) => void;
   readonly ended: Promise<TurnEnd>;
 
@@ -70,7 +75,13 @@ export class TurnCollector {
         return this.onMessage(n as Extract<SessionNotification, { type: 'create_message' }>);
       case 'assistant_text_delta': {
         const delta = (n as { textDelta?: unknown }).textDelta;
-        if (typeof delta === 'string') this.partialText = tail(this.partialText + delta, FIELD_CHARS);
+        if (typeof delta !== 'string') return;
+        this.partialText = tail(this.partialText + delta, FIELD_CHARS);
+        const now = Date.now();
+        if (now - this.lastPartialAt >= PARTIAL_EVERY_MS) {
+          this.lastPartialAt = now;
+          this.onProgress({ kind: 'assistant_partial', text: this.partialText });
+        }
         return;
       }
       case 'tool_call':

@@ -84,9 +84,12 @@ export async function callTool(name: string, args: unknown, ctx: ToolContext, lo
   }
 }
 
+/** Built once: the HTTP transport creates a server per request. */
+let listing: ReturnType<typeof toolListing>[] | undefined;
+
 export function createMcpServer(ctx: ToolContext, log: ServerLog): Server {
   const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} } });
-  const listing = TOOLS.map(toolListing);
+  listing ??= TOOLS.map(toolListing);
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listing }));
   server.setRequestHandler(CallToolRequestSchema, (request) => callTool(request.params.name, request.params.arguments, ctx, log));
   return server;

@@ -78,3 +78,12 @@ export function liveDroids(tag: string): number[] {
   }
   return [...droids.keys()].filter((pid) => !droids.has(droids.get(pid)!));
 }
+
+/** Waits until no droid process of this tag is alive (the server itself may be). */
+export async function waitForNoDroids(tag: string, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (liveDroids(tag).length > 0) {
+    if (Date.now() > end) throw new Error(`droid processes still alive: ${liveDroids(tag).join(', ')}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

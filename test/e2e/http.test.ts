@@ -6,6 +6,7 @@
 import { chmodSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { TOOLS } from '../../src/mcp/tools.js';
 import { script } from '../support/model-server.js';
 import { startExpectingRefusal } from '../support/mcp-server.js';
 import { startHttpServer, writeTokenFile, type RunningHttpServer } from '../support/http-server.js';
@@ -43,8 +44,9 @@ afterAll(async () => {
 describe('HTTP transport, built server', () => {
   it('create → wait → status through the SDK Streamable HTTP client, with the turn really run by droid', async () => {
     server = await startHttpServer(ctx.config, ctx.env);
+    // Same tools as stdio.
     const { tools } = await server.client.listTools();
-    expect(tools).toHaveLength(7);
+    expect(tools.map((t) => t.name).sort()).toEqual(TOOLS.map((t) => t.name).sort());
 
     const ws = ctx.workspace('http-lifecycle');
     const file = join(ws, 'out.txt');

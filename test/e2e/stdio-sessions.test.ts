@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { script } from '../support/model-server.js';
+import { isTitleRequest, script } from '../support/model-server.js';
 import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { liveDroids, makeContext, type E2EContext } from './context.js';
@@ -356,7 +356,11 @@ describe('durability', () => {
     const follow = await server.call('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'more' });
     expect(follow.structured.error).toMatchObject({ code: 'session_unknown_outcome' });
     expect(status.status.latestRun).toMatchObject({ run: q.metadata.run, state: 'cancelled', cancelReason: 'queue_lost' });
-    const sent = ctx.bed.model.requests.filter((r) => JSON.stringify(r.messages).includes(marker)).length;
+    // The crashed turn kept no transcript: history says so and invents nothing.
+    const history = await server.ok<{ items: Array<{ type: string; kind?: string }>; historyAvailable: boolean }>('droid_read_session', { session: a.metadata.session });
+    expect(history.historyAvailable).toBe(false);
+    expect(history.items.every((i) => i.type === 'notice')).toBe(true);
+    const sent = ctx.bed.model.requests.filter((r) => !isTitleRequest(r.messages) && JSON.stringify(r.messages).includes(marker)).length;
     expect(sent).toBe(1);
     // The prompt marker appears nowhere under the state directory.
     expect(filesContaining(ctx.stateDir, marker)).toEqual([]);

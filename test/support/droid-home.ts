@@ -58,6 +58,10 @@ export async function makeDroidHome(opts: { baseUrl: string; displayName?: strin
   await chmod(dir, 0o700);
   await mkdir(path.join(dir, '.factory'), { mode: 0o700 });
   const settings = {
+    // Offline, cloud sync only retries against an unreachable api.factory.ai:
+    // rename_session then waits ~15 s for it (5 ms with sync off, measured). Off, as for an
+    // operator without Factory web sync.
+    cloudSessionSync: false,
     customModels: [
       {
         model: 'scripted-model',

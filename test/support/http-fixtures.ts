@@ -16,47 +16,57 @@ export interface FakeContext {
   ctx: ToolContext;
   /** Every controller and catalog call, in order. */
   calls: string[];
-  /** Makes the next calls of `method` behave as given. */
-  override(method: 'capacity' | 'waitForSessions' | 'status', impl: (...args: unknown[]) => unknown): void;
+  /** Reads of any ctx property: only a running tool handler reads the context. */
+  reads(): number;
+  /** Makes later calls of a controller method behave as given. */
+  override(method: string, impl: (...args: unknown[]) => unknown): void;
 }
 
+/**
+ * Every controller method exists on the fake (a Proxy), so tools added later
+ * are counted too: by default they refuse with a ControllerError, except
+ * capacity(), which droid_list_workspaces needs to succeed.
+ */
 export function fakeContext(): FakeContext {
   const calls: string[] = [];
-  const overrides = new Map<string, (...args: unknown[]) => unknown>();
-  const refuse = (method: string) => (...args: unknown[]) => {
-    calls.push(method);
-    const impl = overrides.get(method);
-    if (impl) return impl(...args);
-    throw new ControllerError('session_not_found', 'no such session in the fake', 'Use a handle from droid_create_session.');
-  };
-  const controller = {
-    create: refuse('create'),
-    send: refuse('send'),
-    status: refuse('status'),
-    waitForSessions: refuse('waitForSessions'),
-    cancel: refuse('cancel'),
-    capacity: (...args: unknown[]) => {
-      calls.push('capacity');
-      const impl = overrides.get('capacity');
-      return impl ? impl(...args) : { maximum: 4, active: 0, queued: 0, available: 4 };
-    },
-  };
-  return {
-    calls,
-    override: (method, impl) => overrides.set(method, impl),
-    ctx: {
-      // The fake has only what the tools call; the class's private state is irrelevant here.
-      controller: controller as unknown as SessionController,
-      models: async () => {
-        calls.push('models');
-        return [];
+  let reads = 0;
+  const overrides = new Map<string, (...args: unknown[]) => unknown>([
+    ['capacity', () => ({ maximum: 4, active: 0, queued: 0, available: 4 })],
+  ]);
+  const controller = new Proxy(
+    {},
+    {
+      get: (_target, prop) => {
+        // Not a thenable, not a symbol-keyed protocol object.
+        if (typeof prop !== 'string' || prop === 'then') return undefined;
+        return (...args: unknown[]) => {
+          calls.push(prop);
+          const impl = overrides.get(prop);
+          if (impl) return impl(...args);
+          throw new ControllerError('session_not_found', 'no such session in the fake', 'Use a handle from droid_create_session.');
+        };
       },
-      approvedRoots: [ROOT],
-      policy: { defaultModel: 'model-a', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: null },
-      runTimeoutMs: 3_600_000,
-      replyBack: false,
     },
+  );
+  const base: ToolContext = {
+    // The fake has only what the tools call; the class's private state is irrelevant here.
+    controller: controller as unknown as SessionController,
+    models: async () => {
+      calls.push('models');
+      return [];
+    },
+    approvedRoots: [ROOT],
+    policy: { defaultModel: 'model-a', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: null },
+    runTimeoutMs: 3_600_000,
+    replyBack: false,
   };
+  const ctx = new Proxy(base, {
+    get: (target, prop, receiver) => {
+      reads++;
+      return Reflect.get(target, prop, receiver) as unknown;
+    },
+  });
+  return { ctx, calls, reads: () => reads, override: (method, impl) => overrides.set(method, impl) };
 }
 
 export interface LogEntry {

@@ -154,11 +154,11 @@ async function connectClient(
   const call = async (name: string, args: Record<string, unknown> = {}): Promise<ToolOutcome> => {
     const result = await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
     const content = (result.content as Array<{ type: string; text?: string }> | undefined) ?? [];
-    return {
-      isError: result.isError === true,
-      structured: (result.structuredContent as Record<string, unknown>) ?? {},
-      text: content.map((c) => c.text ?? '').join(''),
-    };
+    const text = content.map((c) => c.text ?? '').join('');
+    const isError = result.isError === true;
+    // Rejections carry {error: {...}} as JSON text (see src/mcp/server.ts), exactly as over stdio.
+    const structured = isError ? (JSON.parse(text) as Record<string, unknown>) : ((result.structuredContent as Record<string, unknown>) ?? {});
+    return { isError, structured, text };
   };
   const stop = async () => {
     await client.close();

@@ -89,8 +89,17 @@ type Plan =
   | { kind: 'tool'; script: Script; tool: NonNullable<Script['tool']> }
   | { kind: 'text'; script: Script; text: string };
 
+/** droid asks the model for a session title after the first turn of an untitled session. */
+export function isTitleRequest(messages: ChatMessage[]): boolean {
+  const system = messages[0];
+  return system?.role === 'system' && messageText(system).includes('generates concise session titles');
+}
+
 /** Decides the reply from the conversation droid sent. */
 function plan(messages: ChatMessage[]): Plan {
+  // Title requests carry the user's first message, script and all; they get
+  // a plain title and no usage, so scripts describe the turn alone.
+  if (isTitleRequest(messages)) return { kind: 'text', script: {}, text: 'Scripted session' };
   let at = -1;
   let found: Script | undefined;
   for (let i = messages.length - 1; i >= 0 && at < 0; i--) {

@@ -30,6 +30,9 @@ class MemoryStore implements ControllerStore {
   async writeResult(result: RunResultFile) {
     this.results.set(result.runId, result);
   }
+  async readResult(runId: string) {
+    return this.results.get(runId);
+  }
 }
 
 interface FakeTurn {
