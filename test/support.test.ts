@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { makeDroidBed, type DroidBed } from './support/droid-home.js';
 import { notification, spawnPeer, type Frame, type FramePeer } from './support/frame-peer.js';
-import { script, startModelServer, type ModelServer, type Script } from './support/model-server.js';
+import { isTitleRequest, prose, script, startModelServer, type ModelServer, type Script } from './support/model-server.js';
 import { pidsWithEnvTag, TAG_VAR, waitForNoProcesses } from './support/processes.js';
 
 const MOCK = fileURLToPath(new URL('./support/mock-droid.mjs', import.meta.url));
@@ -192,7 +192,8 @@ describe('real droid with the scripted model', () => {
       expect(done.reason).toBe('completed');
       expect(readFileSync(target, 'utf8')).toBe('hi there\n');
       // Two model calls (tool call, then answer), each reporting the scripted usage.
-      const calls = bed.model.requests.filter((r) => r.path === '/v1/chat/completions');
+      // (droid also asks for a session title on an untitled session's first turn.)
+      const calls = bed.model.requests.filter((r) => r.path === '/v1/chat/completions' && !isTitleRequest(r.messages));
       expect(calls).toHaveLength(2);
       const toolMsg = calls[1]!.messages.find((m) => m.role === 'tool');
       expect(lastAssistantText(peer.frames)).toBe(`tool said: ${String(toolMsg?.content)}`);
@@ -222,12 +223,13 @@ describe('real droid with the scripted model', () => {
     try {
       await peer.request('droid.initialize_session', { machineId: 'support-test', cwd: ws, modelId: bed.modelId, autonomyLevel: 'high', interactionMode: 'auto' });
       const n0 = bed.model.requests.length;
-      await peer.request('droid.add_user_message', { text: script({ text: 'tick '.repeat(100), slowMs: 20_000 }), messageId: 'slow-1' });
+      await peer.request('droid.add_user_message', { text: script({ text: prose(100, 'tick'), slowMs: 20_000 }), messageId: 'slow-1' });
       await peer.waitFor((f) => notification(f)?.type === 'assistant_text_delta', 20_000);
       await peer.request('droid.interrupt_session', {});
       const done = notification(await peer.waitFor(turnDone('slow-1'), 10_000))!;
       expect(done.reason).toBe('cancelled');
-      await expect.poll(() => bed.model.requests[n0]?.disconnected, { timeout: 5_000 }).toBe(true);
+      const turnCall = () => bed.model.requests.slice(n0).find((r) => !isTitleRequest(r.messages));
+      await expect.poll(() => turnCall()?.disconnected, { timeout: 5_000 }).toBe(true);
     } finally {
       peer.child.kill('SIGKILL');
       await peer.exited;

@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DroidClient } from '../../src/droid/client.js';
-import { isTitleRequest, script } from '../support/model-server.js';
+import { isTitleRequest, prose, script } from '../support/model-server.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { makeContext, waitForNoDroids, type E2EContext } from './context.js';
@@ -151,7 +151,7 @@ describe('droid_read_session', () => {
 
   it('a running turn shows only its latest partial text', async () => {
     const ws = ctx.workspace('partial');
-    const session = await create({ workspace: ws, autonomy: 'off', prompt: `talk ${script({ text: 'streaming words '.repeat(40), slowMs: 3_000 })}` });
+    const session = await create({ workspace: ws, autonomy: 'off', prompt: `talk ${script({ text: prose(40, 'streaming'), slowMs: 3_000 })}` });
     let page: Page | undefined;
     for (let i = 0; i < 100; i++) {
       page = await server.ok<Page>('droid_read_session', { session });
@@ -161,7 +161,7 @@ describe('droid_read_session', () => {
     expect(page!.items).toEqual([{ type: 'partial_text', run: expect.any(String), text: expect.stringMatching(/^s/) }]);
     await settle(session);
     const done = await readAll(session, 100);
-    expect(done.map((i) => i.type)).toEqual(['assistant_text']);
+    expect(done.map((i) => i.type), JSON.stringify(done)).toEqual(['assistant_text']);
   });
 
   it('shows declined permissions and questions as notices', async () => {
@@ -225,7 +225,7 @@ describe('droid_find_sessions and droid_update_session', () => {
 
   it('updates title and labels, rejects bad updates, and never touches work', async () => {
     const ws = ctx.workspace('update');
-    const s = await create({ workspace: ws, prompt: `slow ${script({ text: 'x '.repeat(20), slowMs: 2_000 })}` });
+    const s = await create({ workspace: ws, prompt: `slow ${script({ text: prose(20), slowMs: 2_000 })}` });
     const busy = await server.call('droid_update_session', { session: s, archived: true });
     expect(busy.structured.error).toMatchObject({ code: 'session_busy', retryable: true });
     const empty = await server.call('droid_update_session', { session: s });

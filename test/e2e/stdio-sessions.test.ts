@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isTitleRequest, script } from '../support/model-server.js';
+import { isTitleRequest, prose, script } from '../support/model-server.js';
 import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { liveDroids, makeContext, type E2EContext } from './context.js';
@@ -226,7 +226,7 @@ describe('lifecycle', () => {
   it('steers with interrupt:true: the running turn is interrupted and the new message runs in the same session', async () => {
     server = await ctx.start();
     const ws = ctx.workspace('steer');
-    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `slow ${script({ text: 'never finished '.repeat(50), slowMs: 30_000 })}` });
+    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `slow ${script({ text: prose(50, 'unfinished'), slowMs: 30_000 })}` });
     await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state === 'running');
     await new Promise((r) => setTimeout(r, 500));
     const steer = await server.ok<Acceptance>('droid_send_message', {
@@ -240,13 +240,13 @@ describe('lifecycle', () => {
     expect(done!.needsAttention).toBe(false);
     const lastRequest = ctx.bed.model.requests.at(-1)!;
     // Same droid session: the model sees the interrupted turn's prompt in its history.
-    expect(JSON.stringify(lastRequest.messages)).toContain('never finished');
+    expect(JSON.stringify(lastRequest.messages)).toContain('unfinished0 unfinished1');
   });
 
   it('cancel interrupts the running turn and drops queued follow-ups', async () => {
     server = await ctx.start();
     const ws = ctx.workspace('cancel');
-    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `slow ${script({ text: 'long '.repeat(50), slowMs: 30_000 })}` });
+    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `slow ${script({ text: prose(50), slowMs: 30_000 })}` });
     const q1 = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'queued one' });
     await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state !== 'queued' || liveDroids(TAG).length > 0);
     const cancelled = await server.ok<{ status: SessionView }>('droid_cancel_session', { session: a.metadata.session });
@@ -341,7 +341,7 @@ describe('durability', () => {
     const marker = `kill-marker-${Date.now()}`;
     server = await ctx.start();
     const ws = ctx.workspace('crash');
-    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `${marker} ${script({ text: 'slow '.repeat(50), slowMs: 30_000 })}` });
+    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `${marker} ${script({ text: prose(50), slowMs: 30_000 })}` });
     const q = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'queued behind' });
     await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.agentState === 'working' && liveDroids(TAG).length === 1);
     await until(() => ctx.bed.model.requests.some((r) => JSON.stringify(r.messages).includes(marker)));

@@ -296,3 +296,11 @@ export async function startModelServer(): Promise<ModelServer> {
       }),
   };
 }
+
+/**
+ * Non-repeating filler text for slow streams: droid stops a model whose
+ * output repeats exactly (LLMOutputDegenerationError), so `'word '.repeat(n)` fails.
+ */
+export function prose(words: number, prefix = 'word'): string {
+  return Array.from({ length: words }, (_, i) => `${prefix}${i}`).join(' ');
+}

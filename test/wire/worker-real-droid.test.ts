@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DroidClient } from '../../src/droid/client.js';
 import { makeDroidBed, type DroidBed } from '../support/droid-home.js';
-import { script } from '../support/model-server.js';
+import { prose, script } from '../support/model-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
 import type { TurnSpec } from '../../src/worker/protocol.js';
@@ -134,7 +134,7 @@ describe('worker + real droid CLI', () => {
   });
 
   it('interrupts a slowly streaming turn within 2 s', async () => {
-    const s = spec({ prompt: `talk ${script({ text: 'word '.repeat(200), slowMs: 30_000 })}` });
+    const s = spec({ prompt: `talk ${script({ text: prose(200), slowMs: 30_000 })}` });
     const turn = runWorkerTurn(s, tag);
     await turn.started;
     // Let the stream begin before interrupting.
