@@ -4,7 +4,7 @@ import type { NotificationFrame } from '../../src/droid/frames.js';
 import { sessionNotification } from '../../src/droid/notifications.js';
 import { TurnCollector, type ProgressEvent } from '../../src/droid/turn-collector.js';
 
-const FIXTURES = new URL('../../../shared/fixtures/droid-cli-0.225.2/', import.meta.url);
+const FIXTURES = new URL('../fixtures/droid-cli-0.225.2/', import.meta.url);
 
 /** Feeds droid's recorded notifications of one real transcript to a collector. */
 function replay(name: string, turnId = 'turn-1') {
