@@ -104,7 +104,7 @@ function measure(fn: () => unknown): { p50: number; p99: number } {
   return { p50: percentile(times, 50), p99: percentile(times, 99) };
 }
 
-function main(): void {
+export function main(): void {
   const { sessions, runs } = seed();
   const view = (s: SessionRecord): SessionSummary => sessionView(s, runs.get(s.id)!);
   // Summaries kept by the caller (say, refreshed on each commit): separates

@@ -10,17 +10,16 @@ import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { writeFileAtomic } from '../src/store/atomic.js';
 import type { StoreLogger } from '../src/store/logger.js';
-import { STATE_VERSION, type RunRecord, type SessionRecord } from '../src/store/records.js';
+import type { RunRecord } from '../src/store/records.js';
 import { StateStore } from '../src/store/store.js';
+import { percentile, seedState } from './seed.js';
 
 const SIZES = [1_000, 10_000, 100_000];
 const RUNS_PER_SESSION = 10;
 const WARMUP = 30;
 const COMMITS = 300;
 const ROUNDS = 6;
-const AT = '2030-01-01T00:00:00.000Z';
 const quiet: StoreLogger = { info() {}, warn() {}, error() {} };
 
 interface Figures {
@@ -30,65 +29,6 @@ interface Figures {
   p50: number;
   p99: number;
   mean: number;
-}
-
-function seedRun(sessionId: string, seq: number): RunRecord {
-  return {
-    id: `${sessionId}-r${seq}`,
-    sessionId,
-    seq,
-    kind: seq === 1 ? 'create' : 'send',
-    requestKey: `key-${sessionId}-${seq}`,
-    fingerprint: 'a'.repeat(64),
-    interrupt: false,
-    settings: { model: 'model-a', autonomy: 'medium', reasoningEffort: 'high' },
-    state: 'succeeded',
-    acceptedAt: AT,
-    startedAt: AT,
-    endedAt: AT,
-    cancelReason: null,
-    reason: 'completed',
-    error: null,
-    usage: { inputTokens: 1200, outputTokens: 340, cacheCreationTokens: 0, cacheReadTokens: 800, thinkingTokens: 50, factoryCredits: null },
-    preview: 'Done: updated the parser and added tests.',
-    needsAttention: false,
-    permissionsDeclined: [],
-    questions: [],
-    predecessorFailure: null,
-    events: [
-      { at: AT, kind: 'tool_started', detail: 'Read src/parser.ts' },
-      { at: AT, kind: 'tool_finished', detail: 'Read src/parser.ts: ok' },
-    ],
-    hasResult: true,
-  };
-}
-
-/** Writes the snapshot directly: going through N commits would only measure the seeding. */
-async function seed(dir: string, runCount: number): Promise<void> {
-  const sessions: SessionRecord[] = [];
-  const runs: RunRecord[] = [];
-  for (let s = 0; s < runCount / RUNS_PER_SESSION; s++) {
-    const id = `s${s}`;
-    for (let seq = 1; seq <= RUNS_PER_SESSION; seq++) runs.push(seedRun(id, seq));
-    sessions.push({
-      id,
-      createdAt: AT,
-      updatedAt: AT,
-      workspace: `/srv/work/project-${s % 50}`,
-      title: `session ${s}`,
-      labels: ['bench'],
-      archived: false,
-      replyTo: null,
-      droidSessionId: `droid-${s}`,
-      headRunId: `${id}-r${RUNS_PER_SESSION}`,
-      factoryTitle: null,
-    });
-  }
-  await writeFileAtomic(join(dir, 'state.json'), JSON.stringify({ version: STATE_VERSION, seq: 0, sessions, runs }));
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 interface Subject {
@@ -106,7 +46,7 @@ async function prepare(runCount: number): Promise<Subject> {
   const base = await mkdtemp(join(tmpdir(), 'droid-mcp-bench-'));
   const dir = join(base, 'state');
   await mkdir(dir, { mode: 0o700 });
-  await seed(dir, runCount);
+  await seedState(dir, { sessions: runCount / RUNS_PER_SESSION, runsPerSession: RUNS_PER_SESSION });
   const snapshotMB = (await stat(join(dir, 'state.json'))).size / 1e6;
   const openStart = performance.now();
   const store = await StateStore.open(dir, { logger: quiet });

@@ -46,16 +46,15 @@ export const emptyInput = z.strictObject({});
 // ── outputs ────────────────────────────────────────────────────────────
 
 const errorInfo = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
-const usage = z
-  .object({
-    inputTokens: z.number(),
-    outputTokens: z.number(),
-    cacheCreationTokens: z.number(),
-    cacheReadTokens: z.number(),
-    thinkingTokens: z.number(),
-    factoryCredits: z.number().nullable(),
-  })
-  .nullable();
+const tokenCounts = z.object({
+  inputTokens: z.number(),
+  outputTokens: z.number(),
+  cacheCreationTokens: z.number(),
+  cacheReadTokens: z.number(),
+  thinkingTokens: z.number(),
+  factoryCredits: z.number().nullable(),
+});
+const usage = tokenCounts.nullable();
 const runState = z.enum(['queued', 'starting', 'running', 'cancelling', 'succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown']);
 
 export const runView = z.object({
@@ -194,13 +193,4 @@ export const readOutput = z.object({ items: z.array(historyItem), nextCursor: z.
 
 export const findOutput = z.object({ sessions: z.array(sessionView), nextCursor: z.string().nullable() });
 
-export const usageOutput = z.object({
-  turns: z.number(),
-  turnsWithUsage: z.number(),
-  inputTokens: z.number(),
-  outputTokens: z.number(),
-  cacheCreationTokens: z.number(),
-  cacheReadTokens: z.number(),
-  thinkingTokens: z.number(),
-  factoryCredits: z.number().nullable(),
-});
+export const usageOutput = tokenCounts.extend({ turns: z.number(), turnsWithUsage: z.number() });

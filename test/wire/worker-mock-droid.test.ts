@@ -77,6 +77,14 @@ describe('worker + mock droid faults', () => {
     expect(result.outcome).toBe('timed_out');
   });
 
+  it('a cancel droid never confirms ends cancelled (interrupt_unconfirmed) and droid is killed', async () => {
+    const turn = runWorkerTurn(spec({ prompt: '<<mock:silence>>', graceMs: 500 }), tag);
+    await turn.started;
+    turn.handle.cancel();
+    const result = await turn.done;
+    expect(result).toMatchObject({ outcome: 'cancelled', submitted: true, error: { code: 'interrupt_unconfirmed' } });
+  });
+
   it('a slow initialize past the deadline submits nothing', async () => {
     const result = await runWorkerTurn(spec({ prompt: 'never', timeoutMs: 800, graceMs: 300 }, { MOCK_DROID_INIT_DELAY_MS: '5000' }), tag).done;
     expect(result).toMatchObject({ outcome: 'timed_out', submitted: false });

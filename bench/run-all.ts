@@ -1,0 +1,22 @@
+/**
+ * Runs every benchmark in turn and prints its figures. Each one can also be
+ * run alone: node dist/bench/<name>.js
+ */
+import { main as latency } from './latency.js';
+import { main as stateTransition } from './state-transition.js';
+import { main as sessionScale } from './session-scale.js';
+import { main as findSessions } from './find-sessions.js';
+import { main as httpStatus } from './http-status.js';
+
+const benches: Array<[string, () => Promise<unknown> | unknown]> = [
+  ['start-up latency', latency],
+  ['state transition cost', stateTransition],
+  ['find over 10k sessions (in process)', findSessions],
+  ['server at 10k sessions / 100k runs', sessionScale],
+  ['status over HTTP vs stdio', httpStatus],
+];
+
+for (const [name, run] of benches) {
+  console.log(`\n== ${name} ==`);
+  await run();
+}
