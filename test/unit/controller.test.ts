@@ -200,6 +200,29 @@ describe('SessionController', () => {
     expect(status).toMatchObject({ agentState: 'idle', needsAttention: true, latestRun: { state: 'succeeded', questions: [{ question: 'q?' }] } });
   });
 
+  it('a failed Factory title sync is noted on the run and retried on the next turn', async () => {
+    const { controller, turns, store } = setup();
+    const a = await create(controller, 'k1', '/ok/a', { title: 'First' });
+    await tick();
+    expect(turns[0]!.spec.renameTo).toBe('First');
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    // The worker reports the rename after the result, as in src/worker/main.ts.
+    turns[0]!.options.onRename!({ title: 'First', ok: false, error: 'droid said no' });
+    await tick(10);
+    const first = store.runs.get(a.metadata.run)!;
+    expect(first.state).toBe('succeeded');
+    expect(first.events.at(-1)).toMatchObject({ kind: 'title_sync_failed', detail: expect.stringContaining('droid said no') });
+    await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'again' });
+    await tick(10);
+    expect(turns[1]!.spec.renameTo).toBe('First');
+    turns[1]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    turns[1]!.options.onRename!({ title: 'First', ok: true, error: null });
+    await tick(10);
+    expect(store.sessions.get(a.metadata.session)!.factoryTitle).toBe('First');
+  });
+
   it('never runs more than maxConcurrentRuns turns', async () => {
     const { controller, turns } = setup({ maxConcurrentRuns: 2 });
     for (let i = 0; i < 5; i++) await create(controller, `k${i}`, `/ok/w${i}`);

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
-import type { TurnResult, TurnSpec } from '../../src/worker/protocol.js';
+import type { RenameOutcome, TurnResult, TurnSpec } from '../../src/worker/protocol.js';
 import { startWorker, type WorkerHandle } from '../../src/worker/runner.js';
 import { MOCK_DROID, WORKER_ENTRY } from '../support/paths.js';
 
@@ -14,6 +14,7 @@ export interface TurnRun {
   handle: WorkerHandle;
   started: Promise<string>;
   events: ProgressEvent[];
+  renames: RenameOutcome[];
   /** Resolves after the result is acknowledged and the process group is gone. */
   done: Promise<TurnResult>;
 }
@@ -40,6 +41,7 @@ export function baseSpec(tag: string, env: Record<string, string>, over: Partial
 
 export function runWorkerTurn(spec: TurnSpec, tag: string): TurnRun {
   const events: ProgressEvent[] = [];
+  const renames: RenameOutcome[] = [];
   let resolveStarted!: (id: string) => void;
   const started = new Promise<string>((resolve) => (resolveStarted = resolve));
   const handle = startWorker(spec, {
@@ -47,11 +49,12 @@ export function runWorkerTurn(spec: TurnSpec, tag: string): TurnRun {
     env: { ...process.env, DROID_MCP_TEST_TAG: tag },
     onStarted: resolveStarted,
     onProgress: (e) => events.push(e),
+    onRename: (r) => renames.push(r),
   });
   const done = handle.result.then(async (result) => {
     handle.acknowledge();
     await handle.cleanedUp;
     return result;
   });
-  return { handle, started, events, done };
+  return { handle, started, events, renames, done };
 }

@@ -140,6 +140,13 @@ describe('worker + mock droid faults', () => {
     await waitForNoProcesses(tag, 5_000);
   });
 
+  it('a title droid refuses to apply is reported after the result and never changes the outcome', async () => {
+    const turn = runWorkerTurn(spec({ prompt: 'plain', renameTo: 'New title' }), tag);
+    const result = await turn.done;
+    expect(result.outcome).toBe('succeeded');
+    expect(turn.renames).toEqual([{ title: 'New title', ok: false, error: expect.stringContaining('-32601') }]);
+  });
+
   it('an invalid turn spec is a named failure', async () => {
     const bad = spec({});
     (bad as unknown as { workspace: string }).workspace = 'relative/path';
