@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { findSessions, SessionIndex, type FindFilters, type SessionSummary } from '../src/controller/find.js';
 import { sessionView } from '../src/controller/views.js';
 import type { RunRecord, RunState, SessionRecord } from '../src/store/records.js';
+import { runRecord } from '../test/support/records.js';
 
 const SESSIONS = 10_000;
 const RUNS_PER_SESSION = 10;
@@ -57,31 +58,18 @@ function seed(): { sessions: SessionRecord[]; runs: Map<string, RunRecord[]> } {
       const state: RunState = last && rand() < 0.05 ? 'running' : last && rand() < 0.02 ? 'unknown' : 'succeeded';
       // Previews are bounded to 2,000 characters upstream; most are shorter.
       const preview = Array.from({ length: 20 + Math.floor(rand() * 250) }, () => pick(WORDS)).join(' ').slice(0, 2_000);
-      list.push({
-        id: `${id}-r${seq}`,
-        sessionId: id,
-        seq,
-        kind: seq === 1 ? 'create' : 'send',
-        requestKey: `${id}-k${seq}`,
-        fingerprint: 'f'.repeat(64),
-        interrupt: false,
-        settings: { model: 'm', autonomy: 'off', reasoningEffort: null },
-        state,
-        acceptedAt: createdAt,
-        startedAt: createdAt,
-        endedAt: state === 'running' ? null : createdAt,
-        cancelReason: null,
-        reason: 'completed',
-        error: null,
-        usage: null,
-        preview,
-        needsAttention: false,
-        permissionsDeclined: [],
-        questions: [],
-        predecessorFailure: null,
-        events: [],
-        hasResult: true,
-      });
+      list.push(
+        runRecord({
+          sessionId: id,
+          seq,
+          requestKey: `${id}-k${seq}`,
+          state,
+          acceptedAt: createdAt,
+          startedAt: createdAt,
+          endedAt: state === 'running' ? null : createdAt,
+          preview,
+        }),
+      );
     }
     runs.set(id, list);
   }

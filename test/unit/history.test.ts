@@ -7,37 +7,13 @@ import { ControllerError } from '../../src/controller/errors.js';
 import { encodeCursor, pageHistory, type HistoryInput, type HistoryItem } from '../../src/controller/history.js';
 import type { TranscriptEntry } from '../../src/droid/turn-collector.js';
 import type { RunRecord, RunResultFile } from '../../src/store/records.js';
+import { runRecord } from '../support/records.js';
 
 const SESSION = 'sess-1';
 const AT = '2030-01-01T00:00:00.000Z';
 
 function run(seq: number, over: Partial<RunRecord> = {}): RunRecord {
-  return {
-    id: `run-${seq}`,
-    sessionId: SESSION,
-    seq,
-    kind: seq === 1 ? 'create' : 'send',
-    requestKey: `key-${seq}`,
-    fingerprint: 'f'.repeat(64),
-    interrupt: false,
-    settings: { model: 'm', autonomy: 'off', reasoningEffort: null },
-    state: 'succeeded',
-    acceptedAt: AT,
-    startedAt: AT,
-    endedAt: AT,
-    cancelReason: null,
-    reason: 'completed',
-    error: null,
-    usage: null,
-    preview: '',
-    needsAttention: false,
-    permissionsDeclined: [],
-    questions: [],
-    predecessorFailure: null,
-    events: [],
-    hasResult: true,
-    ...over,
-  };
+  return runRecord({ id: `run-${seq}`, sessionId: SESSION, seq, requestKey: `key-${seq}`, acceptedAt: AT, startedAt: AT, endedAt: AT, ...over });
 }
 
 function said(text: string): TranscriptEntry {

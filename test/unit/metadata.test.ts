@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { ControllerError } from '../../src/controller/errors.js';
 import { applySessionUpdate, MAX_LABELS, normalizeLabels, type SessionUpdate } from '../../src/controller/metadata.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
+import { runRecord } from '../support/records.js';
 
 const CREATED = '2030-01-01T00:00:00.000Z';
 const NOW = '2030-01-02T00:00:00.000Z';
@@ -25,31 +26,9 @@ const base: SessionRecord = Object.freeze({
 });
 
 function run(state: RunState, id = `r-${state}`): RunRecord {
-  return Object.freeze({
-    id,
-    sessionId: 's1',
-    seq: 1,
-    kind: 'create',
-    requestKey: 'k',
-    fingerprint: 'f',
-    interrupt: false,
-    settings: { model: 'm', autonomy: 'off', reasoningEffort: null },
-    state,
-    acceptedAt: CREATED,
-    startedAt: null,
-    endedAt: null,
-    cancelReason: null,
-    reason: null,
-    error: null,
-    usage: null,
-    preview: '',
-    needsAttention: false,
-    permissionsDeclined: [],
-    questions: [],
-    predecessorFailure: null,
-    events: [],
-    hasResult: false,
-  }) as RunRecord;
+  return Object.freeze(
+    runRecord({ id, sessionId: 's1', seq: 1, requestKey: 'k', state, acceptedAt: CREATED, startedAt: null, endedAt: null, reason: null, hasResult: false }),
+  );
 }
 
 const settled = [run('succeeded'), run('failed'), run('cancelled'), run('unknown')];

@@ -7,6 +7,7 @@ import { ControllerError } from '../../src/controller/errors.js';
 import { countsAsTurn, selectRunsForUsage, summarizeUsage, type UsageSource } from '../../src/controller/usage.js';
 import type { TokenUsage } from '../../src/droid/notifications.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
+import { runRecord } from '../support/records.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
 const at = (minutes: number) => new Date(T0 + minutes * 60_000).toISOString();
@@ -18,32 +19,18 @@ function usage(over: Partial<TokenUsage> = {}): TokenUsage {
 let next = 0;
 function run(over: Partial<RunRecord> = {}): RunRecord {
   next++;
-  return {
+  return runRecord({
     id: `run-${next}`,
     sessionId: 's1',
     seq: next,
     kind: 'send',
     requestKey: `key-${next}`,
-    fingerprint: 'f'.repeat(64),
-    interrupt: false,
-    settings: { model: 'm', autonomy: 'off', reasoningEffort: null },
-    state: 'succeeded',
     acceptedAt: at(0),
     startedAt: at(0),
     endedAt: at(1),
-    cancelReason: null,
-    reason: 'completed',
-    error: null,
     usage: usage(),
-    preview: '',
-    needsAttention: false,
-    permissionsDeclined: [],
-    questions: [],
-    predecessorFailure: null,
-    events: [],
-    hasResult: true,
     ...over,
-  };
+  });
 }
 
 describe('which runs are turns', () => {
