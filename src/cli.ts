@@ -63,7 +63,6 @@ async function main(): Promise<number> {
     resolveWorkspace: (path) => resolveWorkspace(path, config.approvedDirectories),
     startWorker,
     policy,
-    approvedRoots: config.approvedDirectories,
     maxConcurrentRuns: config.maxConcurrentRuns,
     runTimeoutMs: config.runTimeoutMs,
     cancelGraceMs: config.cancelGraceMs,

@@ -42,7 +42,6 @@ export interface ControllerDeps {
   resolveWorkspace(requested: string): Promise<string>;
   startWorker(spec: TurnSpec, options: WorkerOptions): WorkerHandle;
   policy: HostPolicy;
-  approvedRoots: readonly string[];
   maxConcurrentRuns: number;
   runTimeoutMs: number;
   cancelGraceMs: number;

@@ -78,7 +78,6 @@ function setup(over: { maxConcurrentRuns?: number } = {}) {
     },
     startWorker,
     policy: { defaultModel: 'm1', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: 'high' },
-    approvedRoots: ['/ok'],
     maxConcurrentRuns: over.maxConcurrentRuns ?? 4,
     runTimeoutMs: 60_000,
     cancelGraceMs: 1_000,
