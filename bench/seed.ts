@@ -1,11 +1,13 @@
 /**
- * Seeds a controller state directory directly (snapshot file), so benchmarks
- * measure the system, not the seeding. Records follow src/store/records.ts.
+ * Seeds a controller state directory directly (snapshot file, written by the
+ * store's own snapshot writer), so benchmarks measure the system, not the
+ * seeding. Records follow src/store/records.ts.
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../src/store/atomic.js';
-import { STATE_VERSION, type RunRecord, type RunResultFile, type SessionRecord } from '../src/store/records.js';
+import type { RunRecord, RunResultFile, SessionRecord } from '../src/store/records.js';
+import { writeSnapshot } from '../src/store/snapshot.js';
 
 export const SEED_AT = '2030-01-01T00:00:00.000Z';
 
@@ -72,7 +74,7 @@ export async function seedState(dir: string, options: SeedOptions): Promise<{ se
       factoryTitle: null,
     });
   }
-  await writeFileAtomic(join(dir, 'state.json'), JSON.stringify({ version: STATE_VERSION, seq: 0, sessions, runs }));
+  await writeSnapshot(dir, 0, { size: sessions.length, values: () => sessions }, { size: runs.length, values: () => runs });
   return { sessionIds: sessions.map((s) => s.id) };
 }
 

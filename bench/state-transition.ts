@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { StoreLogger } from '../src/store/logger.js';
 import type { RunRecord } from '../src/store/records.js';
+import { STATE_FILE } from '../src/store/snapshot.js';
 import { StateStore } from '../src/store/store.js';
 import { percentile, seedState } from './seed.js';
 
@@ -47,7 +48,7 @@ async function prepare(runCount: number): Promise<Subject> {
   const dir = join(base, 'state');
   await mkdir(dir, { mode: 0o700 });
   await seedState(dir, { sessions: runCount / RUNS_PER_SESSION, runsPerSession: RUNS_PER_SESSION });
-  const snapshotMB = (await stat(join(dir, 'state.json'))).size / 1e6;
+  const snapshotMB = (await stat(join(dir, STATE_FILE))).size / 1e6;
   const openStart = performance.now();
   const store = await StateStore.open(dir, { logger: quiet });
   const openMs = performance.now() - openStart;

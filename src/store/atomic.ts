@@ -28,13 +28,48 @@ export async function fsyncDir(dir: string): Promise<void> {
  * because rename is only atomic within one filesystem.
  */
 export async function writeFileAtomic(path: string, data: string | Uint8Array): Promise<void> {
+  await replaceAtomic(path, (handle) => handle.writeFile(data));
+}
+
+/** Bytes gathered before one write to disk when streaming lines. */
+const WRITE_CHUNK_CHARS = 1 << 20;
+
+/**
+ * `writeFileAtomic` for content produced line by line: each item of `lines`
+ * becomes one line ending in "\n". Lines are written in chunks of about a
+ * megabyte as they are produced, so the whole content never exists as one
+ * string. If producing a line throws, the temp file is removed and `path` is
+ * left as it was.
+ */
+export async function writeLinesAtomic(path: string, lines: Iterable<string>): Promise<void> {
+  await replaceAtomic(path, async (handle) => {
+    let pending: string[] = [];
+    let pendingChars = 0;
+    const flush = async (): Promise<void> => {
+      if (pending.length === 0) return;
+      const bytes = Buffer.from(pending.join(''), 'utf8');
+      pending = [];
+      pendingChars = 0;
+      await writeAll(handle, bytes);
+    };
+    for (const line of lines) {
+      pending.push(line, '\n');
+      pendingChars += line.length + 1;
+      if (pendingChars >= WRITE_CHUNK_CHARS) await flush();
+    }
+    await flush();
+  });
+}
+
+/** Temp file in the same directory, filled by `fill`, fsynced, renamed over `path`, directory fsynced. */
+async function replaceAtomic(path: string, fill: (handle: FileHandle) => Promise<void>): Promise<void> {
   const dir = dirname(path);
   const temp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}${TEMP_SUFFIX}`);
   // 'wx': never follow or reuse an existing name; the mode applies at creation.
   const handle = await open(temp, 'wx', FILE_MODE);
   try {
     try {
-      await handle.writeFile(data);
+      await fill(handle);
       await handle.sync();
     } finally {
       await handle.close();
@@ -47,18 +82,21 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array): 
   await fsyncDir(dir);
 }
 
+/** Writes all of `bytes` at the handle's position; a short write must not lose the tail. */
+async function writeAll(fd: FileHandle, bytes: Uint8Array): Promise<void> {
+  let offset = 0;
+  while (offset < bytes.length) {
+    const { bytesWritten } = await fd.write(bytes, offset, bytes.length - offset);
+    offset += bytesWritten;
+  }
+}
+
 /**
  * Appends one complete line and flushes it. The handle must be opened in
  * append mode so every write lands at the current end. fdatasync is enough:
  * it covers the file size, which is the metadata needed to read the data back.
  */
 export async function appendDurable(fd: FileHandle, line: string): Promise<void> {
-  const bytes = Buffer.from(line, 'utf8');
-  let offset = 0;
-  // Regular files rarely write short, but a short write must not lose the tail.
-  while (offset < bytes.length) {
-    const { bytesWritten } = await fd.write(bytes, offset, bytes.length - offset);
-    offset += bytesWritten;
-  }
+  await writeAll(fd, Buffer.from(line, 'utf8'));
   await fd.datasync();
 }

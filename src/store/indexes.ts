@@ -21,11 +21,49 @@ export interface IndexProblem {
 }
 
 export class StateIndex {
-  readonly sessions = new Map<string, SessionRecord>();
-  readonly runs = new Map<string, RunRecord>();
+  readonly sessions: Map<string, SessionRecord>;
+  readonly runs: Map<string, RunRecord>;
   /** Runs of each session, ascending by `seq`. */
   readonly #bySession = new Map<string, RunRecord[]>();
   readonly #byKey = new Map<string, RunRecord>();
+
+  /** An empty index. */
+  constructor();
+  /** Only for `adopt`: takes the maps over without indexing or checking them. */
+  constructor(sessions: Map<string, SessionRecord>, runs: Map<string, RunRecord>);
+  constructor(sessions = new Map<string, SessionRecord>(), runs = new Map<string, RunRecord>()) {
+    this.sessions = sessions;
+    this.runs = runs;
+  }
+
+  /**
+   * An index over complete state read from disk, taking the maps over (no
+   * copies of 100k-entry maps at start-up), or the first invariant the state
+   * breaks: the same rules, in the same order, as `problemWith` applied to
+   * all of it on an empty index. The records are frozen in place.
+   */
+  static adopt(sessions: Map<string, SessionRecord>, runs: Map<string, RunRecord>): { index: StateIndex } | { problem: IndexProblem } {
+    const index = new StateIndex(sessions, runs);
+    for (const s of sessions.values()) deepFreeze(s);
+    for (const r of runs.values()) {
+      deepFreeze(r);
+      const problem = (text: string): { problem: IndexProblem } => ({ problem: { kind: 'run', id: r.id, text } });
+      if (!sessions.has(r.sessionId)) return problem(`belongs to session ${r.sessionId}, which does not exist`);
+      const slotOwner = index.#atSeq(r.sessionId, r.seq);
+      if (slotOwner !== undefined) return problem(`has position ${r.seq} in session ${r.sessionId}, already taken by run ${slotOwner.id}`);
+      index.#place(r, false);
+      if (r.requestKey !== null) {
+        const holder = index.#byKey.get(r.requestKey);
+        if (holder !== undefined) return problem(`uses request key ${JSON.stringify(r.requestKey)}, already used by run ${holder.id}`);
+        index.#byKey.set(r.requestKey, r);
+      }
+    }
+    for (const s of sessions.values()) {
+      const problem = headProblem(s, runs.get(s.headRunId));
+      if (problem) return { problem };
+    }
+    return { index };
+  }
 
   runsBySession(sessionId: string): RunRecord[] {
     return [...(this.#bySession.get(sessionId) ?? [])];
@@ -78,11 +116,8 @@ export class StateIndex {
     }
 
     for (const s of sessions) {
-      const head = newRuns.get(s.headRunId) ?? this.runs.get(s.headRunId);
-      if (!head) return { kind: 'session', id: s.id, text: `has head run ${s.headRunId}, which does not exist` };
-      if (head.sessionId !== s.id) {
-        return { kind: 'session', id: s.id, text: `has head run ${s.headRunId}, which belongs to session ${head.sessionId}` };
-      }
+      const problem = headProblem(s, newRuns.get(s.headRunId) ?? this.runs.get(s.headRunId));
+      if (problem) return problem;
     }
     return undefined;
   }
@@ -128,6 +163,15 @@ export class StateIndex {
     if (replace) list[i] = run;
     else list.splice(i, 0, run);
   }
+}
+
+/** What is wrong with the session's head run (`head` being what its id names), if anything. */
+function headProblem(s: SessionRecord, head: RunRecord | undefined): IndexProblem | undefined {
+  if (!head) return { kind: 'session', id: s.id, text: `has head run ${s.headRunId}, which does not exist` };
+  if (head.sessionId !== s.id) {
+    return { kind: 'session', id: s.id, text: `has head run ${s.headRunId}, which belongs to session ${head.sessionId}` };
+  }
+  return undefined;
 }
 
 /** First index whose run has `seq` ≥ the given one. */

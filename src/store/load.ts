@@ -2,19 +2,29 @@
  * Reads and fully validates the state directory without writing anything, so
  * a refusal leaves the directory exactly as found. Anything unexpected refuses:
  * guessing at damaged state could lose or invent a user's work.
+ *
+ * Both files are streamed a line at a time, and each record is validated and
+ * copied into its lean frozen form (see pool.ts) before the next line is
+ * read, so loading needs little memory beyond the records it keeps.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
 import { errCode } from './errno.js';
 import { StoreError } from './errors.js';
 import { StateIndex } from './indexes.js';
+import { forEachLine } from './lines.js';
+import { RecordPool } from './pool.js';
 import { STATE_VERSION, type RunRecord, type SessionRecord } from './records.js';
-import { describeIssue, journalEntrySchema, runRecordSchema, sessionRecordSchema, snapshotSchema } from './schemas.js';
+import { describeIssue, journalEntrySchema, runRecordSchema, sessionRecordSchema, snapshotHeaderSchema } from './schemas.js';
+import { HEADER_MAX_BYTES, LEGACY_STATE_FILE, recordOfLine, STATE_FILE, type RecordKind } from './snapshot.js';
 
-export const STATE_FILE = 'state.json';
+export { STATE_FILE } from './snapshot.js';
 export const JOURNAL_FILE = 'journal.jsonl';
 export const RESULTS_DIR = 'results';
+
+/** What the loading pool remembers before starting over: bounds its memory, which is freed after loading. */
+const LOAD_POOL = { maxStrings: 50_000, maxObjects: 4096 };
 
 export interface LoadedState {
   /** Sequence number of the last commit. */
@@ -27,106 +37,188 @@ export interface LoadedState {
   journalLines: number;
 }
 
+type Refuse = (problem: string) => StoreError;
+
 export async function loadState(dir: string): Promise<LoadedState> {
   const statePath = join(dir, STATE_FILE);
   const journalPath = join(dir, JOURNAL_FILE);
   const refuse = refuser(dir);
 
-  const snapshotText = await readIfExists(statePath);
-  const journalText = (await readIfExists(journalPath)) ?? '';
-  if (snapshotText === undefined) {
+  const legacyPath = join(dir, LEGACY_STATE_FILE);
+  if (await exists(legacyPath)) {
+    throw new StoreError(
+      'state_version_unsupported',
+      `${legacyPath} is a snapshot in the single-document layout of a pre-release build; ` +
+        `this controller reads only ${STATE_FILE} (state version ${STATE_VERSION}, JSON Lines)`,
+      `Nothing was changed. There are no automatic migrations: run the build that wrote this state, ` +
+        `or move the directory aside (mv ${dir} ${dir}.old) and start with empty state`,
+    );
+  }
+
+  const snapshotFile = await openIfExists(statePath);
+  if (snapshotFile === undefined) {
+    const journalSize = (await sizeIfExists(journalPath)) ?? 0;
     const results = await readdir(join(dir, RESULTS_DIR)).catch(() => []);
-    if (journalText.length > 0 || results.length > 0) {
-      throw refuse(`${statePath} is missing, but ${journalText.length > 0 ? journalPath : join(dir, RESULTS_DIR)} has content`);
+    if (journalSize > 0 || results.length > 0) {
+      throw refuse(`${statePath} is missing, but ${journalSize > 0 ? journalPath : join(dir, RESULTS_DIR)} has content`);
     }
     return { seq: 0, index: new StateIndex(), fresh: true, journalLines: 0 };
   }
 
+  const sessions = new Map<string, SessionRecord>();
+  const runs = new Map<string, RunRecord>();
+  const pool = new RecordPool({ ...LOAD_POOL, sessionId: (id) => sessions.get(id)?.id });
+
   // ---- snapshot ----
-  const raw = parseJson(snapshotText, (problem) => refuse(`${statePath} is not valid JSON (${problem})`));
-  if (typeof raw === 'object' && raw !== null && 'version' in raw && raw.version !== STATE_VERSION) {
+  let header: z.infer<typeof snapshotHeaderSchema>;
+  try {
+    header = await readSnapshot(snapshotFile, statePath, sessions, runs, pool, refuse);
+  } finally {
+    await snapshotFile.close();
+  }
+
+  // ---- journal ----
+  const snapshotSeq = header.seq;
+  let seq = snapshotSeq;
+  /** Journal line that last set each record; records not here come from the snapshot. */
+  const journalOrigin = { session: new Map<string, number>(), run: new Map<string, number>() };
+  let journalLines = 0;
+  const journalFile = await openIfExists(journalPath);
+  if (journalFile !== undefined) {
+    let firstSeq: number | undefined;
+    let scan;
+    try {
+      scan = await forEachLine(journalFile, {
+        refuse: (n, problem) => refuse(`${journalPath} ${problem}`),
+        onLine(line, n) {
+          const where = `${journalPath} line ${n}`;
+          const entry = journalEntrySchema.safeParse(parseJson(line, (problem) => refuse(`${where} is not valid JSON (${problem})`)));
+          if (!entry.success) throw refuse(`${where} is not a journal entry (${describeIssue(entry.error)})`);
+          firstSeq ??= entry.data.seq;
+          if (entry.data.seq !== firstSeq + n - 1) {
+            throw refuse(`${where} has seq ${entry.data.seq}, expected ${firstSeq + n - 1}: entries are missing or out of order`);
+          }
+          if (n === 1 && entry.data.seq > snapshotSeq + 1) {
+            throw refuse(`${where} starts at seq ${entry.data.seq} but ${STATE_FILE} ends at seq ${snapshotSeq}: commits are missing`);
+          }
+          const lineSessions = entry.data.sessions.map((v, j) => validate(sessionRecordSchema, v, `${where} sessions[${j}]`, refuse));
+          const lineRuns = entry.data.runs.map((v, j) => validate(runRecordSchema, v, `${where} runs[${j}]`, refuse));
+          // Entries already folded into the snapshot (a crash between writing it and truncating us).
+          if (entry.data.seq <= snapshotSeq) return;
+          for (const s of lineSessions) {
+            sessions.set(s.id, pool.session(s));
+            journalOrigin.session.set(s.id, n);
+          }
+          for (const r of lineRuns) {
+            runs.set(r.id, pool.run(r));
+            journalOrigin.run.set(r.id, n);
+          }
+          seq = entry.data.seq;
+        },
+      });
+    } finally {
+      await journalFile.close();
+    }
+    // A complete journal ends with a newline.
+    if (scan.partial) {
+      throw new StoreError(
+        'state_corrupt',
+        `${journalPath} line ${scan.lines + 1} is incomplete (the file does not end with a newline)`,
+        `Nothing was changed. This is usually a crash in the middle of a write that was never acknowledged. ` +
+          `Back up ${dir}, then delete that last partial line from ${JOURNAL_FILE}; or restore ${dir} from a backup`,
+      );
+    }
+    journalLines = scan.lines;
+  }
+
+  // ---- cross-record invariants ----
+  const adopted = StateIndex.adopt(sessions, runs);
+  if ('problem' in adopted) {
+    const { kind, id, text } = adopted.problem;
+    const journalLine = journalOrigin[kind].get(id);
+    const where = journalLine !== undefined ? `${journalPath} line ${journalLine}` : `${statePath} line ${snapshotLine(kind, id, sessions, runs)}`;
+    throw refuse(`${where}: ${kind} ${id} ${text}`);
+  }
+  return { seq, index: adopted.index, fresh: false, journalLines };
+}
+
+/** Reads the snapshot's header and records into the maps; returns the header. */
+async function readSnapshot(
+  file: FileHandle,
+  path: string,
+  sessions: Map<string, SessionRecord>,
+  runs: Map<string, RunRecord>,
+  pool: RecordPool,
+  refuse: Refuse,
+): Promise<z.infer<typeof snapshotHeaderSchema>> {
+  let header: z.infer<typeof snapshotHeaderSchema> | undefined;
+  const scan = await forEachLine(file, {
+    firstLineMaxBytes: HEADER_MAX_BYTES,
+    refuse: (n, problem) => refuse(n === 1 ? `${path} does not start with a snapshot header (${problem})` : `${path} ${problem}`),
+    onLine(line, n) {
+      const where = `${path} line ${n}`;
+      const value = parseJson(line, (problem) => refuse(`${where} is not valid JSON (${problem})`));
+      if (header === undefined) {
+        header = parseHeader(value, path, refuse);
+        return;
+      }
+      const kind: RecordKind = n - 1 <= header.sessions ? 'session' : 'run';
+      if (n - 1 > header.sessions + header.runs) {
+        throw refuse(`${where} is past the last record: the header announces ${header.sessions} sessions and ${header.runs} runs`);
+      }
+      const record = recordOfLine(value, kind);
+      if (record === undefined) throw refuse(`${where} is not a ${kind} line (expected {"${kind}": {…}}, sessions first, then runs)`);
+      if (kind === 'session') {
+        const s = pool.session(validate(sessionRecordSchema, record, where, refuse));
+        if (sessions.has(s.id)) throw refuse(`${where}: session ${s.id} appears twice`);
+        sessions.set(s.id, s);
+      } else {
+        const r = pool.run(validate(runRecordSchema, record, where, refuse));
+        if (runs.has(r.id)) throw refuse(`${where}: run ${r.id} appears twice`);
+        runs.set(r.id, r);
+      }
+    },
+  });
+  if (header === undefined) throw refuse(scan.partial ? `${path} is incomplete (its first line has no newline)` : `${path} is empty`);
+  const records = scan.lines - 1;
+  if (scan.partial || records < header.sessions + header.runs) {
+    throw refuse(
+      `${path} is truncated: its header announces ${header.sessions} sessions and ${header.runs} runs, ` +
+        `but it ends after ${records} complete record lines${scan.partial ? ' and a partial one' : ''}`,
+    );
+  }
+  return header;
+}
+
+function parseHeader(value: unknown, path: string, refuse: Refuse): z.infer<typeof snapshotHeaderSchema> {
+  if (typeof value === 'object' && value !== null && 'version' in value && value.version !== STATE_VERSION) {
     throw new StoreError(
       'state_version_unsupported',
-      `${statePath} has state version ${JSON.stringify(raw.version)}; this controller reads only version ${STATE_VERSION}`,
+      `${path} has state version ${JSON.stringify(value.version)}; this controller reads only version ${STATE_VERSION}`,
       `Nothing was changed. Run the controller release that wrote this state, or restore a backup made by this release. ` +
         `There are no automatic migrations`,
     );
   }
-  const snapshot = snapshotSchema.safeParse(raw);
-  if (!snapshot.success) throw refuse(`${statePath} is not a state snapshot (${describeIssue(snapshot.error)})`);
-
-  const sessions = new Map<string, SessionRecord>();
-  const runs = new Map<string, RunRecord>();
-  const origin = new Map<string, string>();
-  const at = (kind: 'session' | 'run', id: string): string => origin.get(`${kind}:${id}`) ?? statePath;
-
-  snapshot.data.sessions.forEach((value, i) => {
-    const where = `${statePath} sessions[${i}]`;
-    const record = validate(sessionRecordSchema, value, where, refuse);
-    if (sessions.has(record.id)) throw refuse(`${where}: session ${record.id} appears twice`);
-    sessions.set(record.id, record);
-    origin.set(`session:${record.id}`, where);
-  });
-  snapshot.data.runs.forEach((value, i) => {
-    const where = `${statePath} runs[${i}]`;
-    const record = validate(runRecordSchema, value, where, refuse);
-    if (runs.has(record.id)) throw refuse(`${where}: run ${record.id} appears twice`);
-    runs.set(record.id, record);
-    origin.set(`run:${record.id}`, where);
-  });
-
-  // ---- journal ----
-  const snapshotSeq = snapshot.data.seq;
-  let seq = snapshotSeq;
-  const lines = journalText.split('\n');
-  // A complete journal ends with a newline, leaving one empty string after split.
-  const complete = lines.pop() === '';
-  if (!complete) {
-    throw new StoreError(
-      'state_corrupt',
-      `${journalPath} line ${lines.length + 1} is incomplete (the file does not end with a newline)`,
-      `Nothing was changed. This is usually a crash in the middle of a write that was never acknowledged. ` +
-        `Back up ${dir}, then delete that last partial line from ${JOURNAL_FILE}; or restore ${dir} from a backup`,
-    );
-  }
-  let firstSeq: number | undefined;
-  lines.forEach((line, i) => {
-    const where = `${journalPath} line ${i + 1}`;
-    const entry = journalEntrySchema.safeParse(parseJson(line, (problem) => refuse(`${where} is not valid JSON (${problem})`)));
-    if (!entry.success) throw refuse(`${where} is not a journal entry (${describeIssue(entry.error)})`);
-    firstSeq ??= entry.data.seq;
-    if (entry.data.seq !== firstSeq + i) {
-      throw refuse(`${where} has seq ${entry.data.seq}, expected ${firstSeq + i}: entries are missing or out of order`);
-    }
-    if (i === 0 && entry.data.seq > snapshotSeq + 1) {
-      throw refuse(`${where} starts at seq ${entry.data.seq} but ${STATE_FILE} ends at seq ${snapshotSeq}: commits are missing`);
-    }
-    const lineSessions = entry.data.sessions.map((v, j) => validate(sessionRecordSchema, v, `${where} sessions[${j}]`, refuse));
-    const lineRuns = entry.data.runs.map((v, j) => validate(runRecordSchema, v, `${where} runs[${j}]`, refuse));
-    // Entries already folded into the snapshot (a crash between writing it and truncating us).
-    if (entry.data.seq <= snapshotSeq) return;
-    for (const s of lineSessions) {
-      sessions.set(s.id, s);
-      origin.set(`session:${s.id}`, where);
-    }
-    for (const r of lineRuns) {
-      runs.set(r.id, r);
-      origin.set(`run:${r.id}`, where);
-    }
-    seq = entry.data.seq;
-  });
-
-  // ---- cross-record invariants ----
-  const index = new StateIndex();
-  const allSessions = [...sessions.values()];
-  const allRuns = [...runs.values()];
-  const problem = index.problemWith(allSessions, allRuns);
-  if (problem) throw refuse(`${at(problem.kind, problem.id)}: ${problem.kind} ${problem.id} ${problem.text}`);
-  index.apply(allSessions, allRuns);
-  return { seq, index, fresh: false, journalLines: lines.length };
+  const header = snapshotHeaderSchema.safeParse(value);
+  if (!header.success) throw refuse(`${path} line 1 is not a snapshot header (${describeIssue(header.error)})`);
+  return header.data;
 }
 
-function refuser(dir: string): (problem: string) => StoreError {
+/**
+ * Line of a record that came from the snapshot. The loader's maps keep the
+ * snapshot's order (a record replaced by the journal keeps its place), so the
+ * position in the map is the position in the file. Only used to word a refusal.
+ */
+function snapshotLine(kind: RecordKind, id: string, sessions: ReadonlyMap<string, unknown>, runs: ReadonlyMap<string, unknown>): number {
+  let i = 0;
+  for (const key of (kind === 'session' ? sessions : runs).keys()) {
+    if (key === id) break;
+    i++;
+  }
+  return 2 + i + (kind === 'run' ? sessions.size : 0);
+}
+
+function refuser(dir: string): Refuse {
   return (problem) =>
     new StoreError(
       'state_corrupt',
@@ -136,7 +228,7 @@ function refuser(dir: string): (problem: string) => StoreError {
     );
 }
 
-function validate<T>(schema: z.ZodType<T>, value: unknown, where: string, refuse: (problem: string) => StoreError): T {
+function validate<T>(schema: z.ZodType<T>, value: unknown, where: string, refuse: Refuse): T {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   const id = typeof value === 'object' && value !== null && 'id' in value ? ` (id ${JSON.stringify(value.id)})` : '';
@@ -151,12 +243,24 @@ function parseJson(text: string, refuse: (problem: string) => StoreError): unkno
   }
 }
 
-async function readIfExists(path: string): Promise<string | undefined> {
+async function openIfExists(path: string): Promise<FileHandle | undefined> {
   try {
-    return await readFile(path, 'utf8');
+    return await open(path, 'r');
   } catch (err) {
     if (errCode(err) === 'ENOENT') return undefined;
     throw err;
   }
 }
 
+async function sizeIfExists(path: string): Promise<number | undefined> {
+  try {
+    return (await stat(path)).size;
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  return (await sizeIfExists(path)) !== undefined;
+}

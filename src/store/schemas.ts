@@ -136,13 +136,16 @@ export const runResultFileSchema = z
   })
   .strict();
 
-/** Top level of `state.json`; records are checked one by one for precise messages. */
-export const snapshotSchema = z
+/**
+ * First line of `state.jsonl`. The record counts let a reader tell a complete
+ * snapshot from a truncated one; the records follow one per line.
+ */
+export const snapshotHeaderSchema = z
   .object({
     version: z.number(),
     seq: z.number().int().min(0),
-    sessions: z.array(z.unknown()),
-    runs: z.array(z.unknown()),
+    sessions: z.number().int().min(0),
+    runs: z.number().int().min(0),
   })
   .strict();
 

@@ -1,7 +1,10 @@
 /**
  * The controller's durable state. Layout of the state directory:
  *
- *   state.json         snapshot {version, seq, sessions, runs}
+ *   state.jsonl        snapshot in JSON Lines: a header {version, seq, sessions, runs}
+ *                      (the last two are record counts), then one line per
+ *                      record, {"session": …} lines first, then {"run": …} lines
+ *                      (see snapshot.ts)
  *   journal.jsonl      one line per commit since the snapshot: {seq, sessions, runs}
  *                      holding the full new version of each changed record
  *   results/<run>.json one result file per finished run
@@ -11,6 +14,10 @@
  * with the history kept. The journal is folded into a new snapshot at open and
  * whenever it outgrows both COMPACT_MIN_LINES and the record count, which keeps
  * the amortized cost per commit constant.
+ *
+ * Both files are written and read a line at a time, and records are held in
+ * a lean, frozen form (pool.ts), so memory follows the records kept, not the
+ * size of the files.
  */
 import { mkdir, open, readdir, readFile, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -19,12 +26,14 @@ import { appendDurable, FILE_MODE, fsyncDir, TEMP_SUFFIX, writeFileAtomic } from
 import { errCode } from './errno.js';
 import { StoreError } from './errors.js';
 import { StateIndex, type StoreChange } from './indexes.js';
-import { JOURNAL_FILE, loadState, RESULTS_DIR, STATE_FILE } from './load.js';
+import { JOURNAL_FILE, loadState, RESULTS_DIR } from './load.js';
 import { defaultStoreLogger, type StoreLogger } from './logger.js';
 import { beginOwnership, type Ownership } from './owner.js';
-import { STATE_VERSION, type RunRecord, type RunResultFile, type SessionRecord } from './records.js';
+import { RecordPool } from './pool.js';
+import type { RunRecord, RunResultFile, SessionRecord } from './records.js';
 import { planCrashRecovery, type RecoverySummary } from './recovery.js';
 import { describeIssue, runRecordSchema, runResultFileSchema, sessionRecordSchema } from './schemas.js';
+import { writeSnapshot } from './snapshot.js';
 import { DIR_MODE, prepareStateDir } from './state-dir.js';
 
 export type { StoreChange } from './indexes.js';
@@ -32,6 +41,9 @@ export type { RecoverySummary } from './recovery.js';
 
 /** Below this many journal lines compaction is never worth its full rewrite. */
 export const COMPACT_MIN_LINES = 1000;
+
+/** What the commit pool remembers for the store's life: enough to share models, states, times and settings. */
+const COMMIT_POOL = { maxStrings: 1024, maxObjects: 256 };
 
 /** Run ids become file names: keep them to a safe alphabet. */
 const SAFE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
@@ -57,6 +69,8 @@ export class StateStore {
   #broken: StoreError | undefined;
   #compactionQueued = false;
   #recovery: RecoverySummary = { unknown: 0, queueLost: 0 };
+  /** Makes the stored copies of committed records; a run shares its session's id string. */
+  readonly #pool = new RecordPool({ ...COMMIT_POOL, sessionId: (id) => this.#index.sessions.get(id)?.id });
 
   private constructor(
     readonly dir: string,
@@ -93,7 +107,7 @@ export class StateStore {
     const owner = await pending.claim();
     let journal: FileHandle | undefined;
     try {
-      if (loaded.fresh) await writeSnapshot(dir, 0, [], []);
+      if (loaded.fresh) await writeSnapshot(dir, 0, new Map(), new Map());
       await mkdir(join(dir, RESULTS_DIR), { mode: DIR_MODE }).catch((err: unknown) => {
         if (errCode(err) !== 'EEXIST') throw err;
       });
@@ -140,9 +154,9 @@ export class StateStore {
    */
   async commit(change: StoreChange): Promise<void> {
     this.#assertOpen();
-    // Copies now, so a caller changing its objects after the call changes nothing.
-    const sessions = (change.sessions ?? []).map((s) => checked(sessionRecordSchema, structuredClone(s), 'session'));
-    const runs = (change.runs ?? []).map((r) => checked(runRecordSchema, structuredClone(r), 'run'));
+    // Copies now (deep, frozen), so a caller changing its objects after the call changes nothing.
+    const sessions = (change.sessions ?? []).map((s) => this.#pool.session(checked(sessionRecordSchema, s, 'session')));
+    const runs = (change.runs ?? []).map((r) => this.#pool.run(checked(runRecordSchema, r, 'run')));
     await this.#enqueue(() => this.#append(sessions, runs));
   }
 
@@ -263,7 +277,8 @@ export class StateStore {
   async #compact(): Promise<void> {
     this.#compactionQueued = false;
     this.#assertWritable();
-    await writeSnapshot(this.dir, this.#seq, [...this.#index.sessions.values()], [...this.#index.runs.values()]);
+    // Streamed from the maps: no commit can change them meanwhile, as this runs in the write queue.
+    await writeSnapshot(this.dir, this.#seq, this.#index.sessions, this.#index.runs);
     await this.journal.truncate(0);
     await this.journal.datasync();
     this.#journalLines = 0;
@@ -308,13 +323,10 @@ export class StateStore {
   }
 }
 
-async function writeSnapshot(dir: string, seq: number, sessions: SessionRecord[], runs: RunRecord[]): Promise<void> {
-  await writeFileAtomic(join(dir, STATE_FILE), JSON.stringify({ version: STATE_VERSION, seq, sessions, runs }));
-}
-
+/** The schema's copy of `value` if it is a valid record. */
 function checked<T>(schema: z.ZodType<T>, value: T, what: string): T {
   const parsed = schema.safeParse(value);
-  if (parsed.success) return value;
+  if (parsed.success) return parsed.data;
   const id = typeof value === 'object' && value !== null && 'id' in value ? ` ${String(value.id)}` : '';
   throw new StoreError('invalid_change', `${what}${id} is not a valid record: ${describeIssue(parsed.error)}`, 'Nothing was written; fix the record and commit again');
 }

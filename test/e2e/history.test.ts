@@ -100,12 +100,16 @@ async function readAll(session: string, limit: number): Promise<Page['items']> {
 /** droid's own session id, read from the controller's private state as an operator would. */
 function droidSessionId(session: string): string {
   const lines = [
-    readFileSync(join(ctx.stateDir, 'state.json'), 'utf8'),
+    ...readFileSync(join(ctx.stateDir, 'state.jsonl'), 'utf8').split('\n').filter(Boolean),
     ...(existsSync(join(ctx.stateDir, 'journal.jsonl')) ? readFileSync(join(ctx.stateDir, 'journal.jsonl'), 'utf8').split('\n').filter(Boolean) : []),
   ];
   let id: string | null = null;
+  type StoredSession = { id: string; droidSessionId: string | null };
   for (const line of lines) {
-    for (const s of (JSON.parse(line) as { sessions?: Array<{ id: string; droidSessionId: string | null }> }).sessions ?? []) {
+    // Snapshot lines hold one record ({"session": …}) after a header counting them ({"sessions": n});
+    // journal lines hold lists ({"sessions": […]}).
+    const value = JSON.parse(line) as { session?: StoredSession; sessions?: StoredSession[] | number };
+    for (const s of Array.isArray(value.sessions) ? value.sessions : value.session ? [value.session] : []) {
       if (s.id === session && s.droidSessionId) id = s.droidSessionId;
     }
   }
@@ -305,7 +309,7 @@ describe('privacy', () => {
     await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: '/root', prompt: marker });
     await server.call('droid_read_session', { session: s, cursor: marker });
 
-    const state = readFileSync(join(ctx.stateDir, 'state.json'), 'utf8');
+    const state = readFileSync(join(ctx.stateDir, 'state.jsonl'), 'utf8');
     const fingerprints = [...state.matchAll(/"fingerprint":"([0-9a-f]{64})"/g)].map((m) => m[1]!);
     const journal = existsSync(join(ctx.stateDir, 'journal.jsonl')) ? readFileSync(join(ctx.stateDir, 'journal.jsonl'), 'utf8') : '';
     fingerprints.push(...[...journal.matchAll(/"fingerprint":"([0-9a-f]{64})"/g)].map((m) => m[1]!));

@@ -377,7 +377,7 @@ describe('durability', () => {
   it('corrupt state is refused and every file is left byte-identical', async () => {
     const stateDir = join(ctx.root, '..', 'corrupt-state');
     mkdirSync(stateDir, { mode: 0o700, recursive: true });
-    writeFileSync(join(stateDir, 'state.json'), '{"version": 1, "sessions": [', { mode: 0o600 });
+    writeFileSync(join(stateDir, 'state.jsonl'), '{"version": 1, "seq": 0, "sessions": 1, "runs": 0}\n{"session": {', { mode: 0o600 });
     const snapshot = () =>
       readdirSync(stateDir)
         .sort()

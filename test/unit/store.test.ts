@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { StoreError } from '../../src/store/errors.js';
 import type { StoreLogger } from '../../src/store/logger.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
+import { STATE_FILE, writeSnapshot } from '../../src/store/snapshot.js';
 import { COMPACT_MIN_LINES, StateStore } from '../../src/store/store.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -93,6 +94,23 @@ async function listing(dir: string): Promise<Record<string, string | null>> {
   }
   await walk('');
   return out;
+}
+
+/** The snapshot's lines: header first, then one record per line; the file ends with a newline. */
+async function snapshotLines(dir: string): Promise<string[]> {
+  const text = await readFile(join(dir, STATE_FILE), 'utf8');
+  expect(text.endsWith('\n')).toBe(true);
+  return text.slice(0, -1).split('\n');
+}
+
+/** The snapshot parsed: its header and its records in file order. */
+async function readSnapshot(dir: string): Promise<{ header: Record<string, unknown>; sessions: SessionRecord[]; runs: RunRecord[] }> {
+  const [header, ...lines] = (await snapshotLines(dir)).map((line) => JSON.parse(line) as Record<string, unknown>);
+  return {
+    header: header!,
+    sessions: lines.filter((l) => 'session' in l).map((l) => l.session as SessionRecord),
+    runs: lines.filter((l) => 'run' in l).map((l) => l.run as RunRecord),
+  };
 }
 
 async function openStore(dir: string, now = () => new Date(T0)): Promise<StateStore> {
@@ -230,7 +248,7 @@ describe('StateStore basics', () => {
     await store.close();
 
     expect((await stat(dir)).mode & 0o777).toBe(0o700);
-    for (const name of ['state.json', 'journal.jsonl', 'owner.json', 'results/r1.json']) {
+    for (const name of ['state.jsonl', 'journal.jsonl', 'owner.json', 'results/r1.json']) {
       expect((await stat(join(dir, name))).mode & 0o777, name).toBe(0o600);
     }
     expect(await readdir(dir)).not.toContain('owner.lock');
@@ -249,9 +267,11 @@ describe('StateStore basics', () => {
     ]);
     expect(store.runByRequestKey('k2')?.id).toBe('r2');
     expect(await readFile(join(dir, 'journal.jsonl'), 'utf8')).toBe('');
-    const snapshot = JSON.parse(await readFile(join(dir, 'state.json'), 'utf8'));
-    expect(snapshot).toMatchObject({ version: 1, seq: 2 });
-    expect(snapshot.runs).toHaveLength(2);
+    const snapshot = await readSnapshot(dir);
+    expect(snapshot.header).toEqual({ version: 1, seq: 2, sessions: 1, runs: 2 });
+    expect(await snapshotLines(dir)).toHaveLength(4);
+    expect(snapshot.sessions.map((s) => s.id)).toEqual(['s1']);
+    expect(snapshot.runs).toEqual([...store.runs.values()]);
     await store.close();
   });
 
@@ -336,8 +356,9 @@ describe('StateStore basics', () => {
     await store.commit({ runs: [run('r1', 's1', 1, { state: 'succeeded', preview: 'final' })] });
     const journal = (await readFile(join(dir, 'journal.jsonl'), 'utf8')).trim().split('\n').filter(Boolean);
     expect(journal.length).toBeLessThan(5);
-    const snapshot = JSON.parse(await readFile(join(dir, 'state.json'), 'utf8'));
-    expect(snapshot.seq).toBeGreaterThan(COMPACT_MIN_LINES);
+    const snapshot = await readSnapshot(dir);
+    expect(snapshot.header.seq).toBeGreaterThan(COMPACT_MIN_LINES);
+    expect(snapshot.header).toMatchObject({ sessions: 1, runs: 1 });
     await store.close();
     const reopened = await openStore(dir);
     expect(reopened.runs.get('r1')).toMatchObject({ state: 'succeeded', preview: 'final' });
@@ -359,9 +380,82 @@ describe('StateStore basics', () => {
     await last.close();
   });
 
+  it('reads and writes files far larger than one read chunk, with lines spanning chunks', async () => {
+    const dir = await stateDir();
+    const store = await openStore(dir);
+    const preview = 'p'.repeat(1500);
+    const big = session('s1', 'r2000', { title: 't'.repeat(3_000_000), labels: ['a', 'b'] });
+    const runs = Array.from({ length: 2000 }, (_, i) => run(`r${i + 1}`, 's1', i + 1, { state: 'succeeded', preview: `${i} ${preview}` }));
+    // One commit: a journal line of several megabytes.
+    await store.commit({ sessions: [big], runs });
+    await store.close();
+    expect((await stat(join(dir, 'journal.jsonl'))).size).toBeGreaterThan(5_000_000);
+
+    const reopened = await openStore(dir); // reads the journal, then compacts it into the snapshot
+    expect(await readFile(join(dir, 'journal.jsonl'), 'utf8')).toBe('');
+    await reopened.close();
+    expect((await stat(join(dir, STATE_FILE))).size).toBeGreaterThan(5_000_000);
+    expect(await snapshotLines(dir)).toHaveLength(2002);
+
+    const last = await openStore(dir); // reads the snapshot
+    expect(last.sessions.get('s1')).toEqual(big);
+    expect(last.runsBySession('s1')).toEqual(runs);
+    await last.close();
+  });
+
+  it('holds loaded records deeply frozen and equal to what was committed', async () => {
+    const dir = await stateDir();
+    const store = await openStore(dir);
+    const s = session('s1', 'r2', { labels: ['x', 'y'], title: 'same', factoryTitle: 'same' });
+    const r1 = run('r1', 's1', 1, {
+      state: 'failed',
+      error: { code: 'boom', message: 'it broke', retryable: true },
+      usage: { inputTokens: 1, outputTokens: 2, cacheCreationTokens: 3, cacheReadTokens: 4, thinkingTokens: 5, factoryCredits: null },
+      permissionsDeclined: [{ tool: 'Edit', summary: 'edit a.txt' }],
+      questions: [{ topic: 'scope', question: 'which?', options: ['a', 'b'] }],
+      events: [{ at: T0, kind: 'tool_started', detail: 'Read a.txt' }],
+      reason: 'completed',
+      startedAt: T0,
+      endedAt: T0,
+    });
+    const r2 = run('r2', 's1', 2, {
+      state: 'cancelled',
+      cancelReason: 'predecessor_failed',
+      predecessorFailure: { runId: 'r1', state: 'failed', error: { code: 'boom', message: 'it broke', retryable: true } },
+      endedAt: T0,
+    });
+    await store.commit({ sessions: [s], runs: [r1, r2] });
+    await store.close();
+    const reopened = await openStore(dir);
+    expect(reopened.sessions.get('s1')).toEqual(s);
+    expect(reopened.runs.get('r1')).toEqual(r1);
+    expect(reopened.runs.get('r2')).toEqual(r2);
+    const loaded = reopened.runs.get('r2')!;
+    const frozen = (value: unknown): void => {
+      expect(Object.isFrozen(value)).toBe(true);
+      if (typeof value === 'object' && value !== null) for (const child of Object.values(value)) frozen(child);
+    };
+    for (const record of [...reopened.sessions.values(), ...reopened.runs.values()]) frozen(record);
+    expect(() => {
+      (loaded.settings as { model: string }).model = 'other';
+    }).toThrow(TypeError);
+    expect(() => loaded.permissionsDeclined.push({ tool: 'x', summary: '' })).toThrow(TypeError);
+    expect(reopened.runs.get('r1')!.settings.model).toBe('model-a');
+    await reopened.close();
+  });
+
+  it('a snapshot write that fails part-way leaves the old snapshot and no temp file', async () => {
+    const dir = await seeded();
+    await (await openStore(dir)).close();
+    const before = await listing(dir);
+    const liar = { size: 5, values: () => [session('s1', 'r1')] };
+    await expect(writeSnapshot(dir, 9, liar, new Map())).rejects.toThrow(/announced 5 session records but listed 1/);
+    expect(await listing(dir)).toEqual(before);
+  });
+
   it('removes temp files left by an interrupted atomic write', async () => {
     const dir = await seeded();
-    await writeFile(join(dir, '.state.json.abc123.tmp'), 'half');
+    await writeFile(join(dir, '.state.jsonl.abc123.tmp'), 'half');
     await writeFile(join(dir, 'results', '.r1.json.abc123.tmp'), 'half');
     const store = await openStore(dir);
     await store.close();
@@ -493,7 +587,9 @@ describe('refusing damaged state, leaving it untouched', () => {
     return dir;
   }
   const journalPath = (dir: string): string => join(dir, 'journal.jsonl');
-  const statePath = (dir: string): string => join(dir, 'state.json');
+  const statePath = (dir: string): string => join(dir, STATE_FILE);
+  /** Folds the journal into the snapshot, so every record is in it. */
+  const compacted = async (d: string): Promise<void> => (await openStore(d)).close();
 
   it('corrupt snapshot', async () => {
     const dir = await damaged((d) => writeFile(statePath(d), '{"version":1,"seq":0,'));
@@ -503,7 +599,7 @@ describe('refusing damaged state, leaving it untouched', () => {
   });
 
   it('unknown version', async () => {
-    const dir = await damaged((d) => writeFile(statePath(d), JSON.stringify({ version: 2, seq: 0, sessions: [], runs: [] })));
+    const dir = await damaged((d) => writeFile(statePath(d), JSON.stringify({ version: 2, seq: 0, sessions: 0, runs: 0 }) + '\n'));
     const err = await expectRefusedUntouched(dir, 'state_version_unsupported');
     expect(err.message).toContain('version 2');
   });
@@ -539,15 +635,134 @@ describe('refusing damaged state, leaving it untouched', () => {
 
   it('invalid record in the snapshot', async () => {
     const dir = await damaged(async (d) => {
-      const store = await openStore(d); // fold the journal into state.json
-      await store.close();
-      const snap = JSON.parse(await readFile(statePath(d), 'utf8'));
-      snap.runs[1].state = 'exploded';
-      await writeFile(statePath(d), JSON.stringify(snap));
+      await compacted(d);
+      const lines = await snapshotLines(d);
+      // header, session s1, run r1, run r2
+      const entry = JSON.parse(lines[3]!);
+      entry.run.state = 'exploded';
+      lines[3] = JSON.stringify(entry);
+      await writeFile(statePath(d), lines.join('\n') + '\n');
     });
     const err = await expectRefusedUntouched(dir, 'state_corrupt');
-    expect(err.message).toContain(`${statePath(dir)} runs[1]`);
+    expect(err.message).toContain(`${statePath(dir)} line 4 (id "r2")`);
     expect(err.message).toContain('state');
+  });
+
+  it('record with an unknown field in the snapshot', async () => {
+    const dir = await damaged(async (d) => {
+      await compacted(d);
+      const lines = await snapshotLines(d);
+      lines[1] = lines[1]!.replace('"archived":false', '"archived":false,"prompt":"secret"');
+      await writeFile(statePath(d), lines.join('\n') + '\n');
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(dir)} line 2 (id "s1") is not a valid record`);
+  });
+
+  it('snapshot cut at a line end (fewer records than its header announces)', async () => {
+    const dir = await damaged(async (d) => {
+      await compacted(d);
+      const lines = await snapshotLines(d);
+      await writeFile(statePath(d), lines.slice(0, -1).join('\n') + '\n');
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(dir)} is truncated: its header announces 1 sessions and 2 runs, but it ends after 2 complete record lines`);
+  });
+
+  it('snapshot cut in the middle of a line', async () => {
+    const dir = await damaged(async (d) => {
+      await compacted(d);
+      const text = await readFile(statePath(d), 'utf8');
+      await writeFile(statePath(d), text.slice(0, -20));
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain('ends after 2 complete record lines and a partial one');
+  });
+
+  it('snapshot with more records than its header announces, or a record twice', async () => {
+    const dir = await damaged(async (d) => {
+      await compacted(d);
+      const lines = await snapshotLines(d);
+      await writeFile(statePath(d), [...lines, lines[3]].join('\n') + '\n');
+    });
+    let err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(dir)} line 5 is past the last record`);
+
+    const lines = await snapshotLines(dir);
+    lines[0] = JSON.stringify({ version: 1, seq: 2, sessions: 1, runs: 3 });
+    await writeFile(statePath(dir), lines.join('\n') + '\n');
+    err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(dir)} line 5: run r2 appears twice`);
+  });
+
+  it('snapshot records out of place (a run where a session belongs)', async () => {
+    const dir = await damaged(async (d) => {
+      await compacted(d);
+      const lines = await snapshotLines(d);
+      [lines[1], lines[2]] = [lines[2]!, lines[1]!];
+      await writeFile(statePath(d), lines.join('\n') + '\n');
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(dir)} line 2 is not a session line`);
+  });
+
+  it('snapshot whose first line is not a header', async () => {
+    const long = await damaged(async (d) => {
+      await compacted(d);
+      // Like a single-document snapshot under the new name: refused without reading the whole line.
+      await writeFile(statePath(d), JSON.stringify({ version: 1, seq: 2, sessions: [], runs: [], pad: 'x'.repeat(10_000) }));
+    });
+    let err = await expectRefusedUntouched(long, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(long)} does not start with a snapshot header (line 1 is longer than 4096 bytes)`);
+
+    const wrong = await damaged(async (d) => {
+      await compacted(d);
+      const lines = await snapshotLines(d);
+      lines[0] = JSON.stringify({ version: 1, seq: 2, sessions: [], runs: [] });
+      await writeFile(statePath(d), lines.join('\n') + '\n');
+    });
+    err = await expectRefusedUntouched(wrong, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(wrong)} line 1 is not a snapshot header`);
+
+    const empty = await damaged((d) => writeFile(statePath(d), ''));
+    err = await expectRefusedUntouched(empty, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(empty)} is empty`);
+  });
+
+  it('snapshot line that is not UTF-8', async () => {
+    const dir = await damaged(async (d) => {
+      await compacted(d);
+      const bytes = await readFile(statePath(d));
+      const at = bytes.indexOf('"preview":"') + '"preview":"'.length;
+      await writeFile(statePath(d), Buffer.concat([bytes.subarray(0, at), Buffer.from([0xff]), bytes.subarray(at)]));
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(dir)} line 3 is not valid UTF-8`);
+  });
+
+  it('broken invariant within the snapshot, named by its line', async () => {
+    const dir = await damaged(async (d) => {
+      await compacted(d);
+      const lines = await snapshotLines(d);
+      lines[3] = lines[3]!.replace('"sessionId":"s1"', '"sessionId":"ghost"');
+      await writeFile(statePath(d), lines.join('\n') + '\n');
+    });
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${statePath(dir)} line 4: run r2 belongs to session ghost, which does not exist`);
+  });
+
+  it('snapshot in the single-document layout of a pre-release build', async () => {
+    const old = JSON.stringify({ version: 1, seq: 0, sessions: [session('s1', 'r1')], runs: [run('r1', 's1', 1)] });
+    const alone = await stateDir();
+    await mkdir(alone, { mode: 0o700 });
+    await writeFile(join(alone, 'state.json'), old, { mode: 0o600 });
+    let err = await expectRefusedUntouched(alone, 'state_version_unsupported');
+    expect(err.message).toContain(`${join(alone, 'state.json')} is a snapshot in the single-document layout`);
+    expect(err.message).toContain('reads only state.jsonl');
+
+    const beside = await damaged((d) => writeFile(join(d, 'state.json'), old));
+    err = await expectRefusedUntouched(beside, 'state_version_unsupported');
+    expect(err.message).toContain('single-document layout');
   });
 
   it('record with an unknown field in the journal', async () => {
