@@ -303,6 +303,15 @@ export class SessionController {
     }
     if (!interrupt) this.assertQueueRoom(session.id);
     else this.assertQueueRoom(null);
+    // The workspace is fixed for the session: it must still be approved and
+    // still resolve to the same directory (no symlink swapped in since).
+    if ((await this.deps.resolveWorkspace(session.workspace)) !== session.workspace) {
+      throw new ControllerError(
+        'workspace_changed',
+        "the session's workspace no longer resolves to the directory it was created in",
+        'Start a new session in the intended directory; a session never moves between directories.',
+      );
+    }
 
     const previous = runs[runs.length - 1]!.settings;
     const settings = resolveLaunchSettings(input, previous, this.deps.policy, await this.deps.models());

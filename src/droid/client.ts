@@ -64,6 +64,7 @@ export interface DecisionLog {
 }
 
 export const MAX_DECISIONS = 50;
+const CLOSE_SESSION_TIMEOUT_MS = 500;
 
 /** `off` is read-only Spec mode; every other level is auto mode at that level. */
 export function settingsFor(autonomy: Autonomy): Pick<SessionSettings, 'autonomyLevel' | 'interactionMode'> {
@@ -145,7 +146,8 @@ export class DroidClient {
   async shutdown(exitWaitMs = 300): Promise<void> {
     const { connection, child } = this.process;
     if (!connection.closed) {
-      await connection.request('droid.close_session', {}, 2_000).catch(() => undefined);
+      // Answered in milliseconds when droid is healthy; a hung droid must not delay the kill.
+      await connection.request('droid.close_session', {}, CLOSE_SESSION_TIMEOUT_MS).catch(() => undefined);
     }
     child.stdin.end();
     if (await settlesWithin(this.process.exited, exitWaitMs)) return;

@@ -44,6 +44,8 @@ interface FakeTurn {
 
 function setup(over: { maxConcurrentRuns?: number } = {}) {
   const store = new MemoryStore();
+  /** Workspaces whose real path changed since (a symlink swapped in). */
+  const moved = new Map<string, string>();
   const turns: FakeTurn[] = [];
   const catalog: CatalogModel[] = [{ id: 'm1', supportedReasoningEfforts: ['low', 'high'], defaultReasoningEffort: 'low' }];
   const startWorker = (spec: TurnSpec, options: WorkerOptions): WorkerHandle => {
@@ -74,7 +76,7 @@ function setup(over: { maxConcurrentRuns?: number } = {}) {
     models: async () => catalog,
     resolveWorkspace: async (p) => {
       if (!p.startsWith('/ok')) throw new ControllerError('workspace_not_approved', 'no', 'add it');
-      return p;
+      return moved.get(p) ?? p;
     },
     startWorker,
     policy: { defaultModel: 'm1', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: 'high' },
@@ -86,7 +88,7 @@ function setup(over: { maxConcurrentRuns?: number } = {}) {
     replyBackConfigured: false,
     log: quiet,
   });
-  return { store, turns, controller };
+  return { store, turns, controller, moved };
 }
 
 const tick = async (n = 5) => {
@@ -246,6 +248,18 @@ describe('SessionController', () => {
     await expect(controller.create({ requestKey: 'r', workspace: '/ok/a', prompt: 'p', replyTo: 'T-1' })).rejects.toMatchObject({ code: 'reply_back_unavailable' });
     await expect(create(controller, 'r2', '/etc')).rejects.toMatchObject({ code: 'workspace_not_approved' });
     expect(store.commits).toBe(0);
+  });
+
+  it('refuses a follow-up when the workspace no longer resolves to the recorded directory', async () => {
+    const { controller, turns, moved } = setup();
+    const a = await create(controller, 'k1', '/ok/a');
+    await tick();
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    moved.set('/ok/a', '/ok/elsewhere');
+    await expect(controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'p' })).rejects.toMatchObject({ code: 'workspace_changed' });
+    await tick();
+    expect(turns).toHaveLength(1);
   });
 
   it('wait returns timedOut without failing when work continues', async () => {
