@@ -42,7 +42,7 @@ afterAll(async () => {
 });
 
 describe('HTTP transport, built server', () => {
-  it('create → wait → status through the SDK Streamable HTTP client, with the turn really run by droid', async () => {
+  it('create → wait → status → read through the SDK Streamable HTTP client, with the turn really run by droid', async () => {
     server = await startHttpServer(ctx.config, ctx.env);
     // Same tools as stdio.
     const { tools } = await server.client.listTools();
@@ -74,6 +74,15 @@ describe('HTTP transport, built server', () => {
     expect(status.latestRun.usage!.inputTokens).toBeGreaterThan(0);
     expect(status.preview).toContain('tool said:');
     expect(readFileSync(file, 'utf8')).toBe('over http\n');
+
+    const history = await server.ok<{ items: Array<{ type: string; tool?: string; text?: string }>; nextCursor: string | null; historyAvailable: boolean }>(
+      'droid_read_session',
+      { session: accepted.metadata.session },
+    );
+    expect(history.historyAvailable).toBe(true);
+    expect(history.nextCursor).toBeNull();
+    expect(history.items.map((i) => i.type)).toEqual(['tool_call', 'assistant_text']);
+    expect(history.items[0]).toMatchObject({ tool: 'Create' });
 
     // Same results as stdio: a replayed request key returns the same session and run.
     const replay = await server.ok<Acceptance>('droid_create_session', {
