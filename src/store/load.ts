@@ -89,7 +89,7 @@ export async function loadState(dir: string): Promise<LoadedState> {
     let scan;
     try {
       scan = await forEachLine(journalFile, {
-        refuse: (n, problem) => refuse(`${journalPath} ${problem}`),
+        refuse: (_line, problem) => refuse(`${journalPath} ${problem}`),
         onLine(line, n) {
           const where = `${journalPath} line ${n}`;
           const entry = journalEntrySchema.safeParse(parseJson(line, (problem) => refuse(`${where} is not valid JSON (${problem})`)));

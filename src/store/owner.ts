@@ -12,7 +12,7 @@
  * The startup lock serializes that decide-then-claim sequence between racing
  * start-ups, which is what makes recovering a dead owner safe.
  */
-import { readFile, rm, stat } from 'node:fs/promises';
+import { rm, stat } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import lockfile from 'proper-lockfile';
@@ -21,7 +21,7 @@ import { writeFileAtomic } from './atomic.js';
 import { errCode } from './errno.js';
 import { StoreError } from './errors.js';
 import type { StoreLogger } from './logger.js';
-import { describeIssue } from './schemas.js';
+import { readJsonFile } from './json-file.js';
 
 export const OWNER_FILE = 'owner.json';
 export const OWNER_LOCK = 'owner.lock';
@@ -219,28 +219,12 @@ export async function beginOwnership(dir: string, opts: OwnershipOptions): Promi
   }
 }
 
-async function readOwnerRecord(dir: string): Promise<OwnerRecord | undefined> {
-  const path = join(dir, OWNER_FILE);
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    if (errCode(err) === 'ENOENT') return undefined;
-    throw err;
-  }
-  let problem: string;
-  try {
-    const parsed = ownerRecordSchema.safeParse(JSON.parse(text));
-    if (parsed.success) return parsed.data;
-    problem = describeIssue(parsed.error);
-  } catch (err) {
-    problem = err instanceof Error ? err.message : String(err);
-  }
-  throw new StoreError(
-    'state_corrupt',
-    `owner record ${path} is unreadable (${problem})`,
-    `If no controller is using ${dir}, restore ${OWNER_FILE} from backup or remove it, then start again`,
-  );
+function readOwnerRecord(dir: string): Promise<OwnerRecord | undefined> {
+  return readJsonFile(join(dir, OWNER_FILE), {
+    schema: ownerRecordSchema,
+    what: 'owner record',
+    action: `If no controller is using ${dir}, restore ${OWNER_FILE} from backup or remove it, then start again`,
+  });
 }
 
 function lockedByUnknown(dir: string): StoreError {

@@ -19,7 +19,7 @@
  * a lean, frozen form (pool.ts), so memory follows the records kept, not the
  * size of the files.
  */
-import { mkdir, open, readdir, readFile, unlink, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readdir, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
 import { appendDurable, FILE_MODE, fsyncDir, TEMP_SUFFIX, writeFileAtomic } from './atomic.js';
@@ -32,6 +32,7 @@ import { beginOwnership, type Ownership } from './owner.js';
 import { RecordPool } from './pool.js';
 import type { RunRecord, RunResultFile, SessionRecord } from './records.js';
 import { planCrashRecovery, type RecoverySummary } from './recovery.js';
+import { readJsonFile } from './json-file.js';
 import { describeIssue, runRecordSchema, runResultFileSchema, sessionRecordSchema } from './schemas.js';
 import { writeSnapshot } from './snapshot.js';
 import { DIR_MODE, prepareStateDir } from './state-dir.js';
@@ -179,27 +180,12 @@ export class StateStore {
   /** The run's result file, or undefined if none was written. */
   async readResult(runId: string): Promise<RunResultFile | undefined> {
     if (!SAFE_ID.test(runId)) return undefined;
-    const path = this.#resultPath(runId);
-    let text: string;
-    try {
-      text = await readFile(path, 'utf8');
-    } catch (err) {
-      if (errCode(err) === 'ENOENT') return undefined;
-      throw err;
-    }
-    let problem: string;
-    try {
-      const parsed = runResultFileSchema.safeParse(JSON.parse(text));
-      if (parsed.success && parsed.data.runId === runId) return parsed.data;
-      problem = parsed.success ? `it names run ${parsed.data.runId}` : describeIssue(parsed.error);
-    } catch (err) {
-      problem = err instanceof Error ? err.message : String(err);
-    }
-    throw new StoreError(
-      'state_corrupt',
-      `result file ${path} is unreadable (${problem})`,
-      `Restore it from a backup; the run's record is unaffected`,
-    );
+    return readJsonFile(this.#resultPath(runId), {
+      schema: runResultFileSchema,
+      problemWith: (result) => (result.runId === runId ? undefined : `it names run ${result.runId}`),
+      what: 'result file',
+      action: "Restore it from a backup; the run's record is unaffected",
+    });
   }
 
   /** Waits for pending writes, then gives up ownership. Idempotent. */

@@ -10,7 +10,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { privateDir, SERVER_ENTRY, type RunningServer, type ToolOutcome } from './mcp-server.js';
+import { privateDir, SERVER_ENTRY, toolCaller, type RunningServer } from './mcp-server.js';
 
 export interface RunningHttpServer extends RunningServer {
   port: number;
@@ -151,15 +151,7 @@ async function connectClient(
   const url = `http://127.0.0.1:${port}/mcp`;
   const client = new Client({ name: 'droid-mcp-e2e-http', version: '0.0.0' });
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
-  const call = async (name: string, args: Record<string, unknown> = {}): Promise<ToolOutcome> => {
-    const result = await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
-    const content = (result.content as Array<{ type: string; text?: string }> | undefined) ?? [];
-    const text = content.map((c) => c.text ?? '').join('');
-    const isError = result.isError === true;
-    // Rejections carry {error: {...}} as JSON text (see src/mcp/server.ts), exactly as over stdio.
-    const structured = isError ? (JSON.parse(text) as Record<string, unknown>) : ((result.structuredContent as Record<string, unknown>) ?? {});
-    return { isError, structured, text };
-  };
+  const { call, ok } = toolCaller(client);
   const stop = async () => {
     await client.close();
     await stopProcess(child);
@@ -173,11 +165,7 @@ async function connectClient(
     token,
     stderr,
     call,
-    async ok<T>(name: string, args: Record<string, unknown> = {}) {
-      const outcome = await call(name, args);
-      if (outcome.isError) throw new Error(`${name} failed: ${outcome.text}`);
-      return outcome.structured as T;
-    },
+    ok,
     close: stop,
     stop,
   };

@@ -29,6 +29,25 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** Tool calls as tests want them, for any transport's client. */
+export function toolCaller(client: Client): Pick<RunningServer, 'call' | 'ok'> {
+  const call = async (name: string, args: Record<string, unknown> = {}): Promise<ToolOutcome> => {
+    const result = await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
+    const content = (result.content as Array<{ type: string; text?: string }> | undefined) ?? [];
+    const text = content.map((c) => c.text ?? '').join('');
+    const isError = result.isError === true;
+    // Rejections carry {error: {...}} as JSON text (see src/mcp/server.ts).
+    const structured = isError ? (JSON.parse(text) as Record<string, unknown>) : ((result.structuredContent as Record<string, unknown>) ?? {});
+    return { isError, structured, text };
+  };
+  async function ok<T = Record<string, unknown>>(name: string, args: Record<string, unknown> = {}): Promise<T> {
+    const outcome = await call(name, args);
+    if (outcome.isError) throw new Error(`${name} failed: ${outcome.text}`);
+    return outcome.structured as T;
+  }
+  return { call, ok };
+}
+
 export function writeConfig(dir: string, config: Record<string, unknown>): string {
   const path = join(dir, `config-${Math.random().toString(36).slice(2)}.json`);
   writeFileSync(path, JSON.stringify(config, null, 2), { mode: 0o600 });
@@ -53,25 +72,13 @@ export async function startServer(configPath: string, env: Record<string, string
   });
   const client = new Client({ name: 'droid-mcp-e2e', version: '0.0.0' });
   await client.connect(transport);
-  const call = async (name: string, args: Record<string, unknown> = {}): Promise<ToolOutcome> => {
-    const result = await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
-    const content = (result.content as Array<{ type: string; text?: string }> | undefined) ?? [];
-    const text = content.map((c) => c.text ?? '').join('');
-    const isError = result.isError === true;
-    // Rejections carry {error: {...}} as JSON text (see src/mcp/server.ts).
-    const structured = isError ? (JSON.parse(text) as Record<string, unknown>) : ((result.structuredContent as Record<string, unknown>) ?? {});
-    return { isError, structured, text };
-  };
+  const { call, ok } = toolCaller(client);
   return {
     client,
     pid: transport.pid ?? -1,
     stderr: () => stderr,
     call,
-    async ok<T>(name: string, args: Record<string, unknown> = {}) {
-      const outcome = await call(name, args);
-      if (outcome.isError) throw new Error(`${name} failed: ${outcome.text}`);
-      return outcome.structured as T;
-    },
+    ok,
     close: () => client.close(),
   };
 }

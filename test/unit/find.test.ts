@@ -7,6 +7,7 @@ import { ControllerError } from '../../src/controller/errors.js';
 import { findSessions, parseInstant, SessionIndex, type FindFilters, type SessionSummary } from '../../src/controller/find.js';
 import { encodeCursor } from '../../src/controller/history.js';
 import type { SessionRecord } from '../../src/store/records.js';
+import { expectRejection } from '../support/assertions.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
 
@@ -32,19 +33,6 @@ const idle = (): SessionSummary => ({ agentState: 'idle', preview: '' });
 
 function ids(sessions: readonly SessionRecord[]): string[] {
   return sessions.map((s) => s.id);
-}
-
-function rejection(fn: () => unknown, code: string): ControllerError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(ControllerError);
-    const e = err as ControllerError;
-    expect(e.code).toBe(code);
-    expect(e.action.length).toBeGreaterThan(10);
-    return e;
-  }
-  throw new Error(`expected ${code}`);
 }
 
 /** Every page of a query, following nextCursor. */
@@ -189,7 +177,7 @@ describe('ordering and pagination', () => {
   });
 
   it('rejects limits outside 1..100', () => {
-    for (const limit of [0, 101, 2.5, -3, Number.NaN]) rejection(() => findSessions(sessions, idle, {}, undefined, limit), 'invalid_arguments');
+    for (const limit of [0, 101, 2.5, -3, Number.NaN]) expectRejection(() => findSessions(sessions, idle, {}, undefined, limit), 'invalid_arguments');
   });
 });
 
@@ -223,7 +211,7 @@ describe('cursors', () => {
     ['a state', { ...filters, state: 'idle' as const }],
     ['archived', { ...filters, archived: true }],
   ])('rejects a cursor used with %s', (_name, changed) => {
-    rejection(() => findSessions(sessions, idle, changed, cursor, 3), 'invalid_cursor');
+    expectRejection(() => findSessions(sessions, idle, changed, cursor, 3), 'invalid_cursor');
   });
 
   it.each([
@@ -234,7 +222,7 @@ describe('cursors', () => {
     ['a bad date', reencode(cursor, { createdAt: 'soon' })],
     ['no id', reencode(cursor, { id: 7 })],
   ])('rejects %s', (_name, bad) => {
-    rejection(() => findSessions(sessions, idle, filters, bad, 3), 'invalid_cursor');
+    expectRejection(() => findSessions(sessions, idle, filters, bad, 3), 'invalid_cursor');
   });
 
   it('does not reveal the query', () => {
@@ -272,7 +260,7 @@ describe('filters', () => {
     expect(ids(findSessions(sessions, idle, { workspace: '/a/b/c/d' }).sessions)).toEqual(['s-0005']);
     expect(findSessions(sessions, idle, { workspace: '/' }).sessions).toHaveLength(5);
     expect(findSessions(sessions, idle, { workspace: '/x' }).sessions).toHaveLength(0);
-    for (const workspace of ['a/b', '', '../a']) rejection(() => findSessions(sessions, idle, { workspace }), 'invalid_arguments');
+    for (const workspace of ['a/b', '', '../a']) expectRejection(() => findSessions(sessions, idle, { workspace }), 'invalid_arguments');
   });
 
   it('requires every listed label', () => {
@@ -280,7 +268,7 @@ describe('filters', () => {
     expect(ids(findSessions(sessions, idle, { labels: ['bug'] }).sessions)).toEqual(['s-0002', 's-0001']);
     expect(ids(findSessions(sessions, idle, { labels: ['bug', 'web'] }).sessions)).toEqual(['s-0002']);
     expect(ids(findSessions(sessions, idle, { labels: [] }).sessions)).toHaveLength(4);
-    for (const labels of [['Bug'], ['has space'], [''], ['x'.repeat(51)]]) rejection(() => findSessions(sessions, idle, { labels }), 'invalid_arguments');
+    for (const labels of [['Bug'], ['has space'], [''], ['x'.repeat(51)]]) expectRejection(() => findSessions(sessions, idle, { labels }), 'invalid_arguments');
   });
 
   it('filters by agent state through the view', () => {
@@ -290,7 +278,7 @@ describe('filters', () => {
     expect(ids(findSessions(sessions, view, { state: 'idle' }).sessions)).toEqual(['s-0004', 's-0002']);
     expect(ids(findSessions(sessions, view, { state: 'working' }).sessions)).toEqual(['s-0001']);
     expect(ids(findSessions(sessions, view, { state: 'unknown' }).sessions)).toEqual(['s-0003']);
-    rejection(() => findSessions(sessions, view, { state: 'busy' as 'idle' }), 'invalid_arguments');
+    expectRejection(() => findSessions(sessions, view, { state: 'busy' as 'idle' }), 'invalid_arguments');
   });
 
   it('matches the query case-insensitively in the title, the labels or the preview, and nowhere else', () => {
@@ -371,20 +359,20 @@ describe('filters', () => {
 
   it('rejects inverted ranges and unparsable dates', () => {
     const sessions = [session(1)];
-    rejection(() => findSessions(sessions, idle, { after: '2030-01-02', before: '2030-01-01' }), 'invalid_arguments');
-    rejection(() => findSessions(sessions, idle, { after: '2030-01-01T00:00:00Z', before: '2030-01-01' }), 'invalid_arguments');
+    expectRejection(() => findSessions(sessions, idle, { after: '2030-01-02', before: '2030-01-01' }), 'invalid_arguments');
+    expectRejection(() => findSessions(sessions, idle, { after: '2030-01-01T00:00:00Z', before: '2030-01-01' }), 'invalid_arguments');
     for (const bad of ['yesterday', '2030-02-30', '2030-13-01', '2030-01-01T10:00', '2030-01-01T24:00Z', '2030-01-01 10:00Z', '1/2/2030', '']) {
-      const e = rejection(() => findSessions(sessions, idle, { after: bad }), 'invalid_arguments');
+      const e = expectRejection(() => findSessions(sessions, idle, { after: bad }), 'invalid_arguments');
       expect(e.message).toContain('after');
-      rejection(() => findSessions(sessions, idle, { before: bad }), 'invalid_arguments');
+      expectRejection(() => findSessions(sessions, idle, { before: bad }), 'invalid_arguments');
     }
   });
 
   it('rejects malformed filter values', () => {
     const sessions = [session(1)];
-    rejection(() => findSessions(sessions, idle, { archived: 'yes' as unknown as boolean }), 'invalid_arguments');
-    rejection(() => findSessions(sessions, idle, { query: 5 as unknown as string }), 'invalid_arguments');
-    rejection(() => findSessions(sessions, idle, { labels: 'bug' as unknown as string[] }), 'invalid_arguments');
+    expectRejection(() => findSessions(sessions, idle, { archived: 'yes' as unknown as boolean }), 'invalid_arguments');
+    expectRejection(() => findSessions(sessions, idle, { query: 5 as unknown as string }), 'invalid_arguments');
+    expectRejection(() => findSessions(sessions, idle, { labels: 'bug' as unknown as string[] }), 'invalid_arguments');
   });
 });
 

@@ -3,11 +3,11 @@
  * incomplete, and cursors that visit every item once and survive new turns.
  */
 import { describe, expect, it } from 'vitest';
-import { ControllerError } from '../../src/controller/errors.js';
 import { encodeCursor, pageHistory, type HistoryInput, type HistoryItem } from '../../src/controller/history.js';
 import type { TranscriptEntry } from '../../src/droid/turn-collector.js';
 import type { RunRecord, RunResultFile } from '../../src/store/records.js';
 import { runRecord } from '../support/records.js';
+import { expectRejection } from '../support/assertions.js';
 
 const SESSION = 'sess-1';
 const AT = '2030-01-01T00:00:00.000Z';
@@ -36,19 +36,6 @@ function input(runs: RunRecord[], results: RunResultFile[], over: Partial<Histor
     livePartialText: new Map(),
     ...over,
   };
-}
-
-function rejection(fn: () => unknown, code: string): ControllerError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(ControllerError);
-    const e = err as ControllerError;
-    expect(e.code).toBe(code);
-    expect(e.action.length).toBeGreaterThan(10);
-    return e;
-  }
-  throw new Error(`expected ${code}`);
 }
 
 /** Follows nextCursor from the start, checking each page's size. */
@@ -268,7 +255,7 @@ describe('pagination', () => {
     expect(first.items).toHaveLength(25);
     expect(first.nextCursor).not.toBeNull();
     expect(pageHistory({ ...base, limit: 100 }).items).toHaveLength(30);
-    for (const limit of [0, -1, 101, 1.5, Number.NaN]) rejection(() => pageHistory({ ...base, limit }), 'invalid_arguments');
+    for (const limit of [0, -1, 101, 1.5, Number.NaN]) expectRejection(() => pageHistory({ ...base, limit }), 'invalid_arguments');
   });
 
   it('gives no cursor when the page ends exactly at the last item', () => {
@@ -361,13 +348,13 @@ describe('bad cursors', () => {
     ['string seq', forge({ q: '1' })],
     ['past the end of its turn', forge({ q: 1, i: 4 })],
   ])('rejects %s', (_name, cursor) => {
-    const e = rejection(() => pageHistory({ ...base, cursor }), 'invalid_cursor');
+    const e = expectRejection(() => pageHistory({ ...base, cursor }), 'invalid_cursor');
     expect(e.retryable).toBe(false);
     expect(e.message).not.toContain(SESSION);
   });
 
   it('rejects a cursor of this session used with another session', () => {
-    rejection(() => pageHistory({ ...base, sessionId: 'sess-2', runs: [], cursor: good }), 'invalid_cursor');
+    expectRejection(() => pageHistory({ ...base, sessionId: 'sess-2', runs: [], cursor: good }), 'invalid_cursor');
   });
 
   it('accepts the position just past a turn (its live partial text has gone)', () => {

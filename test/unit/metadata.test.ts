@@ -3,10 +3,10 @@
  * nothing but title, labels, archive flag and updatedAt is ever touched.
  */
 import { describe, expect, it } from 'vitest';
-import { ControllerError } from '../../src/controller/errors.js';
 import { applySessionUpdate, MAX_LABELS, normalizeLabels, type SessionUpdate } from '../../src/controller/metadata.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
 import { runRecord } from '../support/records.js';
+import { expectRejection } from '../support/assertions.js';
 
 const CREATED = '2030-01-01T00:00:00.000Z';
 const NOW = '2030-01-02T00:00:00.000Z';
@@ -33,19 +33,6 @@ function run(state: RunState, id = `r-${state}`): RunRecord {
 
 const settled = [run('succeeded'), run('failed'), run('cancelled'), run('unknown')];
 
-function rejection(fn: () => unknown, code: string): ControllerError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(ControllerError);
-    const e = err as ControllerError;
-    expect(e.code).toBe(code);
-    expect(e.action.length).toBeGreaterThan(10);
-    return e;
-  }
-  throw new Error(`expected ${code}`);
-}
-
 const update = (u: SessionUpdate, runs: RunRecord[] = settled) => applySessionUpdate(base, runs, u, NOW);
 const labels = (n: number, prefix = 'l') => Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(2, '0')}`);
 
@@ -56,7 +43,7 @@ describe('applySessionUpdate', () => {
   });
 
   it('rejects empty, blank and overlong titles', () => {
-    for (const title of ['', '   ', 'x'.repeat(201)]) rejection(() => update({ title }), 'invalid_arguments');
+    for (const title of ['', '   ', 'x'.repeat(201)]) expectRejection(() => update({ title }), 'invalid_arguments');
     expect(update({ title: 'x'.repeat(200) }).title).toHaveLength(200);
   });
 
@@ -68,42 +55,42 @@ describe('applySessionUpdate', () => {
 
   it('rejects labels that break the label rule, naming the label', () => {
     for (const label of ['Bug', 'has space', '-lead', '.lead', '', 'x'.repeat(51), 'ünï']) {
-      const e = rejection(() => update({ labels: { add: [label] } }), 'invalid_arguments');
+      const e = expectRejection(() => update({ labels: { add: [label] } }), 'invalid_arguments');
       expect(e.message).toContain('lowercase');
-      rejection(() => update({ labels: { remove: [label] } }), 'invalid_arguments');
+      expectRejection(() => update({ labels: { remove: [label] } }), 'invalid_arguments');
     }
     expect(update({ labels: { add: ['x'.repeat(50)] } }).labels).toContain('x'.repeat(50));
   });
 
   it('rejects a label both added and removed', () => {
-    const e = rejection(() => update({ labels: { add: ['ops', 'api'], remove: ['api'] } }), 'invalid_arguments');
+    const e = expectRejection(() => update({ labels: { add: ['ops', 'api'], remove: ['api'] } }), 'invalid_arguments');
     expect(e.message).toContain('"api"');
   });
 
   it('allows at most 20 labels after the change', () => {
     expect(update({ labels: { add: labels(18) } }).labels).toHaveLength(20);
-    rejection(() => update({ labels: { add: labels(19) } }), 'too_many_labels');
+    expectRejection(() => update({ labels: { add: labels(19) } }), 'too_many_labels');
     // Removing in the same update makes room.
     expect(update({ labels: { add: labels(20), remove: ['bug', 'web'] } }).labels).toHaveLength(MAX_LABELS);
     // A session already at the limit can swap one label for another.
     const full = { ...base, labels: labels(20) };
     expect(applySessionUpdate(full, settled, { labels: { add: ['new'], remove: ['l00'] } }, NOW).labels).toHaveLength(20);
-    rejection(() => applySessionUpdate(full, settled, { labels: { add: ['new'] } }, NOW), 'too_many_labels');
+    expectRejection(() => applySessionUpdate(full, settled, { labels: { add: ['new'] } }, NOW), 'too_many_labels');
     // Re-adding existing labels is not growth.
     expect(applySessionUpdate(full, settled, { labels: { add: ['l00', 'l19'] } }, NOW).labels).toEqual(labels(20));
   });
 
   it('rejects an update that changes nothing', () => {
     for (const u of [{}, { labels: {} }, { labels: { add: [], remove: [] } }, { title: undefined }] as SessionUpdate[]) {
-      rejection(() => update(u), 'invalid_arguments');
+      expectRejection(() => update(u), 'invalid_arguments');
     }
   });
 
   it('rejects malformed values', () => {
-    rejection(() => update({ archived: 'yes' as unknown as boolean }), 'invalid_arguments');
-    rejection(() => update({ title: 5 as unknown as string }), 'invalid_arguments');
-    rejection(() => update({ labels: { add: 'bug' as unknown as string[] } }), 'invalid_arguments');
-    rejection(() => update({ labels: { add: [7 as unknown as string] } }), 'invalid_arguments');
+    expectRejection(() => update({ archived: 'yes' as unknown as boolean }), 'invalid_arguments');
+    expectRejection(() => update({ title: 5 as unknown as string }), 'invalid_arguments');
+    expectRejection(() => update({ labels: { add: 'bug' as unknown as string[] } }), 'invalid_arguments');
+    expectRejection(() => update({ labels: { add: [7 as unknown as string] } }), 'invalid_arguments');
   });
 
   it('archives a settled session and restores it', () => {
@@ -113,7 +100,7 @@ describe('applySessionUpdate', () => {
   });
 
   it.each<RunState>(['queued', 'starting', 'running', 'cancelling'])('will not archive a session with a %s run', (state) => {
-    const e = rejection(() => update({ archived: true, title: 'also' }, [...settled, run(state)]), 'session_busy');
+    const e = expectRejection(() => update({ archived: true, title: 'also' }, [...settled, run(state)]), 'session_busy');
     expect(e.retryable).toBe(true);
     expect(e.action).toMatch(/wait|cancel/i);
     // Other changes to a busy session are fine, and so is restoring it.
@@ -143,8 +130,8 @@ describe('normalizeLabels', () => {
   });
 
   it('rejects invalid labels rather than rewriting them, and more than 20', () => {
-    rejection(() => normalizeLabels(['Bug']), 'invalid_arguments');
-    rejection(() => normalizeLabels([' bug']), 'invalid_arguments');
-    rejection(() => normalizeLabels(labels(21)), 'too_many_labels');
+    expectRejection(() => normalizeLabels(['Bug']), 'invalid_arguments');
+    expectRejection(() => normalizeLabels([' bug']), 'invalid_arguments');
+    expectRejection(() => normalizeLabels(labels(21)), 'too_many_labels');
   });
 });

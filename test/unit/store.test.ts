@@ -10,6 +10,7 @@ import type { StoreLogger } from '../../src/store/logger.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
 import { STATE_FILE, writeSnapshot } from '../../src/store/snapshot.js';
 import { COMPACT_MIN_LINES, StateStore } from '../../src/store/store.js';
+import { runRecord, sessionRecord } from '../support/records.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const silent: StoreLogger = { info() {}, warn() {}, error() {} };
@@ -33,49 +34,24 @@ async function stateDir(): Promise<string> {
 }
 
 function session(id: string, headRunId: string, over: Partial<SessionRecord> = {}): SessionRecord {
-  return {
-    id,
-    createdAt: T0,
-    updatedAt: T0,
-    workspace: '/work/space',
-    title: null,
-    labels: [],
-    archived: false,
-    replyTo: null,
-    droidSessionId: null,
-    headRunId,
-    factoryTitle: null,
-    ...over,
-  };
+  return sessionRecord({ id, createdAt: T0, updatedAt: T0, workspace: '/work/space', headRunId, ...over });
 }
 
 function run(id: string, sessionId: string, seq: number, over: Partial<RunRecord> = {}): RunRecord {
-  return {
+  return runRecord({
     id,
     sessionId,
     seq,
-    kind: seq === 1 ? 'create' : 'send',
     requestKey: null,
-    fingerprint: 'f'.repeat(64),
-    interrupt: false,
     settings: { model: 'model-a', autonomy: 'low', reasoningEffort: null },
     state: 'queued',
     acceptedAt: T0,
     startedAt: null,
     endedAt: null,
-    cancelReason: null,
     reason: null,
-    error: null,
-    usage: null,
-    preview: '',
-    needsAttention: false,
-    permissionsDeclined: [],
-    questions: [],
-    predecessorFailure: null,
-    events: [],
     hasResult: false,
     ...over,
-  };
+  });
 }
 
 /** Every entry under `dir` with its bytes (directories as null), for before/after comparison. */

@@ -3,11 +3,11 @@
  * double counting, and how runs are selected by session or date range.
  */
 import { describe, expect, it } from 'vitest';
-import { ControllerError } from '../../src/controller/errors.js';
 import { countsAsTurn, selectRunsForUsage, summarizeUsage, type UsageSource } from '../../src/controller/usage.js';
 import type { TokenUsage } from '../../src/droid/notifications.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
 import { runRecord } from '../support/records.js';
+import { expectRejection } from '../support/assertions.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
 const at = (minutes: number) => new Date(T0 + minutes * 60_000).toISOString();
@@ -120,17 +120,6 @@ function source(sessions: string[], runs: RunRecord[]): UsageSource {
   };
 }
 
-function rejection(fn: () => unknown, code: string): ControllerError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(ControllerError);
-    expect((err as ControllerError).code).toBe(code);
-    return err as ControllerError;
-  }
-  throw new Error(`expected ${code}`);
-}
-
 describe('selectRunsForUsage', () => {
   const a1 = run({ sessionId: 'a', acceptedAt: at(0) });
   const a2 = run({ sessionId: 'a', acceptedAt: at(10), endedAt: at(100) });
@@ -142,7 +131,7 @@ describe('selectRunsForUsage', () => {
   it('selects one session', () => {
     expect(idsOf(selectRunsForUsage(store, { session: 'a' }))).toEqual(idsOf([a1, a2]));
     expect(selectRunsForUsage(store, { session: 'empty' })).toEqual([]);
-    rejection(() => selectRunsForUsage(store, { session: 'nope' }), 'session_not_found');
+    expectRejection(() => selectRunsForUsage(store, { session: 'nope' }), 'session_not_found');
   });
 
   it('selects every run by acceptance time in [after, before)', () => {
@@ -160,10 +149,10 @@ describe('selectRunsForUsage', () => {
   });
 
   it('rejects bad and inverted dates', () => {
-    rejection(() => selectRunsForUsage(store, { after: 'last week' }), 'invalid_arguments');
-    rejection(() => selectRunsForUsage(store, { before: '2030-02-31' }), 'invalid_arguments');
-    rejection(() => selectRunsForUsage(store, { after: at(5), before: at(5) }), 'invalid_arguments');
-    rejection(() => selectRunsForUsage(store, { after: at(6), before: at(5) }), 'invalid_arguments');
+    expectRejection(() => selectRunsForUsage(store, { after: 'last week' }), 'invalid_arguments');
+    expectRejection(() => selectRunsForUsage(store, { before: '2030-02-31' }), 'invalid_arguments');
+    expectRejection(() => selectRunsForUsage(store, { after: at(5), before: at(5) }), 'invalid_arguments');
+    expectRejection(() => selectRunsForUsage(store, { after: at(6), before: at(5) }), 'invalid_arguments');
   });
 
   it('feeds summarizeUsage, which then counts only finished turns', () => {
