@@ -458,7 +458,8 @@ export class SessionController {
   /** Null when the run was cancelled between admission and now. */
   private async markStarting(runId: string): Promise<RunRecord | null> {
     const current = this.run(runId);
-    if (current.state !== 'queued') {
+    // Stopping: a turn not yet started stays queued (queue_lost at the next start).
+    if (current.state !== 'queued' || this.stopped) {
       this.launching.delete(runId);
       this.pump();
       return null;
@@ -611,16 +612,14 @@ export class SessionController {
   async shutdown(timeoutMs: number): Promise<void> {
     this.stopped = true;
     this.queue.length = 0;
-    const cleanups = [...this.live.entries()].map(([runId, turn]) => {
-      this.requestStop(runId);
+    // Not marked as requested: nobody asked for these turns to stop, so an
+    // interrupted outcome needs the caller's attention.
+    const cleanups = [...this.live.values()].map((turn) => {
+      turn.handle.cancel();
       return turn.handle.cleanedUp;
     });
     await Promise.race([Promise.all(cleanups), new Promise((r) => setTimeout(r, timeoutMs))]);
     await this.acceptChain;
   }
 
-  /** Whether anything is queued or live. */
-  get busy(): boolean {
-    return this.queue.length > 0 || this.live.size > 0 || this.launching.size > 0;
-  }
 }

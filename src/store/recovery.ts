@@ -36,6 +36,8 @@ export function planCrashRecovery(runs: Iterable<RunRecord>, now: Date): { runs:
         state: 'cancelled',
         cancelReason: 'queue_lost',
         endedAt,
+        // Dropped without anyone asking: the caller must decide whether to resend.
+        needsAttention: true,
         // Retryable: nothing reached droid, so sending the same message again is safe.
         error: {
           code: 'queue_lost',

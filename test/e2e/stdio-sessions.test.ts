@@ -371,6 +371,31 @@ describe('durability', () => {
     expect(filesContaining(ctx.stateDir, marker)).toEqual([]);
   }, 90_000);
 
+  it('a graceful stop interrupts the running turn and says so; queued turns are lost, not replayed', async () => {
+    server = await ctx.start();
+    const ws = ctx.workspace('graceful');
+    const marker = `graceful-${Date.now()}`;
+    const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `${marker} ${script({ text: prose(60), slowMs: 30_000 })}` });
+    const q = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'after the stop' });
+    await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.agentState === 'working' && liveDroids(TAG).length === 1);
+    await until(() => ctx.bed.model.requests.some((r) => !isTitleRequest(r.messages) && JSON.stringify(r.messages).includes(marker)));
+    // Closing stdio is how an MCP client stops a stdio server.
+    await server.close();
+    server = undefined;
+    await waitForNoProcesses(TAG, 20_000);
+
+    server = await ctx.start();
+    const runs = await server.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session });
+    expect(runs.status).toMatchObject({ agentState: 'idle', needsAttention: true, latestRun: { run: q.metadata.run, state: 'cancelled', cancelReason: 'queue_lost' } });
+    const history = await server.ok<{ items: Array<{ type: string; kind?: string; run: string }> }>('droid_read_session', { session: a.metadata.session });
+    expect(history.items, JSON.stringify(history.items)).toContainEqual(expect.objectContaining({ type: 'notice', kind: 'interrupted', run: a.metadata.run }));
+    expect(ctx.bed.model.requests.some((r) => JSON.stringify(r.messages).includes('after the stop'))).toBe(false);
+    // The session can continue: its outcome is known.
+    await server.ok('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: `resume ${script({ text: 'back' })}` });
+    const [done] = await settle(server, a.metadata.session);
+    expect(done).toMatchObject({ agentState: 'idle', needsAttention: false, preview: 'back' });
+  });
+
   it('a second server on the same state directory is refused', async () => {
     server = await ctx.start();
     const second = await startExpectingRefusal(ctx.config(), ctx.env);
