@@ -15,7 +15,8 @@ import { ControllerError } from './errors.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { resolveLaunchSettings, type HostPolicy, type Requested } from './launch-settings.js';
 import { sessionView, type SessionView } from './views.js';
-import { appendEvent, MAX_EVENTS, terminalUpdate } from './run-outcome.js';
+import { appendEvent, MAX_EVENTS, resultFile, terminalUpdate } from './run-outcome.js';
+import { turnSpecFor } from './turn-spec.js';
 import { findSessions, SessionIndex, type FindFilters } from './find.js';
 import { pageHistory, type HistoryPage } from './history.js';
 import { applySessionUpdate, normalizeLabels, type SessionUpdate } from './metadata.js';
@@ -475,23 +476,7 @@ export class SessionController {
     const prompt = this.prompts.get(run.id) ?? '';
     this.prompts.delete(run.id);
     const session = this.session(run.sessionId);
-    const spec: TurnSpec = {
-      runId: run.id,
-      workspace: session.workspace,
-      droidPath: this.deps.droidPath,
-      droidEnv: this.deps.droidEnv,
-      session: session.droidSessionId
-        ? { mode: 'resume', droidSessionId: session.droidSessionId }
-        : { mode: 'create', ...(session.title ? { title: session.title } : {}), ...(session.labels.length ? { tags: session.labels } : {}) },
-      model: run.settings.model,
-      ...(run.settings.reasoningEffort ? { reasoningEffort: run.settings.reasoningEffort } : {}),
-      autonomy: run.settings.autonomy,
-      prompt,
-      timeoutMs: this.deps.runTimeoutMs,
-      graceMs: this.deps.cancelGraceMs,
-      // Applied after the turn, and retried on later turns until it sticks.
-      ...(session.title && session.title !== session.factoryTitle ? { renameTo: session.title } : {}),
-    };
+    const spec = turnSpecFor(run, session, prompt, this.deps);
     const events: RunRecord['events'] = [];
     this.liveEvents.set(run.id, events);
     let started: Promise<void> = Promise.resolve();
@@ -539,14 +524,7 @@ export class SessionController {
     const run = this.run(runId);
     const session = this.session(run.sessionId);
     const at = this.now().toISOString();
-    await this.deps.store.writeResult({
-      runId,
-      finalText: result.finalText,
-      transcript: result.transcript,
-      permissionsApproved: result.permissionsApproved,
-      diagnostics: result.diagnostics,
-      stderrTail: result.stderrTail,
-    });
+    await this.deps.store.writeResult(resultFile(runId, result));
     const finished = terminalUpdate(run, result, { cancelRequested, events, at });
     const changedRuns: RunRecord[] = [finished];
     // The queue never resumes work across a failure: later turns are dropped.

@@ -3,7 +3,7 @@
  * progress log. Pure.
  */
 import type { ProgressEvent } from '../droid/turn-collector.js';
-import type { ProgressRecord, RunRecord } from '../store/records.js';
+import type { ProgressRecord, RunRecord, RunResultFile } from '../store/records.js';
 import type { TurnResult } from '../worker/protocol.js';
 import { head, tail } from '../util/text.js';
 
@@ -65,5 +65,17 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     questions: result.questions,
     events: [...ctx.events],
     hasResult: true,
+  };
+}
+
+/** The evidence kept beside the record: transcript and diagnostics, never the prompt. */
+export function resultFile(runId: string, result: TurnResult): RunResultFile {
+  return {
+    runId,
+    finalText: result.finalText,
+    transcript: result.transcript,
+    permissionsApproved: result.permissionsApproved,
+    diagnostics: result.diagnostics,
+    stderrTail: result.stderrTail,
   };
 }
