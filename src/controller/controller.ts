@@ -25,6 +25,8 @@ import { selectRunsForUsage, summarizeUsage, type UsageScope, type UsageSummary 
 export const MAX_QUEUED_TOTAL = 64;
 export const MAX_QUEUED_PER_SESSION = 8;
 export const MAX_WAIT_SESSIONS = 10;
+const TERMINAL_WRITE_ATTEMPTS = 3;
+const TERMINAL_WRITE_BACKOFF_MS = 200;
 
 /** The part of the durable store the controller needs. */
 export interface ControllerStore {
@@ -501,7 +503,7 @@ export class SessionController {
 
     const result = await handle.result;
     await started.catch(() => undefined);
-    await this.serialized(() => this.onTerminal(run.id, result, events, turn.cancelRequested));
+    await this.recordTerminal(run.id, result, events, turn.cancelRequested);
     handle.acknowledge();
     await handle.cleanedUp;
     this.live.delete(run.id);
@@ -509,6 +511,28 @@ export class SessionController {
     this.livePartial.delete(run.id);
     this.changed();
     this.pump();
+  }
+
+  /**
+   * The result must be durable before the worker is acknowledged. A failing
+   * disk gets a few tries; if it still fails, the run stays recorded as
+   * running (unknown after a restart: the honest answer) and the slot is
+   * released anyway, so one bad write cannot stall every later turn.
+   */
+  private async recordTerminal(runId: string, result: TurnResult, events: RunRecord['events'], cancelRequested: boolean): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.serialized(() => this.onTerminal(runId, result, events, cancelRequested));
+        return;
+      } catch (err) {
+        if (attempt >= TERMINAL_WRITE_ATTEMPTS) {
+          this.deps.log.error({ err, run: runId, outcome: result.outcome }, 'could not record the turn result; it will read as unknown after a restart');
+          return;
+        }
+        this.deps.log.warn({ err, run: runId, attempt }, 'recording the turn result failed; retrying');
+        await new Promise((r) => setTimeout(r, TERMINAL_WRITE_BACKOFF_MS * attempt));
+      }
+    }
   }
 
   private async onStarted(runId: string, droidSessionId: string): Promise<void> {

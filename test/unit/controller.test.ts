@@ -16,6 +16,8 @@ class MemoryStore implements ControllerStore {
   runs = new Map<string, RunRecord>();
   results = new Map<string, RunResultFile>();
   commits = 0;
+  /** Commits that will fail, as a failing disk would. */
+  failNext = 0;
   runsBySession(id: string) {
     return [...this.runs.values()].filter((r) => r.sessionId === id).sort((a, b) => a.seq - b.seq);
   }
@@ -23,6 +25,10 @@ class MemoryStore implements ControllerStore {
     return [...this.runs.values()].find((r) => r.requestKey === key);
   }
   async commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }) {
+    if (this.failNext > 0) {
+      this.failNext--;
+      throw new Error('EIO: i/o error, write');
+    }
     this.commits++;
     for (const s of change.sessions ?? []) this.sessions.set(s.id, structuredClone(s));
     for (const r of change.runs ?? []) this.runs.set(r.id, structuredClone(r));
@@ -260,6 +266,28 @@ describe('SessionController', () => {
     await expect(controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'p' })).rejects.toMatchObject({ code: 'workspace_changed' });
     await tick();
     expect(turns).toHaveLength(1);
+  });
+
+  it('a failed acceptance write accepts nothing and starts nothing; the same key then works', async () => {
+    const { controller, turns, store } = setup();
+    store.failNext = 1;
+    await expect(create(controller, 'k1')).rejects.toThrow('EIO');
+    await tick();
+    expect(turns).toHaveLength(0);
+    expect(store.runs.size).toBe(0);
+    await expect(create(controller, 'k1')).resolves.toMatchObject({ metadata: { replayed: false } });
+  });
+
+  it('retries recording a result on a failing disk before acknowledging the worker', async () => {
+    const { controller, turns, store } = setup();
+    const a = await create(controller, 'k1');
+    await tick();
+    store.failNext = 2;
+    turns[0]!.finish({ finalText: 'kept' });
+    const [status] = (await controller.waitForSessions([a.metadata.session], 5)).sessions;
+    expect(status).toMatchObject({ agentState: 'idle', preview: 'kept', latestRun: { state: 'succeeded' } });
+    await tick(10);
+    expect(controller.capacity().active).toBe(0);
   });
 
   it('wait returns timedOut without failing when work continues', async () => {
