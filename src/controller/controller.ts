@@ -14,13 +14,14 @@ import { selectRunnable, type LockClaim } from './admission.js';
 import { ControllerError } from './errors.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { resolveLaunchSettings, type HostPolicy, type Requested } from './launch-settings.js';
-import { sessionView, type SessionView } from './views.js';
+import type { SessionView } from './views.js';
 import { appendEvent, MAX_EVENTS, resultFile, terminalUpdate } from './run-outcome.js';
 import { turnSpecFor } from './turn-spec.js';
-import { findSessions, SessionIndex, type FindFilters } from './find.js';
-import { pageHistory, type HistoryPage } from './history.js';
+import type { FindFilters } from './find.js';
+import type { HistoryPage } from './history.js';
+import { SessionReader, type ReadableStore } from './session-reader.js';
 import { applySessionUpdate, normalizeLabels, type SessionUpdate } from './metadata.js';
-import { selectRunsForUsage, summarizeUsage, type UsageScope, type UsageSummary } from './usage.js';
+import type { UsageScope, UsageSummary } from './usage.js';
 
 export const MAX_QUEUED_TOTAL = 64;
 export const MAX_QUEUED_PER_SESSION = 8;
@@ -29,14 +30,10 @@ const TERMINAL_WRITE_ATTEMPTS = 3;
 const TERMINAL_WRITE_BACKOFF_MS = 200;
 
 /** The part of the durable store the controller needs. */
-export interface ControllerStore {
-  readonly sessions: ReadonlyMap<string, SessionRecord>;
-  readonly runs: ReadonlyMap<string, RunRecord>;
-  runsBySession(sessionId: string): RunRecord[];
+export interface ControllerStore extends ReadableStore {
   runByRequestKey(key: string): RunRecord | undefined;
   commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }): Promise<void>;
   writeResult(result: RunResultFile): Promise<void>;
-  readResult(runId: string): Promise<RunResultFile | undefined>;
 }
 
 export interface ControllerDeps {
@@ -90,43 +87,43 @@ export class SessionController {
   private readonly launching = new Map<string, LockClaim>();
   /** Progress of a live run lives in memory; it is persisted with the result. */
   private readonly liveEvents = new Map<string, RunRecord['events']>();
+  /** Latest assistant text of each live run (a running turn's only history). */
+  private readonly livePartial = new Map<string, string>();
+  private readonly reader: SessionReader;
   private readonly changes = new EventEmitter();
   private readonly now: () => Date;
   /** Serializes acceptance so request keys and queue bounds are checked atomically. */
   private acceptChain: Promise<unknown> = Promise.resolve();
   private stopped = false;
-  /** Sessions newest first, for find; kept in step with every commit. */
-  private readonly index: SessionIndex;
-  /** agentState and preview per session, recomputed only after a change. */
-  private readonly summaries = new Map<string, { agentState: SessionView['agentState']; preview: string }>();
-  /** Latest assistant text of each live run (a running turn's only history). */
-  private readonly livePartial = new Map<string, string>();
 
   constructor(private readonly deps: ControllerDeps) {
     this.now = deps.now ?? (() => new Date());
     this.changes.setMaxListeners(0);
-    this.index = new SessionIndex(deps.store.sessions.values());
+    this.reader = new SessionReader(deps.store, { events: this.liveEvents, partialText: this.livePartial }, deps.resolveWorkspace, deps.log);
   }
 
   /** Every durable change goes through here so derived indexes stay current. */
   private async commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }): Promise<void> {
     await this.deps.store.commit(change);
-    for (const s of change.sessions ?? []) {
-      this.index.upsert(this.deps.store.sessions.get(s.id)!);
-      this.summaries.delete(s.id);
-    }
-    for (const r of change.runs ?? []) this.summaries.delete(r.sessionId);
+    this.reader.noteCommitted(change);
   }
 
   // ── queries ───────────────────────────────────────────────────────────
 
   status(sessionId: string): SessionView {
-    const session = this.session(sessionId);
-    const runs = this.deps.store.runsBySession(session.id).map((r) => {
-      const events = this.liveEvents.get(r.id);
-      return events ? { ...r, events: [...events] } : r;
-    });
-    return sessionView(session, runs);
+    return this.reader.status(sessionId);
+  }
+
+  read(sessionId: string, cursor?: string, limit?: number): Promise<HistoryPage> {
+    return this.reader.read(sessionId, cursor, limit);
+  }
+
+  find(filters: FindFilters, cursor?: string, limit?: number): Promise<{ sessions: SessionView[]; nextCursor: string | null }> {
+    return this.reader.find(filters, cursor, limit);
+  }
+
+  usage(scope: UsageScope): UsageSummary {
+    return this.reader.usage(scope);
   }
 
   capacity() {
@@ -159,43 +156,6 @@ export class SessionController {
       });
     }
     return { sessions: unique.map((id) => this.status(id)), timedOut: !settled() };
-  }
-
-  /** Paged history of assistant text, tool calls and controller notices; never prompts. */
-  async read(sessionId: string, cursor?: string, limit?: number): Promise<HistoryPage> {
-    const session = this.session(sessionId);
-    const runs = this.deps.store.runsBySession(session.id);
-    const results = new Map<string, RunResultFile>();
-    for (const run of runs) {
-      if (!run.hasResult) continue;
-      const result = await this.deps.store.readResult(run.id).catch((err) => {
-        this.deps.log.warn({ err, run: run.id }, 'unreadable result file; history marked unavailable');
-        return undefined;
-      });
-      if (result) results.set(run.id, result);
-    }
-    return pageHistory({ sessionId: session.id, runs, results, livePartialText: this.livePartial, cursor, limit });
-  }
-
-  async find(filters: FindFilters, cursor?: string, limit?: number): Promise<{ sessions: SessionView[]; nextCursor: string | null }> {
-    const workspace = filters.workspace === undefined ? undefined : await this.deps.resolveWorkspace(filters.workspace);
-    const page = findSessions(this.index, (s) => this.summary(s.id), { ...filters, workspace }, cursor, limit);
-    return { sessions: page.sessions.map((s) => this.status(s.id)), nextCursor: page.nextCursor };
-  }
-
-  usage(scope: UsageScope): UsageSummary {
-    if (scope.session !== undefined) this.session(scope.session);
-    return summarizeUsage(selectRunsForUsage(this.deps.store, scope));
-  }
-
-  private summary(sessionId: string) {
-    let summary = this.summaries.get(sessionId);
-    if (!summary) {
-      const view = this.status(sessionId);
-      summary = { agentState: view.agentState, preview: view.preview };
-      this.summaries.set(sessionId, summary);
-    }
-    return summary;
   }
 
   // ── commands ──────────────────────────────────────────────────────────
@@ -589,12 +549,9 @@ export class SessionController {
   // ── helpers ───────────────────────────────────────────────────────────
 
   private session(id: string): SessionRecord {
-    const session = typeof id === 'string' ? this.deps.store.sessions.get(id) : undefined;
-    if (!session) {
-      throw new ControllerError('session_not_found', 'no session with this handle exists on this controller', 'Use a handle returned by droid_create_session.');
-    }
-    return session;
+    return this.reader.session(id);
   }
+
 
   private run(id: string): RunRecord {
     const run = this.deps.store.runs.get(id);

@@ -1,0 +1,110 @@
+/**
+ * The read side of the controller: status, history, search and usage over
+ * the stored records plus what live turns have reported so far. It never
+ * starts droid and never writes.
+ */
+import type { RunRecord, RunResultFile, SessionRecord } from '../store/records.js';
+import { ControllerError } from './errors.js';
+import { findSessions, SessionIndex, type FindFilters } from './find.js';
+import { pageHistory, type HistoryPage } from './history.js';
+import { selectRunsForUsage, summarizeUsage, type UsageScope, type UsageSummary } from './usage.js';
+import { sessionView, type SessionView } from './views.js';
+
+/** The part of the durable store reading needs. */
+export interface ReadableStore {
+  readonly sessions: ReadonlyMap<string, SessionRecord>;
+  readonly runs: ReadonlyMap<string, RunRecord>;
+  runsBySession(sessionId: string): RunRecord[];
+  readResult(runId: string): Promise<RunResultFile | undefined>;
+}
+
+/** What live turns have reported, owned by the controller and shared here. */
+export interface LiveReports {
+  /** Progress events of each live run (persisted only with its result). */
+  events: ReadonlyMap<string, RunRecord['events']>;
+  /** Latest assistant text of each live run: a running turn's only history. */
+  partialText: ReadonlyMap<string, string>;
+}
+
+export interface ReaderLog {
+  warn(obj: object, msg: string): void;
+}
+
+export class SessionReader {
+  /** Sessions newest first, for find; kept current by `noteCommitted`. */
+  private readonly index: SessionIndex;
+  /** agentState and preview per session, recomputed only after a change. */
+  private readonly summaries = new Map<string, { agentState: SessionView['agentState']; preview: string }>();
+
+  constructor(
+    private readonly store: ReadableStore,
+    private readonly live: LiveReports,
+    private readonly resolveWorkspace: (path: string) => Promise<string>,
+    private readonly log: ReaderLog,
+  ) {
+    this.index = new SessionIndex(store.sessions.values());
+  }
+
+  /** Call after every durable change so the index and summaries stay current. */
+  noteCommitted(change: { sessions?: readonly SessionRecord[]; runs?: readonly RunRecord[] }): void {
+    for (const s of change.sessions ?? []) {
+      this.index.upsert(this.store.sessions.get(s.id)!);
+      this.summaries.delete(s.id);
+    }
+    for (const r of change.runs ?? []) this.summaries.delete(r.sessionId);
+  }
+
+  session(id: string): SessionRecord {
+    const session = typeof id === 'string' ? this.store.sessions.get(id) : undefined;
+    if (!session) {
+      throw new ControllerError('session_not_found', 'no session with this handle exists on this controller', 'Use a handle returned by droid_create_session.');
+    }
+    return session;
+  }
+
+  status(sessionId: string): SessionView {
+    const session = this.session(sessionId);
+    const runs = this.store.runsBySession(session.id).map((r) => {
+      const events = this.live.events.get(r.id);
+      return events ? { ...r, events: [...events] } : r;
+    });
+    return sessionView(session, runs);
+  }
+
+  /** Paged history of assistant text, tool calls and controller notices; never prompts. */
+  async read(sessionId: string, cursor?: string, limit?: number): Promise<HistoryPage> {
+    const session = this.session(sessionId);
+    const runs = this.store.runsBySession(session.id);
+    const results = new Map<string, RunResultFile>();
+    for (const run of runs) {
+      if (!run.hasResult) continue;
+      const result = await this.store.readResult(run.id).catch((err) => {
+        this.log.warn({ err, run: run.id }, 'unreadable result file; history marked unavailable');
+        return undefined;
+      });
+      if (result) results.set(run.id, result);
+    }
+    return pageHistory({ sessionId: session.id, runs, results, livePartialText: this.live.partialText, cursor, limit });
+  }
+
+  async find(filters: FindFilters, cursor?: string, limit?: number): Promise<{ sessions: SessionView[]; nextCursor: string | null }> {
+    const workspace = filters.workspace === undefined ? undefined : await this.resolveWorkspace(filters.workspace);
+    const page = findSessions(this.index, (s) => this.summary(s.id), { ...filters, workspace }, cursor, limit);
+    return { sessions: page.sessions.map((s) => this.status(s.id)), nextCursor: page.nextCursor };
+  }
+
+  usage(scope: UsageScope): UsageSummary {
+    if (scope.session !== undefined) this.session(scope.session);
+    return summarizeUsage(selectRunsForUsage(this.store, scope));
+  }
+
+  private summary(sessionId: string) {
+    let summary = this.summaries.get(sessionId);
+    if (!summary) {
+      const view = this.status(sessionId);
+      summary = { agentState: view.agentState, preview: view.preview };
+      this.summaries.set(sessionId, summary);
+    }
+    return summary;
+  }
+}
