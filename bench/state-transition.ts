@@ -19,8 +19,8 @@ import { percentile, seedState } from './seed.js';
 const SIZES = [1_000, 10_000, 100_000];
 const RUNS_PER_SESSION = 10;
 const WARMUP = 30;
-const COMMITS = 300;
-const ROUNDS = 6;
+const COMMITS = 1_200;
+const ROUNDS = 12;
 const quiet: StoreLogger = { info() {}, warn() {}, error() {} };
 
 interface Figures {
