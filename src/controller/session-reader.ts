@@ -26,6 +26,9 @@ export interface LiveReports {
   partialText: ReadonlyMap<string, string>;
 }
 
+/** Result files kept in memory, by total size (one file is at most ~2 M characters). */
+const RESULT_CACHE_CHARS = 8_000_000;
+
 export interface ReaderLog {
   warn(obj: object, msg: string): void;
 }
@@ -35,6 +38,9 @@ export class SessionReader {
   private readonly index: SessionIndex;
   /** agentState and preview per session, recomputed only after a change. */
   private readonly summaries = new Map<string, { agentState: SessionView['agentState']; preview: string }>();
+  /** Result files never change once written: paging through history reads each once. */
+  private readonly results = new Map<string, { result: RunResultFile; chars: number }>();
+  private cachedChars = 0;
 
   constructor(
     private readonly store: ReadableStore,
@@ -78,10 +84,7 @@ export class SessionReader {
     const results = new Map<string, RunResultFile>();
     for (const run of runs) {
       if (!run.hasResult) continue;
-      const result = await this.store.readResult(run.id).catch((err) => {
-        this.log.warn({ err, run: run.id }, 'unreadable result file; history marked unavailable');
-        return undefined;
-      });
+      const result = await this.result(run.id);
       if (result) results.set(run.id, result);
     }
     return pageHistory({ sessionId: session.id, runs, results, livePartialText: this.live.partialText, cursor, limit });
@@ -96,6 +99,31 @@ export class SessionReader {
   usage(scope: UsageScope): UsageSummary {
     if (scope.session !== undefined) this.session(scope.session);
     return summarizeUsage(selectRunsForUsage(this.store, scope));
+  }
+
+  private async result(runId: string): Promise<RunResultFile | undefined> {
+    const cached = this.results.get(runId);
+    if (cached) {
+      // Most recently used last, so the least recently used is evicted first.
+      this.results.delete(runId);
+      this.results.set(runId, cached);
+      return cached.result;
+    }
+    const result = await this.store.readResult(runId).catch((err) => {
+      this.log.warn({ err, run: runId }, 'unreadable result file; history marked unavailable');
+      return undefined;
+    });
+    if (result) {
+      const chars = JSON.stringify(result).length;
+      this.results.set(runId, { result, chars });
+      this.cachedChars += chars;
+      for (const [id, entry] of this.results) {
+        if (this.cachedChars <= RESULT_CACHE_CHARS) break;
+        this.results.delete(id);
+        this.cachedChars -= entry.chars;
+      }
+    }
+    return result;
   }
 
   private summary(sessionId: string) {

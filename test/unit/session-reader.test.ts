@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { SessionReader, type ReadableStore } from '../../src/controller/session-reader.js';
+import type { RunRecord, RunResultFile, SessionRecord } from '../../src/store/records.js';
+import { runRecord, sessionRecord } from '../support/records.js';
+
+function store(runs: RunRecord[], sessions: SessionRecord[]) {
+  const reads: string[] = [];
+  const s: ReadableStore = {
+    sessions: new Map(sessions.map((x) => [x.id, x])),
+    runs: new Map(runs.map((r) => [r.id, r])),
+    runsBySession: (id) => runs.filter((r) => r.sessionId === id),
+    readResult: async (runId): Promise<RunResultFile> => {
+      reads.push(runId);
+      return { runId, finalText: 'x', transcript: [{ kind: 'assistant', text: `text of ${runId}` }], permissionsApproved: [], diagnostics: [], stderrTail: '' };
+    },
+  };
+  return { s, reads };
+}
+
+describe('SessionReader', () => {
+  it('reads each immutable result file once while paging', async () => {
+    const runs = [runRecord({ sessionId: 'a', seq: 1 }), runRecord({ sessionId: 'a', seq: 2 })];
+    const { s, reads } = store(runs, [sessionRecord({ id: 'a', headRunId: 'a-r2' })]);
+    const reader = new SessionReader(s, { events: new Map(), partialText: new Map() }, async (p) => p, { warn() {} });
+    const first = await reader.read('a', undefined, 1);
+    const second = await reader.read('a', first.nextCursor!, 1);
+    expect([...first.items, ...second.items].map((i) => (i.type === 'assistant_text' ? i.text : i.type))).toEqual(['text of a-r1', 'text of a-r2']);
+    expect(reads).toEqual(['a-r1', 'a-r2']);
+  });
+
+  it('shows live progress events on status without storing them', () => {
+    const runs = [runRecord({ sessionId: 'a', seq: 1, state: 'running', hasResult: false })];
+    const { s } = store(runs, [sessionRecord({ id: 'a', headRunId: 'a-r1' })]);
+    const events = new Map([['a-r1', [{ at: 't', kind: 'tool_started', detail: 'Read x' }]]]);
+    const reader = new SessionReader(s, { events, partialText: new Map() }, async (p) => p, { warn() {} });
+    expect(reader.status('a')).toMatchObject({ agentState: 'working', latestRun: { events: [{ detail: 'Read x' }] } });
+    expect(runs[0]!.events).toEqual([]);
+  });
+});
