@@ -5,7 +5,6 @@
 import { summarize } from '../util/text.js';
 
 export type Autonomy = 'off' | 'low' | 'medium' | 'high';
-export const AUTONOMY_LEVELS: readonly Autonomy[] = ['off', 'low', 'medium', 'high'];
 
 export const PROCEED_ONCE = 'proceed_once';
 export const CANCEL = 'cancel';
