@@ -6,10 +6,8 @@
 import type { CatalogModel } from '../droid/client.js';
 import type { Autonomy } from '../droid/permission-policy.js';
 import type { EffectiveSettings } from '../store/records.js';
-import { looksFast } from '../config/schema.js';
+import { autonomyAtMost, looksFast } from '../config/schema.js';
 import { ControllerError } from './errors.js';
-
-const ORDER: readonly Autonomy[] = ['off', 'low', 'medium', 'high'];
 
 export interface HostPolicy {
   defaultModel: string | null;
@@ -25,7 +23,7 @@ export interface Requested {
 }
 
 function capAutonomy(level: Autonomy, ceiling: Autonomy): Autonomy {
-  return ORDER.indexOf(level) <= ORDER.indexOf(ceiling) ? level : ceiling;
+  return autonomyAtMost(level, ceiling) ? level : ceiling;
 }
 
 function findModel(catalog: readonly CatalogModel[], id: string, how: string): CatalogModel {
@@ -55,7 +53,7 @@ export function resolveLaunchSettings(
   catalog: readonly CatalogModel[],
 ): EffectiveSettings {
   // Autonomy first: a ceiling violation is the most important thing to say.
-  if (requested.autonomy && ORDER.indexOf(requested.autonomy) > ORDER.indexOf(host.maxAutonomy)) {
+  if (requested.autonomy && !autonomyAtMost(requested.autonomy, host.maxAutonomy)) {
     throw new ControllerError(
       'autonomy_above_ceiling',
       `autonomy ${requested.autonomy} is above this host's ceiling (${host.maxAutonomy})`,

@@ -8,21 +8,16 @@
  * turn. A run whose usage is null (droid reported nothing) is a turn, but
  * not a turn with usage, and adds no tokens: unknown is not zero.
  */
+import type { TokenUsage } from '../droid/notifications.js';
 import type { RunRecord, SessionRecord } from '../store/records.js';
 import { TERMINAL_STATES } from '../store/records.js';
 import { ControllerError } from './errors.js';
 import { parseRange } from './find.js';
 
-export interface UsageSummary {
+/** Summed token counts; `factoryCredits` is null when no counted turn reported credits. */
+export interface UsageSummary extends TokenUsage {
   turns: number;
   turnsWithUsage: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheCreationTokens: number;
-  cacheReadTokens: number;
-  thinkingTokens: number;
-  /** Null when no counted turn reported credits. */
-  factoryCredits: number | null;
 }
 
 export interface UsageScope {

@@ -3,6 +3,7 @@
  * argument is an error, never silently ignored.
  */
 import { z } from 'zod';
+import { errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../store/schemas.js';
 
 export const autonomySchema = z.enum(['off', 'low', 'medium', 'high']);
 const requestKey = z.string().min(1).max(200).describe('Stable idempotency key: retry with the same key and identical arguments.');
@@ -45,17 +46,8 @@ export const emptyInput = z.strictObject({});
 
 // ── outputs ────────────────────────────────────────────────────────────
 
-const errorInfo = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
-const tokenCounts = z.object({
-  inputTokens: z.number(),
-  outputTokens: z.number(),
-  cacheCreationTokens: z.number(),
-  cacheReadTokens: z.number(),
-  thinkingTokens: z.number(),
-  factoryCredits: z.number().nullable(),
-});
-const usage = tokenCounts.nullable();
-const runState = z.enum(['queued', 'starting', 'running', 'cancelling', 'succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown']);
+// Records reach callers in the shapes they are stored in.
+const usage = tokenUsage.nullable();
 
 export const runView = z.object({
   run: z.string(),
@@ -74,10 +66,10 @@ export const runView = z.object({
   error: errorInfo.nullable(),
   usage,
   needsAttention: z.boolean(),
-  permissionsDeclined: z.array(z.object({ tool: z.string(), summary: z.string() })),
-  questions: z.array(z.object({ topic: z.string(), question: z.string(), options: z.array(z.string()) })),
+  permissionsDeclined: z.array(permissionRecord),
+  questions: z.array(questionRecord),
   predecessorFailure: z.object({ run: z.string(), state: runState, error: z.object({ code: z.string(), message: z.string() }).nullable() }).nullable(),
-  events: z.array(z.object({ at: z.string(), kind: z.string(), detail: z.string() })),
+  events: z.array(progressRecord),
 });
 
 export const sessionView = z.object({
@@ -193,4 +185,4 @@ export const readOutput = z.object({ items: z.array(historyItem), nextCursor: z.
 
 export const findOutput = z.object({ sessions: z.array(sessionView), nextCursor: z.string().nullable() });
 
-export const usageOutput = tokenCounts.extend({ turns: z.number(), turnsWithUsage: z.number() });
+export const usageOutput = tokenUsage.extend({ turns: z.number(), turnsWithUsage: z.number() });

@@ -21,9 +21,11 @@ import type {
 
 const id = z.string().min(1);
 
-const errorInfo = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() }).strict();
+// The shared shapes below are also the public output shapes of the MCP tools.
 
-const tokenUsage = z
+export const errorInfo = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() }).strict();
+
+export const tokenUsage = z
   .object({
     inputTokens: z.number(),
     outputTokens: z.number(),
@@ -34,11 +36,11 @@ const tokenUsage = z
   })
   .strict();
 
-const permissionRecord = z.object({ tool: z.string(), summary: z.string() }).strict();
+export const permissionRecord = z.object({ tool: z.string(), summary: z.string() }).strict();
 
-const questionRecord = z.object({ topic: z.string(), question: z.string(), options: z.array(z.string()) }).strict();
+export const questionRecord = z.object({ topic: z.string(), question: z.string(), options: z.array(z.string()) }).strict();
 
-const runState = z.enum([
+export const runState = z.enum([
   'queued',
   'starting',
   'running',
@@ -61,7 +63,7 @@ const effectiveSettings = z
   })
   .strict();
 
-const progressRecord = z.object({ at: z.string(), kind: z.string(), detail: z.string() }).strict();
+export const progressRecord = z.object({ at: z.string(), kind: z.string(), detail: z.string() }).strict();
 
 export const sessionRecordSchema = z
   .object({
