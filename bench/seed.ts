@@ -8,38 +8,26 @@ import { join } from 'node:path';
 import { writeFileAtomic } from '../src/store/atomic.js';
 import type { RunRecord, RunResultFile, SessionRecord } from '../src/store/records.js';
 import { writeSnapshot } from '../src/store/snapshot.js';
+import { runRecord, sessionRecord } from '../test/support/records.js';
 
 export const SEED_AT = '2030-01-01T00:00:00.000Z';
 
 export function seedRun(sessionId: string, seq: number, at = SEED_AT): RunRecord {
-  return {
-    id: `${sessionId}-r${seq}`,
+  return runRecord({
     sessionId,
     seq,
-    kind: seq === 1 ? 'create' : 'send',
-    requestKey: `key-${sessionId}-${seq}`,
     fingerprint: 'a'.repeat(64),
-    interrupt: false,
     settings: { model: 'model-a', autonomy: 'medium', reasoningEffort: 'high' },
-    state: 'succeeded',
     acceptedAt: at,
     startedAt: at,
     endedAt: at,
-    cancelReason: null,
-    reason: 'completed',
-    error: null,
     usage: { inputTokens: 1200, outputTokens: 340, cacheCreationTokens: 0, cacheReadTokens: 800, thinkingTokens: 50, factoryCredits: null },
     preview: `Done: updated the parser and added tests (${sessionId}).`,
-    needsAttention: false,
-    permissionsDeclined: [],
-    questions: [],
-    predecessorFailure: null,
     events: [
       { at, kind: 'tool_started', detail: 'Read src/parser.ts' },
       { at, kind: 'tool_finished', detail: 'Read src/parser.ts: ok' },
     ],
-    hasResult: true,
-  };
+  });
 }
 
 export interface SeedOptions {
@@ -60,19 +48,18 @@ export async function seedState(dir: string, options: SeedOptions): Promise<{ se
     const id = `s${s}`;
     const at = options.distinctTimes ? new Date(base + s * 60_000).toISOString() : SEED_AT;
     for (let seq = 1; seq <= options.runsPerSession; seq++) runs.push(seedRun(id, seq, at));
-    sessions.push({
-      id,
-      createdAt: at,
-      updatedAt: at,
-      workspace: join(root, `project-${s % 50}`),
-      title: `session ${s}`,
-      labels: s % 3 === 0 ? ['bench', 'backend'] : ['bench'],
-      archived: false,
-      replyTo: null,
-      droidSessionId: `droid-${s}`,
-      headRunId: `${id}-r${options.runsPerSession}`,
-      factoryTitle: null,
-    });
+    sessions.push(
+      sessionRecord({
+        id,
+        createdAt: at,
+        updatedAt: at,
+        workspace: join(root, `project-${s % 50}`),
+        title: `session ${s}`,
+        labels: s % 3 === 0 ? ['bench', 'backend'] : ['bench'],
+        droidSessionId: `droid-${s}`,
+        headRunId: `${id}-r${options.runsPerSession}`,
+      }),
+    );
   }
   await writeSnapshot(dir, 0, { size: sessions.length, values: () => sessions }, { size: runs.length, values: () => runs });
   return { sessionIds: sessions.map((s) => s.id) };

@@ -7,7 +7,7 @@ import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import type { CatalogModel } from '../droid/client.js';
 import type { ProgressEvent } from '../droid/turn-collector.js';
-import type { RunRecord, RunResultFile, SessionRecord } from '../store/records.js';
+import { acceptedRun, type RunRecord, type RunResultFile, type SessionRecord } from '../store/records.js';
 import type { RenameOutcome, TurnResult, TurnSpec } from '../worker/protocol.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/runner.js';
 import { selectRunnable, type LockClaim } from './admission.js';
@@ -223,7 +223,17 @@ export class SessionController {
     const settings = resolveLaunchSettings(input, null, this.deps.policy, await this.deps.models());
     const at = this.now().toISOString();
     const sessionId = randomUUID();
-    const run = this.newRun(sessionId, 1, 'create', input.requestKey, fingerprint(intent), false, settings, at);
+    const run = acceptedRun({
+      id: randomUUID(),
+      sessionId,
+      seq: 1,
+      kind: 'create',
+      requestKey: input.requestKey,
+      fingerprint: fingerprint(intent),
+      interrupt: false,
+      settings,
+      acceptedAt: at,
+    });
     const session: SessionRecord = {
       id: sessionId,
       createdAt: at,
@@ -279,7 +289,17 @@ export class SessionController {
     const previous = runs[runs.length - 1]!.settings;
     const settings = resolveLaunchSettings(input, previous, this.deps.policy, await this.deps.models());
     const at = this.now().toISOString();
-    const run = this.newRun(session.id, runs.length + 1, 'send', input.requestKey, fingerprint(intent), interrupt, settings, at);
+    const run = acceptedRun({
+      id: randomUUID(),
+      sessionId: session.id,
+      seq: runs.length + 1,
+      kind: 'send',
+      requestKey: input.requestKey,
+      fingerprint: fingerprint(intent),
+      interrupt,
+      settings,
+      acceptedAt: at,
+    });
     const changedRuns: RunRecord[] = [run];
     let stopping: RunRecord[] = [];
     if (interrupt) {
@@ -329,43 +349,6 @@ export class SessionController {
         true,
       );
     }
-  }
-
-  private newRun(
-    sessionId: string,
-    seq: number,
-    kind: RunRecord['kind'],
-    requestKey: string,
-    print: string,
-    interrupt: boolean,
-    settings: RunRecord['settings'],
-    at: string,
-  ): RunRecord {
-    return {
-      id: randomUUID(),
-      sessionId,
-      seq,
-      kind,
-      requestKey,
-      fingerprint: print,
-      interrupt,
-      settings,
-      state: 'queued',
-      acceptedAt: at,
-      startedAt: null,
-      endedAt: null,
-      cancelReason: null,
-      reason: null,
-      error: null,
-      usage: null,
-      preview: '',
-      needsAttention: false,
-      permissionsDeclined: [],
-      questions: [],
-      predecessorFailure: null,
-      events: [],
-      hasResult: false,
-    };
   }
 
   private enqueue(run: RunRecord, prompt: string): Acceptance {

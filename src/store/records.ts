@@ -99,3 +99,27 @@ export interface RunResultFile {
   /** Bounded tail; private to the state directory, never shown by tools. */
   stderrTail: string;
 }
+
+/** What identifies a run when it is accepted; everything else starts empty. */
+export type AcceptedFields = Pick<RunRecord, 'id' | 'sessionId' | 'seq' | 'kind' | 'requestKey' | 'fingerprint' | 'interrupt' | 'settings' | 'acceptedAt'>;
+
+/** A run as it is accepted: queued, nothing submitted, no outcome yet. */
+export function acceptedRun(fields: AcceptedFields): RunRecord {
+  return {
+    ...fields,
+    state: 'queued',
+    startedAt: null,
+    endedAt: null,
+    cancelReason: null,
+    reason: null,
+    error: null,
+    usage: null,
+    preview: '',
+    needsAttention: false,
+    permissionsDeclined: [],
+    questions: [],
+    predecessorFailure: null,
+    events: [],
+    hasResult: false,
+  };
+}

@@ -2,36 +2,25 @@
  * Complete controller records with plain defaults, for tests and benchmarks
  * that need many of them; callers override only what they are about.
  */
-import type { RunRecord, SessionRecord } from '../../src/store/records.js';
+import { acceptedRun, type RunRecord, type SessionRecord } from '../../src/store/records.js';
 
 export const RECORD_AT = '2030-01-01T00:00:00.000Z';
 
 export function runRecord(over: Partial<RunRecord> & Pick<RunRecord, 'sessionId' | 'seq'>): RunRecord {
   const { sessionId, seq } = over;
-  return {
+  const accepted = acceptedRun({
     id: `${sessionId}-r${seq}`,
+    sessionId,
+    seq,
     kind: seq === 1 ? 'create' : 'send',
     requestKey: `key-${sessionId}-${seq}`,
     fingerprint: 'f'.repeat(64),
     interrupt: false,
     settings: { model: 'm', autonomy: 'off', reasoningEffort: null },
-    state: 'succeeded',
     acceptedAt: RECORD_AT,
-    startedAt: RECORD_AT,
-    endedAt: RECORD_AT,
-    cancelReason: null,
-    reason: 'completed',
-    error: null,
-    usage: null,
-    preview: '',
-    needsAttention: false,
-    permissionsDeclined: [],
-    questions: [],
-    predecessorFailure: null,
-    events: [],
-    hasResult: true,
-    ...over,
-  };
+  });
+  // By default a turn that finished normally, with its result kept.
+  return { ...accepted, state: 'succeeded', startedAt: RECORD_AT, endedAt: RECORD_AT, reason: 'completed', hasResult: true, ...over };
 }
 
 export function sessionRecord(over: Partial<SessionRecord> & Pick<SessionRecord, 'id'>): SessionRecord {
