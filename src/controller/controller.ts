@@ -142,7 +142,8 @@ export class SessionController {
       throw new ControllerError('invalid_arguments', `wait takes 1 to ${MAX_WAIT_SESSIONS} distinct sessions`, 'Pass between 1 and 10 session handles.');
     }
     for (const id of unique) this.session(id);
-    const settled = () => unique.every((id) => this.status(id).agentState !== 'working');
+    // Runs change state only through commits, so progress events are answered from the cache.
+    const settled = () => unique.every((id) => this.reader.agentState(id) !== 'working');
     if (!settled() && timeoutSeconds > 0) {
       await new Promise<void>((resolve) => {
         const done = () => {

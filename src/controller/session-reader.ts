@@ -68,6 +68,12 @@ export class SessionReader {
     return session;
   }
 
+  /** Cached until the session's records change: cheap enough for every wake-up of a wait. */
+  agentState(sessionId: string): SessionView['agentState'] {
+    this.session(sessionId);
+    return this.summary(sessionId).agentState;
+  }
+
   status(sessionId: string): SessionView {
     const session = this.session(sessionId);
     const runs = this.store.runsBySession(session.id).map((r) => {
