@@ -11,6 +11,7 @@ import { ControllerError } from './errors.js';
 import { decodeCursor, encodeCursor, invalidCursor, pageLimit } from './history.js';
 import { LABEL_PATTERN } from './metadata.js';
 import type { AgentState } from './views.js';
+import { isWithinCanonical } from './workspaces.js';
 
 const FIND_CURSOR_VERSION = 1;
 
@@ -257,12 +258,6 @@ function filterHash(f: NormalizedFilters): string {
   return createHash('sha256').update(canonical).digest('base64url').slice(0, 16);
 }
 
-function inWorkspace(path: string, root: string): boolean {
-  if (root === '/') return path.startsWith('/');
-  // By segment: /a/b matches /a/b and /a/b/c, never /a/bc.
-  return path === root || (path.startsWith(root) && path.charCodeAt(root.length) === 47 /* '/' */);
-}
-
 // ── cursor ────────────────────────────────────────────────────────────────
 
 const CURSOR_ACTION = 'Repeat the call with the same filters and the nextCursor it returned, or omit cursor to start from the newest session.';
@@ -347,7 +342,7 @@ function compileQuery(q: string): (text: string) => boolean {
 /** Cheap record filters first; the summary (which reads runs) only when needed. */
 function matches(s: SessionRecord, f: NormalizedFilters, query: ((text: string) => boolean) | null, view: (s: SessionRecord) => SessionSummary): boolean {
   if (s.archived !== f.archived) return false;
-  if (f.workspace !== null && !inWorkspace(s.workspace, f.workspace)) return false;
+  if (f.workspace !== null && !isWithinCanonical(s.workspace, f.workspace)) return false;
   for (const label of f.labels) if (!s.labels.includes(label)) return false;
   let summary: SessionSummary | undefined;
   if (f.state !== null) {

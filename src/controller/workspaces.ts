@@ -10,10 +10,13 @@ import { ControllerError } from './errors.js';
  */
 export function isSameOrInside(child: string, parent: string): boolean {
   if (!isAbsolute(child) || !isAbsolute(parent)) return false;
-  const c = stripTrailingSep(normalize(child));
-  const p = stripTrailingSep(normalize(parent));
-  if (c === p) return true;
-  return c.startsWith(p === sep ? sep : p + sep);
+  return isWithinCanonical(lexical(child), lexical(parent));
+}
+
+/** The same segment rule for paths already canonical (no trailing separator): the hot path of find. */
+export function isWithinCanonical(child: string, parent: string): boolean {
+  if (child === parent) return true;
+  return child.startsWith(parent === sep ? sep : parent + sep);
 }
 
 /** Two trees overlap when one is an ancestor of, descendant of, or equal to the other. */
@@ -23,6 +26,11 @@ export function treesOverlap(a: string, b: string): boolean {
 
 function stripTrailingSep(p: string): string {
   return p.length > 1 && p.endsWith(sep) ? p.slice(0, -1) : p;
+}
+
+/** Canonical paths (the usual input, on hot paths like find) skip normalize(). */
+function lexical(p: string): string {
+  return stripTrailingSep(p.includes('/.') || p.includes('//') ? normalize(p) : p);
 }
 
 const LIST_ACTION = 'Pass an absolute path from droid_list_workspaces, or an existing directory inside one of those roots.';
