@@ -4,6 +4,7 @@ import { homedir } from 'node:os';
 import { isAbsolute, join, normalize } from 'node:path';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
+import { errCode, sharedMode } from '../util/errno.js';
 import {
   AMP_MCP_URL,
   AUTONOMY_ORDER,
@@ -109,7 +110,7 @@ async function readConfigJson(configPath: string): Promise<unknown> {
   try {
     text = await readFile(configPath, 'utf8');
   } catch (err) {
-    const code = errnoCode(err);
+    const code = errCode(err);
     const why =
       code === 'ENOENT'
         ? 'does not exist'
@@ -174,10 +175,6 @@ function invalid(configPath: string, key: string, text: string): ConfigError {
   return new ConfigError('config_invalid', `Invalid config ${configPath}: "${key}" ${text}`, key);
 }
 
-function errnoCode(err: unknown): string | undefined {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
-}
-
 async function resolveApprovedDirectories(configPath: string, dirs: readonly string[]): Promise<string[]> {
   const out: string[] = [];
   for (const [i, dir] of dirs.entries()) {
@@ -187,7 +184,7 @@ async function resolveApprovedDirectories(configPath: string, dirs: readonly str
       // Canonical roots make later containment checks compare real paths only.
       real = await realpath(dir);
     } catch (err) {
-      const code = errnoCode(err);
+      const code = errCode(err);
       const why =
         code === 'ENOENT' || code === 'ENOTDIR'
           ? 'does not exist; create it or remove it from the list'
@@ -198,7 +195,7 @@ async function resolveApprovedDirectories(configPath: string, dirs: readonly str
     try {
       isDir = (await stat(real)).isDirectory();
     } catch (err) {
-      throw invalid(configPath, key, `${JSON.stringify(dir)} cannot be inspected (${errnoCode(err) ?? 'unknown error'})`);
+      throw invalid(configPath, key, `${JSON.stringify(dir)} cannot be inspected (${errCode(err) ?? 'unknown error'})`);
     }
     if (!isDir) throw invalid(configPath, key, `${JSON.stringify(dir)} is not a directory; list project root directories only`);
     if (!out.includes(real)) out.push(real);
@@ -217,11 +214,11 @@ async function checkStateDirectory(configPath: string, dir: string): Promise<voi
   } catch (err) {
     if (err instanceof ConfigError) throw err;
     // Absent is fine: the store creates it with mode 700.
-    if (errnoCode(err) === 'ENOENT') return;
-    throw invalid(configPath, 'stateDirectory', `${JSON.stringify(dir)} cannot be inspected (${errnoCode(err) ?? 'unknown error'})`);
+    if (errCode(err) === 'ENOENT') return;
+    throw invalid(configPath, 'stateDirectory', `${JSON.stringify(dir)} cannot be inspected (${errCode(err) ?? 'unknown error'})`);
   }
-  if ((mode & 0o077) !== 0) {
-    const octal = (mode & 0o777).toString(8).padStart(3, '0');
+  const octal = sharedMode(mode);
+  if (octal !== undefined) {
     throw invalid(
       configPath,
       'stateDirectory',

@@ -6,6 +6,7 @@
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { ConfigError } from './errors.js';
+import { errCode, sharedMode } from '../util/errno.js';
 
 export const MIN_TOKEN_LENGTH = 32;
 /** A token is one line; anything larger is not a token file. */
@@ -24,10 +25,6 @@ function refuse(path: string, why: string): ConfigError {
   return new ConfigError('config_invalid', `"tokenFile" ${JSON.stringify(path)} ${why}. ${tokenHint(path)}`, 'tokenFile');
 }
 
-function errnoCode(err: unknown): string | undefined {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
-}
-
 /**
  * Returns the token. Checks run on the opened descriptor, so the file that
  * was checked is the file that was read.
@@ -38,15 +35,15 @@ export async function readTokenFile(path: string, uid: number = currentUid()): P
     // O_NONBLOCK: a FIFO in its place must not hang start-up.
     handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (err) {
-    const code = errnoCode(err);
+    const code = errCode(err);
     throw refuse(path, code === 'ENOENT' ? 'does not exist' : `cannot be opened (${code ?? 'unknown error'})`);
   }
   try {
     const info = await handle.stat();
     if (!info.isFile()) throw refuse(path, 'is not a regular file');
     if (info.uid !== uid) throw refuse(path, `is owned by uid ${info.uid}, not by the service user (uid ${uid})`);
-    if ((info.mode & 0o077) !== 0) {
-      const octal = (info.mode & 0o777).toString(8).padStart(3, '0');
+    const octal = sharedMode(info.mode);
+    if (octal !== undefined) {
       throw refuse(path, `is accessible by group/other (mode ${octal}); run chmod 600 ${path} or make a new one`);
     }
     if (info.size > MAX_TOKEN_FILE_BYTES) throw refuse(path, `is ${info.size} bytes, too large for a token file`);

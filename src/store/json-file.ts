@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { z } from 'zod';
-import { errCode } from './errno.js';
+import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 import { describeIssue } from './schemas.js';
 

@@ -10,7 +10,7 @@
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
-import { errCode } from './errno.js';
+import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 import { StateIndex } from './indexes.js';
 import { forEachLine } from './lines.js';

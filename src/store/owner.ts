@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { z } from 'zod';
 import { writeFileAtomic } from './atomic.js';
-import { errCode } from './errno.js';
+import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 import type { StoreLogger } from './logger.js';
 import { readJsonFile } from './json-file.js';

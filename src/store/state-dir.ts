@@ -7,7 +7,7 @@
 import { mkdir, stat } from 'node:fs/promises';
 import { dirname, isAbsolute } from 'node:path';
 import { fsyncDir } from './atomic.js';
-import { errCode } from './errno.js';
+import { errCode, sharedMode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 
 export const DIR_MODE = 0o700;
@@ -45,8 +45,8 @@ export async function prepareStateDir(dir: string): Promise<void> {
       `Run the controller as the directory's owner, or give it a directory you own and run chmod 700 ${dir}`,
     );
   }
-  if ((info.mode & 0o077) !== 0) {
-    const mode = (info.mode & 0o777).toString(8).padStart(3, '0');
+  const mode = sharedMode(info.mode);
+  if (mode !== undefined) {
     throw new StoreError(
       'state_dir_not_private',
       `state directory ${dir} has mode ${mode}; group and others must have no access`,

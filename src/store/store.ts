@@ -23,7 +23,7 @@ import { mkdir, open, readdir, unlink, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path';
 import type { z } from 'zod';
 import { appendDurable, FILE_MODE, fsyncDir, TEMP_SUFFIX, writeFileAtomic } from './atomic.js';
-import { errCode } from './errno.js';
+import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 import { StateIndex, type StoreChange } from './indexes.js';
 import { JOURNAL_FILE, loadState, RESULTS_DIR } from './load.js';
