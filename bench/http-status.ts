@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { StoreLogger } from '../src/store/logger.js';
+import type { Log } from '../src/util/logger.js';
 import type { RunRecord, SessionRecord } from '../src/store/records.js';
 import { StateStore } from '../src/store/store.js';
 
@@ -27,7 +27,7 @@ const CONCURRENCY = 16;
 const WARMUP_MS = 1_000;
 const MEASURE_MS = 5_000;
 const AT = '2030-01-01T00:00:00.000Z';
-const quiet: StoreLogger = { info() {}, warn() {}, error() {} };
+const quiet: Log = { info() {}, warn() {}, error() {} };
 
 export interface Figures {
   label: string;

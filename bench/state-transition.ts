@@ -10,7 +10,7 @@ import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { StoreLogger } from '../src/store/logger.js';
+import type { Log } from '../src/util/logger.js';
 import type { RunRecord } from '../src/store/records.js';
 import { STATE_FILE } from '../src/store/snapshot.js';
 import { StateStore } from '../src/store/store.js';
@@ -21,7 +21,7 @@ const RUNS_PER_SESSION = 10;
 const WARMUP = 30;
 const COMMITS = 1_200;
 const ROUNDS = 12;
-const quiet: StoreLogger = { info() {}, warn() {}, error() {} };
+const quiet: Log = { info() {}, warn() {}, error() {} };
 
 interface Figures {
   runs: number;

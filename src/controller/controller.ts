@@ -22,6 +22,7 @@ import type { HistoryPage } from './history.js';
 import { SessionReader, type ReadableStore } from './session-reader.js';
 import { applySessionUpdate, normalizeLabels, type SessionUpdate } from './metadata.js';
 import type { UsageScope, UsageSummary } from './usage.js';
+import type { Log } from '../util/logger.js';
 
 export const MAX_QUEUED_TOTAL = 64;
 export const MAX_QUEUED_PER_SESSION = 8;
@@ -48,7 +49,7 @@ export interface ControllerDeps {
   droidPath: string;
   droidEnv: Record<string, string>;
   replyBackConfigured: boolean;
-  log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
+  log: Log;
   now?: () => Date;
 }
 

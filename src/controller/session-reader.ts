@@ -4,6 +4,7 @@
  * starts droid and never writes.
  */
 import type { RunRecord, RunResultFile, SessionRecord } from '../store/records.js';
+import type { Log } from '../util/logger.js';
 import { ControllerError } from './errors.js';
 import { findSessions, SessionIndex, type FindFilters } from './find.js';
 import { pageHistory, type HistoryPage } from './history.js';
@@ -29,10 +30,6 @@ export interface LiveReports {
 /** Result files kept in memory, by total size (one file is at most ~2 M characters). */
 const RESULT_CACHE_CHARS = 8_000_000;
 
-export interface ReaderLog {
-  warn(obj: object, msg: string): void;
-}
-
 export class SessionReader {
   /** Sessions newest first, for find; kept current by `noteCommitted`. */
   private readonly index: SessionIndex;
@@ -46,7 +43,7 @@ export class SessionReader {
     private readonly store: ReadableStore,
     private readonly live: LiveReports,
     private readonly resolveWorkspace: (path: string) => Promise<string>,
-    private readonly log: ReaderLog,
+    private readonly log: Pick<Log, 'warn'>,
   ) {
     this.index = new SessionIndex(store.sessions.values());
   }

@@ -12,14 +12,11 @@ import { parseEnvelope } from './http-envelope.js';
 import type { HostPolicy } from './http-host.js';
 import { exchange } from './http-mcp.js';
 import { internalError, refuse, relay, type Refusal } from './http-reply.js';
+import type { Log } from '../util/logger.js';
 
 export const MCP_PATH = '/mcp';
 
-export interface HttpLog {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
+export type HttpLog = Log;
 
 export interface PipelineLimits {
   maxBodyBytes: number;

@@ -7,13 +7,13 @@ import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } fr
 import { z } from 'zod';
 import { ControllerError, type PublicError } from '../controller/errors.js';
 import { TOOLS, type ToolContext, type ToolDefinition } from './tools.js';
+import type { Log } from '../util/logger.js';
 
 export const SERVER_NAME = 'droid-mcp';
 export const SERVER_VERSION = '0.1.0';
 
-export interface ServerLog {
-  error(obj: object, msg: string): void;
-}
+/** Unexpected tool failures are logged; callers only see a generic error. */
+export type ServerLog = Pick<Log, 'error'>;
 
 type ObjectSchema = { type: 'object'; [k: string]: unknown };
 

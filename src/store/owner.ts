@@ -20,7 +20,7 @@ import { z } from 'zod';
 import { writeFileAtomic } from './atomic.js';
 import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
-import type { StoreLogger } from './logger.js';
+import type { Log } from '../util/logger.js';
 import { readJsonFile } from './json-file.js';
 
 export const OWNER_FILE = 'owner.json';
@@ -46,7 +46,7 @@ const ownerRecordSchema = z
 
 export interface OwnershipOptions {
   now: () => Date;
-  logger: StoreLogger;
+  logger: Log;
 }
 
 type Release = () => Promise<void>;

@@ -27,7 +27,7 @@ import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 import { StateIndex, type StoreChange } from './indexes.js';
 import { JOURNAL_FILE, loadState, RESULTS_DIR } from './load.js';
-import { defaultStoreLogger, type StoreLogger } from './logger.js';
+import { createLogger, type Log } from '../util/logger.js';
 import { beginOwnership, type Ownership } from './owner.js';
 import { RecordPool } from './pool.js';
 import type { RunRecord, RunResultFile, SessionRecord } from './records.js';
@@ -51,7 +51,7 @@ const SAFE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 
 export interface StoreOptions {
   now?: () => Date;
-  logger?: StoreLogger;
+  logger?: Log;
 }
 
 /**
@@ -79,7 +79,7 @@ export class StateStore {
     private readonly journal: FileHandle,
     loaded: { seq: number; index: StateIndex; journalLines: number },
     private readonly now: () => Date,
-    private readonly logger: StoreLogger,
+    private readonly logger: Log,
   ) {
     this.#index = loaded.index;
     this.#seq = loaded.seq;
@@ -93,7 +93,7 @@ export class StateStore {
    */
   static async open(dir: string, opts: StoreOptions = {}): Promise<StateStore> {
     const now = opts.now ?? (() => new Date());
-    const logger = opts.logger ?? defaultStoreLogger();
+    const logger = opts.logger ?? createLogger('droid-mcp.store');
     await prepareStateDir(dir);
     const pending = await beginOwnership(dir, { now, logger });
     let loaded;

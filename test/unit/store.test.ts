@@ -6,14 +6,14 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { StoreError } from '../../src/store/errors.js';
-import type { StoreLogger } from '../../src/store/logger.js';
+import type { Log } from '../../src/util/logger.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
 import { STATE_FILE, writeSnapshot } from '../../src/store/snapshot.js';
 import { COMPACT_MIN_LINES, StateStore } from '../../src/store/store.js';
 import { runRecord, sessionRecord } from '../support/records.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const silent: StoreLogger = { info() {}, warn() {}, error() {} };
+const silent: Log = { info() {}, warn() {}, error() {} };
 const T0 = '2030-01-01T00:00:00.000Z';
 
 // ---- fixtures ----
