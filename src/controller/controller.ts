@@ -23,6 +23,7 @@ import { SessionReader, type ReadableStore } from './session-reader.js';
 import { applySessionUpdate, normalizeLabels, type SessionUpdate } from './metadata.js';
 import type { UsageScope, UsageSummary } from './usage.js';
 import type { Log } from '../util/logger.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export const MAX_QUEUED_TOTAL = 64;
 export const MAX_QUEUED_PER_SESSION = 8;
@@ -475,7 +476,7 @@ export class SessionController {
           return;
         }
         this.deps.log.warn({ err, run: runId, attempt }, 'recording the turn result failed; retrying');
-        await new Promise((r) => setTimeout(r, TERMINAL_WRITE_BACKOFF_MS * attempt));
+        await sleep(TERMINAL_WRITE_BACKOFF_MS * attempt);
       }
     }
   }
@@ -562,7 +563,7 @@ export class SessionController {
       turn.handle.cancel();
       return turn.handle.cleanedUp;
     });
-    await Promise.race([Promise.all(cleanups), new Promise((r) => setTimeout(r, timeoutMs))]);
+    await Promise.race([Promise.all(cleanups), sleep(timeoutMs)]);
     await this.acceptChain;
   }
 

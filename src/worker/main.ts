@@ -6,6 +6,7 @@ import { toErrorInfo } from '../droid/errors.js';
 import { emptyFailure, turnSpecSchema, type ParentToWorker, type RenameOutcome, type TurnResult, type WorkerToParent } from './protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const ACK_TIMEOUT_MS = 30_000;
 
@@ -62,6 +63,6 @@ async function execute(rawSpec: unknown): Promise<void> {
   // droid goes while the controller persists the result; the slot stays held until both are done.
   const rename = await release();
   if (rename) await send({ type: 'rename', outcome: rename });
-  await Promise.race([acknowledged, new Promise((r) => setTimeout(r, ACK_TIMEOUT_MS))]);
+  await Promise.race([acknowledged, sleep(ACK_TIMEOUT_MS)]);
   process.exit(0);
 }

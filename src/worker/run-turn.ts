@@ -10,6 +10,7 @@ import { DroidError, toErrorInfo, type ErrorInfo } from '../droid/errors.js';
 import { assertDroidExecutable } from '../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../droid/turn-collector.js';
 import type { RenameOutcome, TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface TurnHooks {
   onStarted(droidSessionId: string): void;
@@ -127,7 +128,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
 
   // Cancel or deadline: interrupt through the protocol, then wait for the end.
   await client.interrupt(spec.graceMs).catch(() => undefined);
-  const after = await Promise.race([collector.ended, exited, delay(spec.graceMs)]);
+  const after = await Promise.race([collector.ended, exited, sleep(spec.graceMs, undefined)]);
   const end = after && !(after instanceof Error) ? after : undefined;
   if (first.kind === 'deadline') {
     if (end?.reason === 'completed') return fromReason(end.reason, collector);
@@ -220,6 +221,3 @@ function fromReason(reason: string, collector: TurnCollector): Verdict {
   };
 }
 
-function delay(ms: number): Promise<undefined> {
-  return new Promise((resolve) => setTimeout(() => resolve(undefined), ms));
-}

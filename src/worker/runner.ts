@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { ProgressEvent } from '../droid/turn-collector.js';
 import { emptyFailure, type ParentToWorker, type RenameOutcome, type TurnResult, type TurnSpec, type WorkerToParent } from './protocol.js';
 import { TextTail } from '../util/text.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export const WORKER_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
 const GROUP_POLL_MS = 25;
@@ -133,6 +134,6 @@ function groupAlive(pid: number): boolean {
 async function waitForGroupGone(pid: number): Promise<void> {
   const giveUpAt = Date.now() + GROUP_GONE_TIMEOUT_MS;
   while (pid > 0 && groupAlive(pid) && Date.now() < giveUpAt) {
-    await new Promise((r) => setTimeout(r, GROUP_POLL_MS));
+    await sleep(GROUP_POLL_MS);
   }
 }
