@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { makeDroidBed, type DroidBed } from './support/droid-home.js';
 import { notification, spawnPeer, type Frame, type FramePeer } from './support/frame-peer.js';
-import { isTitleRequest, prose, script, startModelServer, type ModelServer, type Script } from './support/model-server.js';
+import { prose, script, startModelServer, type ModelServer, type Script } from './support/model-server.js';
 import { pidsWithEnvTag, TAG_VAR, waitForNoProcesses } from './support/processes.js';
 
 const MOCK = fileURLToPath(new URL('./support/mock-droid.mjs', import.meta.url));
@@ -192,8 +192,8 @@ describe('real droid with the scripted model', () => {
       expect(done.reason).toBe('completed');
       expect(readFileSync(target, 'utf8')).toBe('hi there\n');
       // Two model calls (tool call, then answer), each reporting the scripted usage.
-      // (droid also asks for a session title on an untitled session's first turn.)
-      const calls = bed.model.requests.filter((r) => r.path === '/v1/chat/completions' && !isTitleRequest(r.messages));
+      // (droid's own session-title request is recorded apart, in titleRequests.)
+      const calls = bed.model.requests.filter((r) => r.path === '/v1/chat/completions');
       expect(calls).toHaveLength(2);
       const toolMsg = calls[1]!.messages.find((m) => m.role === 'tool');
       expect(lastAssistantText(peer.frames)).toBe(`tool said: ${String(toolMsg?.content)}`);
@@ -228,7 +228,7 @@ describe('real droid with the scripted model', () => {
       await peer.request('droid.interrupt_session', {});
       const done = notification(await peer.waitFor(turnDone('slow-1'), 10_000))!;
       expect(done.reason).toBe('cancelled');
-      const turnCall = () => bed.model.requests.slice(n0).find((r) => !isTitleRequest(r.messages));
+      const turnCall = () => bed.model.requests.slice(n0)[0];
       await expect.poll(() => turnCall()?.disconnected, { timeout: 5_000 }).toBe(true);
     } finally {
       peer.child.kill('SIGKILL');

@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DroidClient } from '../../src/droid/client.js';
-import { isTitleRequest, prose, script } from '../support/model-server.js';
+import { prose, script } from '../support/model-server.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { makeContext, waitForNoDroids, type E2EContext } from './context.js';
@@ -279,7 +279,7 @@ describe('droid_get_usage', () => {
     await settle(metadata.session);
     // A replay of the first request is not a second turn.
     await server.ok('droid_create_session', args);
-    const calls = ctx.bed.model.requests.slice(before).filter((r) => !isTitleRequest(r.messages)).length;
+    const calls = ctx.bed.model.requests.slice(before).length;
     expect(calls).toBe(3); // tool call + answer, then one plain answer
     const usage = await server.ok<Usage>('droid_get_usage', { session: metadata.session });
     expect(usage).toMatchObject({ turns: 2, turnsWithUsage: 2, inputTokens: 2 * 100 + 40, outputTokens: 2 * 7 + 3, factoryCredits: null });

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isTitleRequest, messageText, prose, script } from '../support/model-server.js';
+import { messageText, prose, script } from '../support/model-server.js';
 import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { liveDroids, makeContext, type E2EContext } from './context.js';
@@ -197,7 +197,7 @@ describe('lifecycle', () => {
     expect(replayed.status.latestRun).toMatchObject({ state: 'succeeded', autonomy: 'off' });
     // The turn ran once: one model request carried its prompt, replays added none.
     const turnRequests = () =>
-      ctx.bed.model.requests.filter((r) => !isTitleRequest(r.messages) && r.messages.some((m) => messageText(m).includes(args.prompt))).length;
+      ctx.bed.model.requests.filter((r) => r.messages.some((m) => messageText(m).includes(args.prompt))).length;
     expect(turnRequests()).toBe(1);
     await new Promise((r) => setTimeout(r, 300));
     expect(turnRequests()).toBe(1);
@@ -348,8 +348,8 @@ describe('durability', () => {
     const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `${marker} ${script({ text: prose(50), slowMs: 30_000 })}` });
     const q = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'queued behind' });
     await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.agentState === 'working' && liveDroids(TAG).length === 1);
-    // The turn's own model request (not droid's parallel title request) is streaming.
-    await until(() => ctx.bed.model.requests.some((r) => !isTitleRequest(r.messages) && JSON.stringify(r.messages).includes(marker)));
+    // The turn's own model request is streaming (droid's title request is recorded apart).
+    await until(() => ctx.bed.model.requests.some((r) => JSON.stringify(r.messages).includes(marker)));
     process.kill(server.pid, 'SIGKILL');
     await server.close().catch(() => undefined);
     server = undefined;
@@ -365,7 +365,7 @@ describe('durability', () => {
     const history = await server.ok<{ items: Array<{ type: string; kind?: string }>; historyAvailable: boolean }>('droid_read_session', { session: a.metadata.session });
     expect(history.historyAvailable).toBe(false);
     expect(history.items.every((i) => i.type === 'notice')).toBe(true);
-    const sent = ctx.bed.model.requests.filter((r) => !isTitleRequest(r.messages) && JSON.stringify(r.messages).includes(marker)).length;
+    const sent = ctx.bed.model.requests.filter((r) => JSON.stringify(r.messages).includes(marker)).length;
     expect(sent).toBe(1);
     // The prompt marker appears nowhere under the state directory.
     expect(filesContaining(ctx.stateDir, marker)).toEqual([]);
@@ -378,7 +378,7 @@ describe('durability', () => {
     const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `${marker} ${script({ text: prose(60), slowMs: 30_000 })}` });
     const q = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'after the stop' });
     await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.agentState === 'working' && liveDroids(TAG).length === 1);
-    await until(() => ctx.bed.model.requests.some((r) => !isTitleRequest(r.messages) && JSON.stringify(r.messages).includes(marker)));
+    await until(() => ctx.bed.model.requests.some((r) => JSON.stringify(r.messages).includes(marker)));
     // Closing stdio is how an MCP client stops a stdio server.
     await server.close();
     server = undefined;

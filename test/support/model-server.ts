@@ -42,7 +42,10 @@ export type RecordedRequest = {
 export type ModelServer = {
   /** e.g. http://127.0.0.1:PORT/v1 — what goes into customModels[].baseUrl. */
   baseUrl: string;
+  /** Every request except droid's session-title requests, in arrival order. */
   requests: RecordedRequest[];
+  /** droid's own title requests (first turn of an untitled session), kept apart so tests count turns only. */
+  titleRequests: RecordedRequest[];
   close(): Promise<void>;
 };
 
@@ -239,6 +242,7 @@ function completion(p: Exclude<Plan, { kind: 'status' }>, callId: string, model:
 
 export async function startModelServer(): Promise<ModelServer> {
   const requests: RecordedRequest[] = [];
+  const titleRequests: RecordedRequest[] = [];
   let callN = 0;
   let chunkN = 0;
   const server = http.createServer((req, res) => {
@@ -262,7 +266,7 @@ export async function startModelServer(): Promise<ModelServer> {
     const msgs = (body as { messages?: unknown } | undefined)?.messages;
     const messages = Array.isArray(msgs) ? (msgs as ChatMessage[]) : [];
     const record: RecordedRequest = { method: req.method ?? 'GET', path, body, messages, at: Date.now() };
-    requests.push(record);
+    (isTitleRequest(messages) ? titleRequests : requests).push(record);
 
     if (raw === undefined) return sendJson(res, 413, { error: { message: 'body too large', type: 'invalid_request_error' } });
     if (req.method === 'GET' && path === '/v1/models') {
@@ -289,6 +293,7 @@ export async function startModelServer(): Promise<ModelServer> {
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
+    titleRequests,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections(); // streaming responses would otherwise hold close() open
