@@ -18,6 +18,8 @@ export interface LockClaim {
 
 export interface QueuedTurn extends LockClaim {
   runId: string;
+  /** False while the turn waits out a retry delay: it keeps its place and blocks those behind it. */
+  ready?: boolean;
 }
 
 export function conflicts(a: LockClaim, b: LockClaim): boolean {
@@ -33,6 +35,7 @@ export function selectRunnable(queue: readonly QueuedTurn[], live: readonly Lock
   for (const turn of queue) {
     if (holding.length >= capacity) break;
     const blocked =
+      turn.ready === false ||
       busySessions.has(turn.sessionId) ||
       holding.some((h) => conflicts(h, turn)) ||
       waiting.some((w) => w.sessionId === turn.sessionId || conflicts(w, turn));

@@ -2,20 +2,30 @@
  * The session controller: accepts turns durably, admits them FIFO under
  * capacity and workspace locks, runs each in its own worker, and records
  * how each ended. Effects (store, workers, catalog, clock) are injected.
+ *
+ * Rules it keeps:
+ * - Each admitted turn has one owner (`Turn`, run by `own`), which releases
+ *   the claim in `finally`, after the worker's process group is gone.
+ * - A transition commits first, then changes memory; a failed commit leaves
+ *   memory as it was and the caller gets the error.
+ * - Inputs that need I/O (catalog, workspace resolution) are resolved before
+ *   the serial chain; the chain only orders state changes.
+ * - State it cannot record stops it (`halt`): it never guesses.
  */
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import type { CatalogModel } from '../droid/client.js';
-import type { ProgressEvent } from '../droid/turn-collector.js';
-import { acceptedRun, type RunRecord, type RunResultFile, type SessionRecord } from '../store/records.js';
-import type { RenameOutcome, TurnResult, TurnSpec } from '../worker/protocol.js';
+import { acceptedRun, TERMINAL_STATES, type RunRecord, type RunResultFile, type SessionRecord } from '../store/records.js';
+import { planCrashRecovery } from '../store/recovery.js';
+import { emptyFailure, type RenameOutcome, type TurnResult, type TurnSpec } from '../worker/protocol.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/runner.js';
 import { selectRunnable, type LockClaim } from './admission.js';
+import { startRetryDelayMs, Turn } from './turn.js';
 import { ControllerError } from './errors.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { resolveLaunchSettings, type HostPolicy, type Requested } from './launch-settings.js';
 import type { SessionView } from './views.js';
-import { appendEvent, MAX_EVENTS, resultFile, terminalUpdate } from './run-outcome.js';
+import { MAX_EVENTS, resultFile, terminalUpdate } from './run-outcome.js';
 import { turnSpecFor } from './turn-spec.js';
 import type { FindFilters } from './find.js';
 import type { HistoryPage } from './history.js';
@@ -75,33 +85,33 @@ export interface Acceptance {
   status: SessionView;
 }
 
-interface LiveTurn {
-  handle: WorkerHandle;
-  claim: LockClaim;
-  cancelRequested: boolean;
-}
-
 export class SessionController {
-  private readonly prompts = new Map<string, string>();
-  private readonly queue: string[] = [];
-  private readonly live = new Map<string, LiveTurn>();
-  /** Runs between admission and worker start: they hold their claim. */
-  private readonly launching = new Map<string, LockClaim>();
-  /** Progress of a live run lives in memory; it is persisted with the result. */
-  private readonly liveEvents = new Map<string, RunRecord['events']>();
-  /** Latest assistant text of each live run (a running turn's only history). */
-  private readonly livePartial = new Map<string, string>();
+  /** Every turn accepted and not yet released, in acceptance order (the FIFO queue). */
+  private readonly turns = new Map<string, Turn>();
+  /** Owners still running (including ones a shutdown waits for). */
+  private readonly owners = new Set<Promise<void>>();
   private readonly reader: SessionReader;
   private readonly changes = new EventEmitter();
   private readonly now: () => Date;
-  /** Serializes acceptance so request keys and queue bounds are checked atomically. */
-  private acceptChain: Promise<unknown> = Promise.resolve();
+  /** Orders state changes (commits and the checks they depend on); never I/O beyond the store. */
+  private chain: Promise<unknown> = Promise.resolve();
   private stopped = false;
+  /** Set when state could not be recorded: the controller refuses to continue. */
+  private halted: { error: ControllerError; shown: Map<string, RunRecord> } | null = null;
+  private retryTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: ControllerDeps) {
     this.now = deps.now ?? (() => new Date());
     this.changes.setMaxListeners(0);
-    this.reader = new SessionReader(deps.store, { events: this.liveEvents, partialText: this.livePartial }, deps.resolveWorkspace, deps.log);
+    this.reader = new SessionReader(
+      deps.store,
+      {
+        live: (runId) => this.turns.get(runId),
+        shown: (run) => this.halted?.shown.get(run.id) ?? run,
+      },
+      deps.resolveWorkspace,
+      deps.log,
+    );
   }
 
   /** Every durable change goes through here so derived indexes stay current. */
@@ -129,16 +139,21 @@ export class SessionController {
   }
 
   capacity() {
-    const active = this.live.size + this.launching.size;
+    let active = 0;
+    let queued = 0;
+    for (const turn of this.turns.values()) {
+      if (turn.holdsClaim()) active++;
+      else queued++;
+    }
     return {
       maximum: this.deps.maxConcurrentRuns,
       active,
-      queued: this.queue.length,
+      queued,
       available: Math.max(0, this.deps.maxConcurrentRuns - active),
     };
   }
 
-  async waitForSessions(ids: readonly string[], timeoutSeconds: number): Promise<{ sessions: SessionView[]; timedOut: boolean }> {
+  async waitForSessions(ids: readonly string[], timeoutSeconds: number, signal?: AbortSignal): Promise<{ sessions: SessionView[]; timedOut: boolean }> {
     const unique = [...new Set(ids)];
     if (unique.length === 0 || unique.length > MAX_WAIT_SESSIONS) {
       throw new ControllerError('invalid_arguments', `wait takes 1 to ${MAX_WAIT_SESSIONS} distinct sessions`, 'Pass between 1 and 10 session handles.');
@@ -147,15 +162,29 @@ export class SessionController {
     // Runs change state only through commits, so progress events are answered from the cache.
     const settled = () => unique.every((id) => this.reader.agentState(id) !== 'working');
     if (!settled() && timeoutSeconds > 0) {
-      await new Promise<void>((resolve) => {
-        const done = () => {
+      await new Promise<void>((resolve, reject) => {
+        const finish = () => {
           clearTimeout(timer);
           this.changes.off('change', check);
+          signal?.removeEventListener('abort', abort);
+        };
+        const check = () => {
+          if (!settled()) return;
+          finish();
           resolve();
         };
-        const check = () => settled() && done();
-        const timer = setTimeout(done, timeoutSeconds * 1000);
+        // A client that cancels its request stops the wait at once.
+        const abort = () => {
+          finish();
+          reject(new ControllerError('request_cancelled', 'the client cancelled this wait', 'Nothing to do; call again to keep waiting.', true));
+        };
+        const timer = setTimeout(() => {
+          finish();
+          resolve();
+        }, timeoutSeconds * 1000);
         this.changes.on('change', check);
+        if (signal?.aborted) abort();
+        else signal?.addEventListener('abort', abort, { once: true });
       });
     }
     return { sessions: unique.map((id) => this.status(id)), timedOut: !settled() };
@@ -163,49 +192,7 @@ export class SessionController {
 
   // ── commands ──────────────────────────────────────────────────────────
 
-  create(input: CreateInput): Promise<Acceptance> {
-    return this.serialized(() => this.acceptCreate(input));
-  }
-
-  send(input: SendInput): Promise<Acceptance> {
-    return this.serialized(() => this.acceptSend(input));
-  }
-
-  cancel(sessionId: string): Promise<SessionView> {
-    return this.serialized(async () => {
-      const session = this.session(sessionId);
-      const runs = this.deps.store.runsBySession(session.id);
-      const at = this.now().toISOString();
-      const dropped = runs
-        .filter((r) => r.state === 'queued')
-        .map((r) => this.dropQueued(r, 'cancelled', at, { code: 'cancelled', message: 'cancelled before it started; nothing was submitted', retryable: false }));
-      const interrupted = this.markCancelling(runs);
-      if (dropped.length || interrupted.length) await this.commit({ runs: [...dropped, ...interrupted] });
-      for (const run of interrupted) this.requestStop(run.id);
-      this.changed();
-      return this.status(session.id);
-    });
-  }
-
-  /** Title, labels, archive flag: controller metadata only, never work or routing. */
-  update(sessionId: string, update: SessionUpdate): Promise<SessionView> {
-    return this.serialized(async () => {
-      const session = this.session(sessionId);
-      const next = applySessionUpdate(session, this.deps.store.runsBySession(session.id), update, this.now().toISOString());
-      await this.commit({ sessions: [next] });
-      return this.status(session.id);
-    });
-  }
-
-  // ── acceptance ────────────────────────────────────────────────────────
-
-  private serialized<T>(fn: () => Promise<T>): Promise<T> {
-    const next = this.acceptChain.then(fn, fn);
-    this.acceptChain = next.catch(() => undefined);
-    return next;
-  }
-
-  private async acceptCreate(input: CreateInput): Promise<Acceptance> {
+  async create(input: CreateInput): Promise<Acceptance> {
     if (input.replyTo !== null) {
       throw new ControllerError(
         'reply_back_unavailable',
@@ -215,109 +202,145 @@ export class SessionController {
         'Pass replyTo: null for detached work and collect results with droid_wait_for_sessions.',
       );
     }
+    // I/O first, outside the chain: a slow catalog must not hold up anyone's cancel.
     const workspace = await this.deps.resolveWorkspace(input.workspace);
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
     const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: null, title, labels };
-    const replay = this.replay(input.requestKey, intent, input);
-    if (replay) return replay;
-    this.assertQueueRoom(null);
+    // A replay never consults the catalog.
+    const early = this.replay(input.requestKey, intent, input);
+    if (early) return early;
+    this.assertRunning();
+    const catalog = await this.deps.models();
 
-    const settings = resolveLaunchSettings(input, null, this.deps.policy, await this.deps.models());
-    const at = this.now().toISOString();
-    const sessionId = randomUUID();
-    const run = acceptedRun({
-      id: randomUUID(),
-      sessionId,
-      seq: 1,
-      kind: 'create',
-      requestKey: input.requestKey,
-      fingerprint: fingerprint(intent),
-      interrupt: false,
-      settings,
-      acceptedAt: at,
+    return this.serialized(async () => {
+      const replay = this.replay(input.requestKey, intent, input);
+      if (replay) return replay;
+      this.assertRunning();
+      this.assertQueueRoom(null);
+      const settings = resolveLaunchSettings(input, null, this.deps.policy, catalog);
+      const at = this.now().toISOString();
+      const sessionId = randomUUID();
+      const run = acceptedRun({
+        id: randomUUID(),
+        sessionId,
+        seq: 1,
+        kind: 'create',
+        requestKey: input.requestKey,
+        fingerprint: fingerprint(intent),
+        interrupt: false,
+        settings,
+        acceptedAt: at,
+      });
+      const session: SessionRecord = {
+        id: sessionId,
+        createdAt: at,
+        updatedAt: at,
+        workspace,
+        title,
+        labels,
+        archived: false,
+        replyTo: null,
+        droidSessionId: null,
+        headRunId: run.id,
+        factoryTitle: null,
+      };
+      await this.commit({ sessions: [session], runs: [run] });
+      return this.enqueue(run, workspace, input.prompt);
     });
-    const session: SessionRecord = {
-      id: sessionId,
-      createdAt: at,
-      updatedAt: at,
-      workspace,
-      title,
-      labels,
-      archived: false,
-      replyTo: null,
-      droidSessionId: null,
-      headRunId: run.id,
-      factoryTitle: null,
-    };
-    await this.commit({ sessions: [session], runs: [run] });
-    return this.enqueue(run, input.prompt);
   }
 
-  private async acceptSend(input: SendInput): Promise<Acceptance> {
+  async send(input: SendInput): Promise<Acceptance> {
     const session = this.session(input.session);
     const interrupt = input.interrupt ?? false;
-    const intent: Intent = {
-      kind: 'send',
-      target: session.id,
-      prompt: input.prompt,
-      interrupt,
-      replyTo: session.replyTo,
-      title: null,
-      labels: [],
-    };
-    const replay = this.replay(input.requestKey, intent, input);
-    if (replay) return replay;
-
-    const runs = this.deps.store.runsBySession(session.id);
-    if (runs.some((r) => r.state === 'unknown')) {
-      throw new ControllerError(
-        'session_unknown_outcome',
-        'this session has a turn whose outcome is unknown (the controller stopped mid-turn), so it cannot continue',
-        'Inspect the workspace and droid history locally, then start a new session with a new requestKey.',
-      );
-    }
-    if (!interrupt) this.assertQueueRoom(session.id);
-    else this.assertQueueRoom(null);
+    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: session.replyTo, title: null, labels: [] };
+    const early = this.replay(input.requestKey, intent, input);
+    if (early) return early;
+    this.assertRunning();
     // The workspace is fixed for the session: it must still be approved and
     // still resolve to the same directory (no symlink swapped in since).
-    if ((await this.deps.resolveWorkspace(session.workspace)) !== session.workspace) {
-      throw new ControllerError(
-        'workspace_changed',
-        "the session's workspace no longer resolves to the directory it was created in",
-        'Start a new session in the intended directory; a session never moves between directories.',
-      );
-    }
+    if ((await this.deps.resolveWorkspace(session.workspace)) !== session.workspace) throw workspaceChanged();
+    const catalog = await this.deps.models();
 
-    const previous = runs[runs.length - 1]!.settings;
-    const settings = resolveLaunchSettings(input, previous, this.deps.policy, await this.deps.models());
-    const at = this.now().toISOString();
-    const run = acceptedRun({
-      id: randomUUID(),
-      sessionId: session.id,
-      seq: runs.length + 1,
-      kind: 'send',
-      requestKey: input.requestKey,
-      fingerprint: fingerprint(intent),
-      interrupt,
-      settings,
-      acceptedAt: at,
-    });
-    const changedRuns: RunRecord[] = [run];
-    let stopping: RunRecord[] = [];
-    if (interrupt) {
-      for (const old of runs.filter((r) => r.state === 'queued')) {
-        changedRuns.push(
-          this.dropQueued(old, 'superseded', at, { code: 'superseded', message: 'superseded by a steering message; nothing was submitted', retryable: false }),
+    return this.serialized(async () => {
+      const replay = this.replay(input.requestKey, intent, input);
+      if (replay) return replay;
+      this.assertRunning();
+      const runs = this.deps.store.runsBySession(session.id);
+      if (runs.some((r) => r.state === 'unknown')) {
+        throw new ControllerError(
+          'session_unknown_outcome',
+          'this session has a turn whose outcome is unknown (the controller stopped mid-turn), so it cannot continue',
+          'Inspect the workspace and droid history locally, then start a new session with a new requestKey.',
         );
       }
-      stopping = this.markCancelling(runs);
-      changedRuns.push(...stopping);
+      this.assertQueueRoom(interrupt ? null : session.id);
+      const settings = resolveLaunchSettings(input, runs[runs.length - 1]!.settings, this.deps.policy, catalog);
+      const at = this.now().toISOString();
+      const run = acceptedRun({
+        id: randomUUID(),
+        sessionId: session.id,
+        seq: runs.length + 1,
+        kind: 'send',
+        requestKey: input.requestKey,
+        fingerprint: fingerprint(intent),
+        interrupt,
+        settings,
+        acceptedAt: at,
+      });
+      const superseded = interrupt ? this.dropQueued(runs, 'superseded', at) : [];
+      const stopping = interrupt ? this.markCancelling(runs) : [];
+      const current = this.session(session.id);
+      const updated: SessionRecord = { ...current, headRunId: run.id, updatedAt: at, archived: false };
+      await this.commit({ sessions: [updated], runs: [run, ...superseded, ...stopping] });
+      // Committed: now memory follows.
+      this.forgetQueued(superseded);
+      for (const r of stopping) this.turns.get(r.id)?.requestStop();
+      return this.enqueue(run, current.workspace, input.prompt);
+    });
+  }
+
+  cancel(sessionId: string): Promise<SessionView> {
+    return this.serialized(async () => {
+      const session = this.session(sessionId);
+      this.assertRunning();
+      const runs = this.deps.store.runsBySession(session.id);
+      const at = this.now().toISOString();
+      const dropped = this.dropQueued(runs, 'cancelled', at);
+      const stopping = this.markCancelling(runs);
+      if (dropped.length || stopping.length) await this.commit({ runs: [...dropped, ...stopping] });
+      // Committed: now memory follows.
+      this.forgetQueued(dropped);
+      for (const run of stopping) this.turns.get(run.id)?.requestStop();
+      this.changed();
+      return this.status(session.id);
+    });
+  }
+
+  /** Title, labels, archive flag: controller metadata only, never work or routing. */
+  update(sessionId: string, update: SessionUpdate): Promise<SessionView> {
+    return this.serialized(async () => {
+      const session = this.session(sessionId);
+      this.assertRunning();
+      const next = applySessionUpdate(session, this.deps.store.runsBySession(session.id), update, this.now().toISOString());
+      await this.commit({ sessions: [next] });
+      return this.status(session.id);
+    });
+  }
+
+  // ── acceptance helpers ────────────────────────────────────────────────
+
+  private serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.chain.then(fn, fn);
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  private assertRunning(): void {
+    if (this.halted) throw this.halted.error;
+    if (this.stopped) {
+      throw new ControllerError('controller_stopping', 'the controller is shutting down', 'Retry with the same requestKey once it has restarted.', true);
     }
-    const updated: SessionRecord = { ...session, headRunId: run.id, updatedAt: at, archived: false };
-    await this.commit({ sessions: [updated], runs: changedRuns });
-    for (const r of stopping) this.requestStop(r.id);
-    return this.enqueue(run, input.prompt);
   }
 
   /** Same key and same intent: the original acceptance. Different: conflict. */
@@ -343,8 +366,14 @@ export class SessionController {
   }
 
   private assertQueueRoom(sessionId: string | null): void {
-    const perSession = sessionId ? this.queue.filter((id) => this.run(id).sessionId === sessionId).length : 0;
-    if (this.queue.length >= MAX_QUEUED_TOTAL || perSession >= MAX_QUEUED_PER_SESSION) {
+    let total = 0;
+    let perSession = 0;
+    for (const turn of this.turns.values()) {
+      if (turn.holdsClaim()) continue;
+      total++;
+      if (turn.sessionId === sessionId) perSession++;
+    }
+    if (total >= MAX_QUEUED_TOTAL || perSession >= MAX_QUEUED_PER_SESSION) {
       throw new ControllerError(
         'queue_full',
         `too many queued turns (at most ${MAX_QUEUED_TOTAL} in all and ${MAX_QUEUED_PER_SESSION} per session)`,
@@ -354,9 +383,10 @@ export class SessionController {
     }
   }
 
-  private enqueue(run: RunRecord, prompt: string): Acceptance {
-    this.prompts.set(run.id, prompt);
-    this.queue.push(run.id);
+  /** Called after the acceptance commit: the turn joins the queue. */
+  private enqueue(run: RunRecord, workspace: string, prompt: string): Acceptance {
+    const claim: LockClaim = { sessionId: run.sessionId, workspace, writer: run.settings.autonomy !== 'off' };
+    this.turns.set(run.id, new Turn(run.id, claim, prompt));
     this.changed();
     this.pump();
     return {
@@ -365,120 +395,166 @@ export class SessionController {
     };
   }
 
-  private dropQueued(run: RunRecord, reason: 'cancelled' | 'superseded' | 'predecessor_failed', at: string, error: RunRecord['error']): RunRecord {
-    const index = this.queue.indexOf(run.id);
-    if (index >= 0) this.queue.splice(index, 1);
-    this.prompts.delete(run.id);
-    return { ...run, state: 'cancelled', cancelReason: reason, endedAt: at, error, needsAttention: reason === 'predecessor_failed' };
+  /** Records for the session's queued runs, ended unsubmitted; memory is untouched until they are committed. */
+  private dropQueued(runs: readonly RunRecord[], reason: 'cancelled' | 'superseded', at: string): RunRecord[] {
+    const message = reason === 'superseded' ? 'superseded by a steering message; nothing was submitted' : 'cancelled before it started; nothing was submitted';
+    return runs
+      .filter((r) => r.state === 'queued')
+      .map((r) => ({ ...r, state: 'cancelled' as const, cancelReason: reason, endedAt: at, error: { code: reason, message, retryable: false }, needsAttention: false }));
+  }
+
+  /**
+   * After the drop is durable. A turn still waiting in line leaves it; one
+   * already admitted belongs to its owner, which sees the run ended and
+   * releases its claim itself.
+   */
+  private forgetQueued(dropped: readonly RunRecord[]): void {
+    for (const run of dropped) {
+      const turn = this.turns.get(run.id);
+      if (turn && !turn.holdsClaim()) {
+        this.turns.delete(run.id);
+        turn.noteReleased();
+      }
+    }
   }
 
   private markCancelling(runs: readonly RunRecord[]): RunRecord[] {
     return runs
-      .filter((r) => (r.state === 'starting' || r.state === 'running') && (this.live.has(r.id) || this.launching.has(r.id)))
+      .filter((r) => (r.state === 'starting' || r.state === 'running') && this.turns.get(r.id)?.holdsClaim())
       .map((r) => ({ ...r, state: 'cancelling' as const }));
   }
 
-  private requestStop(runId: string): void {
-    const turn = this.live.get(runId);
-    if (!turn || turn.cancelRequested) return;
-    turn.cancelRequested = true;
-    turn.handle.cancel();
-  }
-
-  // ── admission and execution ───────────────────────────────────────────
-
-  private claimOf(run: RunRecord): LockClaim {
-    return { sessionId: run.sessionId, workspace: this.session(run.sessionId).workspace, writer: run.settings.autonomy !== 'off' };
-  }
+  // ── admission ─────────────────────────────────────────────────────────
 
   private pump(): void {
-    if (this.stopped) return;
-    const held = [...[...this.live.values()].map((l) => l.claim), ...this.launching.values()];
-    const queued = this.queue.map((id) => ({ runId: id, ...this.claimOf(this.run(id)) }));
+    if (this.stopped || this.halted) return;
+    const now = Date.now();
+    const held: LockClaim[] = [];
+    const queued = [];
+    let nextRetry = Infinity;
+    for (const turn of this.turns.values()) {
+      if (turn.holdsClaim()) held.push(turn.claim);
+      else {
+        const ready = turn.retryAt <= now;
+        if (!ready) nextRetry = Math.min(nextRetry, turn.retryAt);
+        queued.push({ runId: turn.runId, ...turn.claim, ready });
+      }
+    }
     for (const runId of selectRunnable(queued, held, this.deps.maxConcurrentRuns)) {
-      this.queue.splice(this.queue.indexOf(runId), 1);
-      this.launching.set(runId, this.claimOf(this.run(runId)));
-      void this.serialized(() => this.markStarting(runId))
-        .then((run) => run && this.execute(run))
-        .catch((err) => this.deps.log.error({ err, run: runId }, 'launch failed'));
+      const turn = this.turns.get(runId)!;
+      // The claim is held from here; only the owner gives it back.
+      turn.phase = 'admitted';
+      const owner = this.own(turn);
+      this.owners.add(owner);
+      void owner.finally(() => this.owners.delete(owner));
+    }
+    clearTimeout(this.retryTimer);
+    if (nextRetry !== Infinity) this.retryTimer = setTimeout(() => this.pump(), Math.max(0, nextRetry - now)).unref();
+  }
+
+  // ── one turn's life ───────────────────────────────────────────────────
+
+  /**
+   * The owner of an admitted turn: launches it, runs it, records how it ended,
+   * and releases its claim in `finally`, after the worker and its process
+   * group are gone, whatever happened before.
+   */
+  private async own(turn: Turn): Promise<void> {
+    try {
+      await this.launch(turn);
+    } catch (err) {
+      this.deps.log.error({ err, run: turn.runId }, 'turn owner failed');
+    } finally {
+      if (turn.phase === 'queued') {
+        // Back in line (its `starting` commit failed): it keeps its place.
+      } else {
+        this.turns.delete(turn.runId);
+        turn.noteReleased();
+      }
+      this.changed();
+      this.pump();
     }
   }
 
-  /** Null when the run was cancelled between admission and now. */
-  private async markStarting(runId: string): Promise<RunRecord | null> {
-    const current = this.run(runId);
+  private async launch(turn: Turn): Promise<void> {
+    const session = this.session(turn.sessionId);
+    // The workspace may have changed since acceptance (a symlink swapped in).
+    const moved = await this.deps.resolveWorkspace(session.workspace).then(
+      (resolved) => (resolved === session.workspace ? null : workspaceChanged().toPublic()),
+      (err: unknown) => (err instanceof ControllerError ? err.toPublic() : workspaceChanged().toPublic()),
+    );
+    if (moved) {
+      await this.recordTerminal(turn, emptyFailure({ code: moved.code, message: `${moved.message} Nothing was submitted.`, retryable: false }));
+      return;
+    }
+
+    let run: RunRecord | null;
+    try {
+      run = await this.serialized(() => this.markStarting(turn));
+    } catch (err) {
+      // Not durable, so not started: back in line with memory as it was.
+      turn.startFailures++;
+      turn.retryAt = Date.now() + startRetryDelayMs(turn.startFailures);
+      turn.phase = 'queued';
+      this.deps.log.error({ err, run: turn.runId, retryInMs: turn.retryAt - Date.now() }, 'could not record the turn as starting; it stays queued and is retried');
+      return;
+    }
+    if (!run) return;
+
+    // Nothing may start once a stop was asked for; nothing was submitted.
+    if (this.stopped || this.halted || turn.cancelRequested) {
+      const stopping = turn.cancelRequested
+        ? { code: 'cancelled', message: 'cancelled before droid started; nothing was submitted', retryable: false }
+        : { code: 'controller_stopping', message: 'the controller stopped before droid started; nothing was submitted', retryable: true };
+      await this.recordTerminal(turn, { ...emptyFailure(stopping), outcome: 'cancelled' });
+      return;
+    }
+
+    const spec = turnSpecFor(run, this.session(run.sessionId), turn.takePrompt(), this.deps);
+    let started: Promise<void> = Promise.resolve();
+    let handle: WorkerHandle;
+    try {
+      handle = this.deps.startWorker(spec, {
+        onStarted: (droidSessionId) => {
+          started = this.serialized(() => this.onStarted(turn.runId, droidSessionId)).catch((err) =>
+            this.deps.log.error({ err, run: turn.runId }, 'could not record that the turn started; its result will record it'),
+          );
+        },
+        onProgress: (event) => {
+          if (turn.record(event, this.now().toISOString())) this.changed();
+        },
+        onRename: (outcome) => void this.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => this.deps.log.error({ err }, 'rename record failed')),
+        onStuck: (members, waitedMs) =>
+          this.deps.log.warn({ run: turn.runId, members, waitedMs }, "the turn's processes survive SIGKILL; its workspace lock stays held"),
+      });
+    } catch (err) {
+      const error = { code: 'worker_spawn_failed', message: `could not start the turn's worker: ${(err as Error).message}`, retryable: true };
+      await this.recordTerminal(turn, emptyFailure(error));
+      return;
+    }
+    turn.attach(handle);
+    if (this.stopped || this.halted) turn.stopUnrequested();
+
+    const result = await handle.result;
+    await started;
+    // Durable before the worker hears it was: then it may exit.
+    if (await this.recordTerminal(turn, result)) handle.acknowledge();
+    await handle.cleanedUp;
+  }
+
+  /** Null when the run may not start (ended meanwhile, or the controller is stopping). */
+  private async markStarting(turn: Turn): Promise<RunRecord | null> {
+    const current = this.run(turn.runId);
+    if (current.state !== 'queued' || this.halted) return null;
     // Stopping: a turn not yet started stays queued (queue_lost at the next start).
-    if (current.state !== 'queued' || this.stopped) {
-      this.launching.delete(runId);
-      this.pump();
+    if (this.stopped) {
+      turn.phase = 'queued';
       return null;
     }
     const run: RunRecord = { ...current, state: 'starting', startedAt: this.now().toISOString() };
     await this.commit({ runs: [run] });
     this.changed();
     return run;
-  }
-
-  /** Runs one admitted turn in its worker, from spawn to cleanup. */
-  private async execute(run: RunRecord): Promise<void> {
-    const prompt = this.prompts.get(run.id) ?? '';
-    this.prompts.delete(run.id);
-    const session = this.session(run.sessionId);
-    const spec = turnSpecFor(run, session, prompt, this.deps);
-    const events: RunRecord['events'] = [];
-    this.liveEvents.set(run.id, events);
-    let started: Promise<void> = Promise.resolve();
-    const handle = this.deps.startWorker(spec, {
-      // State changes go through the same serial chain as acceptance and cancel.
-      onStarted: (droidSessionId) => (started = this.serialized(() => this.onStarted(run.id, droidSessionId))),
-      onProgress: (event: ProgressEvent) => {
-        if (event.kind === 'assistant_text' || event.kind === 'assistant_partial') this.livePartial.set(run.id, event.text);
-        // Streaming snapshots are frequent: they update the partial text, not the event log.
-        if (event.kind === 'assistant_partial') return;
-        appendEvent(events, event, this.now().toISOString());
-        this.changed();
-      },
-      onRename: (outcome) => void this.serialized(() => this.onRename(run.id, outcome)).catch((err) => this.deps.log.error({ err }, 'rename record failed')),
-    });
-    const claim = this.launching.get(run.id)!;
-    this.launching.delete(run.id);
-    const turn: LiveTurn = { handle, claim, cancelRequested: false };
-    this.live.set(run.id, turn);
-    // A cancel that arrived while the run was launching is honoured now.
-    if (this.run(run.id).state === 'cancelling') this.requestStop(run.id);
-
-    const result = await handle.result;
-    await started.catch(() => undefined);
-    await this.recordTerminal(run.id, result, events, turn.cancelRequested);
-    handle.acknowledge();
-    await handle.cleanedUp;
-    this.live.delete(run.id);
-    this.liveEvents.delete(run.id);
-    this.livePartial.delete(run.id);
-    this.changed();
-    this.pump();
-  }
-
-  /**
-   * The result must be durable before the worker is acknowledged. A failing
-   * disk gets a few tries; if it still fails, the run stays recorded as
-   * running (unknown after a restart: the honest answer) and the slot is
-   * released anyway, so one bad write cannot stall every later turn.
-   */
-  private async recordTerminal(runId: string, result: TurnResult, events: RunRecord['events'], cancelRequested: boolean): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.serialized(() => this.onTerminal(runId, result, events, cancelRequested));
-        return;
-      } catch (err) {
-        if (attempt >= TERMINAL_WRITE_ATTEMPTS) {
-          this.deps.log.error({ err, run: runId, outcome: result.outcome }, 'could not record the turn result; it will read as unknown after a restart');
-          return;
-        }
-        this.deps.log.warn({ err, run: runId, attempt }, 'recording the turn result failed; retrying');
-        await sleep(TERMINAL_WRITE_BACKOFF_MS * attempt);
-      }
-    }
   }
 
   private async onStarted(runId: string, droidSessionId: string): Promise<void> {
@@ -490,24 +566,44 @@ export class SessionController {
     this.changed();
   }
 
-  private async onTerminal(runId: string, result: TurnResult, events: RunRecord['events'], cancelRequested: boolean): Promise<void> {
-    const run = this.run(runId);
+  /**
+   * Makes the result durable. A failing disk gets a few tries; if it still
+   * fails, the controller halts (see `halt`) rather than release the session
+   * across a turn it could not record. True when recorded.
+   */
+  private async recordTerminal(turn: Turn, result: TurnResult): Promise<boolean> {
+    for (let attempt = 1; !this.halted; attempt++) {
+      try {
+        await this.serialized(() => this.onTerminal(turn, result));
+        return true;
+      } catch (err) {
+        if (attempt >= TERMINAL_WRITE_ATTEMPTS) {
+          this.deps.log.error({ err, run: turn.runId, outcome: result.outcome }, 'could not record the turn result');
+          this.halt(err);
+          return false;
+        }
+        this.deps.log.warn({ err, run: turn.runId, attempt }, 'recording the turn result failed; retrying');
+        await sleep(TERMINAL_WRITE_BACKOFF_MS * attempt);
+      }
+    }
+    return false;
+  }
+
+  private async onTerminal(turn: Turn, result: TurnResult): Promise<void> {
+    const run = this.run(turn.runId);
+    // Already ended (cancelled while it waited): that record stands.
+    if (TERMINAL_STATES.includes(run.state)) return;
     const session = this.session(run.sessionId);
     const at = this.now().toISOString();
-    await this.deps.store.writeResult(resultFile(runId, result));
-    const finished = terminalUpdate(run, result, { cancelRequested, events, at });
+    await this.deps.store.writeResult(resultFile(run.id, result));
+    const finished = terminalUpdate(run, result, { cancelRequested: turn.cancelRequested, events: turn.events, at });
     const changedRuns: RunRecord[] = [finished];
     // The queue never resumes work across a failure: later turns are dropped.
     if (finished.state === 'failed' || finished.state === 'timed_out') {
+      const predecessorFailure = { runId: run.id, state: finished.state, error: finished.error };
+      const error = { code: 'predecessor_failed', message: 'an earlier turn of this session failed, so this one was not submitted', retryable: false };
       for (const next of this.deps.store.runsBySession(run.sessionId).filter((r) => r.state === 'queued')) {
-        changedRuns.push({
-          ...this.dropQueued(next, 'predecessor_failed', at, {
-            code: 'predecessor_failed',
-            message: 'an earlier turn of this session failed, so this one was not submitted',
-            retryable: false,
-          }),
-          predecessorFailure: { runId, state: finished.state, error: finished.error },
-        });
+        changedRuns.push({ ...next, state: 'cancelled', cancelReason: 'predecessor_failed', endedAt: at, error, needsAttention: true, predecessorFailure });
       }
     }
     const sessions =
@@ -515,7 +611,8 @@ export class SessionController {
         ? [{ ...session, droidSessionId: result.droidSessionId, updatedAt: at }]
         : [{ ...session, updatedAt: at }];
     await this.commit({ runs: changedRuns, sessions });
-    this.deps.log.info({ run: runId, state: finished.state, code: finished.error?.code }, 'turn ended');
+    this.forgetQueued(changedRuns.slice(1));
+    this.deps.log.info({ run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
     this.changed();
   }
 
@@ -532,12 +629,36 @@ export class SessionController {
     await this.commit({ runs: [{ ...run, events: [...run.events, note].slice(-MAX_EVENTS) }] });
   }
 
+  /**
+   * The state directory cannot be written: refuse to continue rather than
+   * guess. Nothing new is accepted or started, live turns are stopped (their
+   * results could not be recorded either), and every turn in flight reads as
+   * a restart will record it: live → unknown, queued → queue_lost.
+   */
+  private halt(cause: unknown): void {
+    if (this.halted) return;
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    const error = new ControllerError(
+      'state_unwritable',
+      `the controller could not record state and stopped accepting work (${detail})`,
+      'Fix the state directory (disk space, permissions), then restart the controller; turns that were in flight will read as unknown or queue_lost.',
+    );
+    const inFlight = [...this.turns.keys()].map((id) => this.run(id)).filter((r) => !TERMINAL_STATES.includes(r.state));
+    const shown = new Map(planCrashRecovery(inFlight, this.now()).runs.map((r) => [r.id, r]));
+    this.halted = { error, shown };
+    this.deps.log.error({ err: cause }, 'state could not be recorded; the controller refuses further work until restarted');
+    for (const turn of this.turns.values()) {
+      turn.stopUnrequested();
+      this.reader.invalidate(turn.sessionId);
+    }
+    this.changed();
+  }
+
   // ── helpers ───────────────────────────────────────────────────────────
 
   private session(id: string): SessionRecord {
     return this.reader.session(id);
   }
-
 
   private run(id: string): RunRecord {
     const run = this.deps.store.runs.get(id);
@@ -551,20 +672,24 @@ export class SessionController {
 
   /**
    * Graceful stop: interrupt live turns so their outcomes are known, and wait
-   * (bounded) for their workers to go. Queued turns stay queued on disk and
+   * (bounded) for their owners to finish. Queued turns stay queued on disk and
    * become queue_lost at the next start: they were never submitted.
    */
   async shutdown(timeoutMs: number): Promise<void> {
     this.stopped = true;
-    this.queue.length = 0;
+    clearTimeout(this.retryTimer);
     // Not marked as requested: nobody asked for these turns to stop, so an
     // interrupted outcome needs the caller's attention.
-    const cleanups = [...this.live.values()].map((turn) => {
-      turn.handle.cancel();
-      return turn.handle.cleanedUp;
-    });
-    await Promise.race([Promise.all(cleanups), sleep(timeoutMs)]);
-    await this.acceptChain;
+    for (const turn of this.turns.values()) turn.stopUnrequested();
+    await Promise.race([Promise.all([...this.owners]), sleep(timeoutMs)]);
+    await this.chain;
   }
+}
 
+function workspaceChanged(): ControllerError {
+  return new ControllerError(
+    'workspace_changed',
+    "the session's workspace no longer resolves to the directory it was created in",
+    'Start a new session in the intended directory; a session never moves between directories.',
+  );
 }

@@ -73,7 +73,7 @@ export interface HistoryInput {
   runs: readonly RunRecord[];
   results: ReadonlyMap<string, RunResultFile>;
   /** runId → latest partial text of a live run. */
-  livePartialText: ReadonlyMap<string, string>;
+  livePartialText: Pick<ReadonlyMap<string, string>, 'get'>;
   cursor?: string;
   limit?: number;
 }

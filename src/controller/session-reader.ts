@@ -3,7 +3,7 @@
  * the stored records plus what live turns have reported so far. It never
  * starts droid and never writes.
  */
-import type { RunRecord, RunResultFile, SessionRecord } from '../store/records.js';
+import type { ProgressRecord, RunRecord, RunResultFile, SessionRecord } from '../store/records.js';
 import type { Log } from '../util/logger.js';
 import { ControllerError } from './errors.js';
 import { findSessions, SessionIndex, type FindFilters } from './find.js';
@@ -21,10 +21,13 @@ export interface ReadableStore {
 
 /** What live turns have reported, owned by the controller and shared here. */
 export interface LiveReports {
-  /** Progress events of each live run (persisted only with its result). */
-  events: ReadonlyMap<string, RunRecord['events']>;
-  /** Latest assistant text of each live run: a running turn's only history. */
-  partialText: ReadonlyMap<string, string>;
+  /** Progress events (persisted only with the result) and latest assistant text of a live run. */
+  live(runId: string): { events: readonly ProgressRecord[]; partialText: string } | undefined;
+  /**
+   * How a run reads: its record, or, after the controller halted because it
+   * could not record state, what a restart will make of it.
+   */
+  shown(run: RunRecord): RunRecord;
 }
 
 /** Result files kept in memory, by total size (one file is at most ~2 M characters). */
@@ -57,6 +60,11 @@ export class SessionReader {
     for (const r of change.runs ?? []) this.summaries.delete(r.sessionId);
   }
 
+  /** Call when how a session's runs read changed without a commit (a halt). */
+  invalidate(sessionId: string): void {
+    this.summaries.delete(sessionId);
+  }
+
   session(id: string): SessionRecord {
     const session = typeof id === 'string' ? this.store.sessions.get(id) : undefined;
     if (!session) {
@@ -73,9 +81,9 @@ export class SessionReader {
 
   status(sessionId: string): SessionView {
     const session = this.session(sessionId);
-    const runs = this.store.runsBySession(session.id).map((r) => {
-      const events = this.live.events.get(r.id);
-      return events ? { ...r, events: [...events] } : r;
+    const runs = this.runs(session.id).map((r) => {
+      const live = this.live.live(r.id);
+      return live ? { ...r, events: [...live.events] } : r;
     });
     return sessionView(session, runs);
   }
@@ -83,14 +91,14 @@ export class SessionReader {
   /** Paged history of assistant text, tool calls and controller notices; never prompts. */
   async read(sessionId: string, cursor?: string, limit?: number): Promise<HistoryPage> {
     const session = this.session(sessionId);
-    const runs = this.store.runsBySession(session.id);
+    const runs = this.runs(session.id);
     const results = new Map<string, RunResultFile>();
     for (const run of runs) {
       if (!run.hasResult) continue;
       const result = await this.result(run.id);
       if (result) results.set(run.id, result);
     }
-    return pageHistory({ sessionId: session.id, runs, results, livePartialText: this.live.partialText, cursor, limit });
+    return pageHistory({ sessionId: session.id, runs, results, livePartialText: { get: (runId) => this.live.live(runId)?.partialText }, cursor, limit });
   }
 
   async find(filters: FindFilters, cursor?: string, limit?: number): Promise<{ sessions: SessionView[]; nextCursor: string | null }> {
@@ -102,6 +110,10 @@ export class SessionReader {
   usage(scope: UsageScope): UsageSummary {
     if (scope.session !== undefined) this.session(scope.session);
     return summarizeUsage(selectRunsForUsage(this.store, scope));
+  }
+
+  private runs(sessionId: string): RunRecord[] {
+    return this.store.runsBySession(sessionId).map((r) => this.live.shown(r));
   }
 
   private async result(runId: string): Promise<RunResultFile | undefined> {

@@ -64,7 +64,12 @@ export interface DecisionLog {
 }
 
 export const MAX_DECISIONS = 50;
-const CLOSE_SESSION_TIMEOUT_MS = 500;
+/**
+ * Closing droid: close_session is answered in milliseconds by a healthy droid;
+ * after stdin EOF droid lingers ~6 s (cloud sync, measured), so a short exit
+ * wait is followed by SIGKILL. Part of the turn timeline (worker/timeline.ts).
+ */
+export const SHUTDOWN_BUDGET = { closeMs: 500, exitWaitMs: 300 } as const;
 
 /** `off` is read-only Spec mode; every other level is auto mode at that level. */
 export function settingsFor(autonomy: Autonomy): Pick<SessionSettings, 'autonomyLevel' | 'interactionMode'> {
@@ -143,14 +148,14 @@ export class DroidClient {
    * after stdin EOF or SIGTERM (measured) with its session already saved by
    * close_session, so a short wait is followed by SIGKILL.
    */
-  async shutdown(exitWaitMs = 300): Promise<void> {
+  async shutdown(budget: { closeMs: number; exitWaitMs: number } = SHUTDOWN_BUDGET): Promise<void> {
     const { connection, child } = this.process;
     if (!connection.closed) {
       // Answered in milliseconds when droid is healthy; a hung droid must not delay the kill.
-      await connection.request('droid.close_session', {}, CLOSE_SESSION_TIMEOUT_MS).catch(() => undefined);
+      await connection.request('droid.close_session', {}, budget.closeMs).catch(() => undefined);
     }
     child.stdin.end();
-    if (await settlesWithin(this.process.exited, exitWaitMs)) return;
+    if (await settlesWithin(this.process.exited, budget.exitWaitMs)) return;
     this.process.kill('SIGKILL');
     await this.process.exited;
   }

@@ -13,6 +13,7 @@ export type DroidErrorCode =
   | 'droid_turn_failed'
   | 'droid_session_not_found'
   | 'resume_cwd_mismatch'
+  | 'workspace_changed'
   | 'turn_spec_invalid'
   | 'worker_failed';
 

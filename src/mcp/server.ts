@@ -6,7 +6,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { ControllerError, type PublicError } from '../controller/errors.js';
-import { TOOLS, type ToolContext, type ToolDefinition } from './tools.js';
+import { TOOLS, type ToolCall, type ToolContext, type ToolDefinition } from './tools.js';
 import type { Log } from '../util/logger.js';
 
 export const SERVER_NAME = 'droid-mcp';
@@ -56,7 +56,7 @@ function invalidArguments(tool: string, issues: z.core.$ZodIssue[]): PublicError
   };
 }
 
-export async function callTool(name: string, args: unknown, ctx: ToolContext, log: ServerLog): Promise<CallToolResult> {
+export async function callTool(name: string, args: unknown, ctx: ToolContext, log: ServerLog, call: ToolCall = {}): Promise<CallToolResult> {
   const def = TOOLS.find((t) => t.name === name);
   if (!def) {
     return errorResult({
@@ -69,7 +69,7 @@ export async function callTool(name: string, args: unknown, ctx: ToolContext, lo
   const parsed = def.input.safeParse(args ?? {});
   if (!parsed.success) return errorResult(invalidArguments(name, parsed.error.issues));
   try {
-    const structured = (await def.handler(parsed.data, ctx)) as Record<string, unknown>;
+    const structured = (await def.handler(parsed.data, ctx, call)) as Record<string, unknown>;
     return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
   } catch (err) {
     if (err instanceof ControllerError) return errorResult(err.toPublic());
@@ -91,6 +91,8 @@ export function createMcpServer(ctx: ToolContext, log: ServerLog): Server {
   const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} } });
   listing ??= TOOLS.map(toolListing);
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listing }));
-  server.setRequestHandler(CallToolRequestSchema, (request) => callTool(request.params.name, request.params.arguments, ctx, log));
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
+    callTool(request.params.name, request.params.arguments, ctx, log, { signal: extra.signal }),
+  );
   return server;
 }

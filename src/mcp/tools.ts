@@ -18,6 +18,11 @@ export interface ToolContext {
   replyBack: boolean;
 }
 
+/** Per call: aborted when the client cancels its request (or the transport closes). */
+export interface ToolCall {
+  signal?: AbortSignal;
+}
+
 export interface ToolDefinition<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
   name: string;
   title: string;
@@ -25,7 +30,7 @@ export interface ToolDefinition<I extends z.ZodType = z.ZodType, O extends z.Zod
   input: I;
   output: O;
   readOnly: boolean;
-  handler(args: z.infer<I>, ctx: ToolContext): Promise<z.infer<O>> | z.infer<O>;
+  handler(args: z.infer<I>, ctx: ToolContext, call: ToolCall): Promise<z.infer<O>> | z.infer<O>;
 }
 
 function tool<I extends z.ZodType, O extends z.ZodType>(def: ToolDefinition<I, O>): ToolDefinition {
@@ -84,7 +89,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     input: s.waitInput,
     output: s.waitOutput,
     readOnly: true,
-    handler: (args, { controller }) => controller.waitForSessions(args.sessions, args.timeoutSeconds ?? 30),
+    handler: (args, { controller }, { signal }) => controller.waitForSessions(args.sessions, args.timeoutSeconds ?? 30, signal),
   }),
   tool({
     name: 'droid_read_session',

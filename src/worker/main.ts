@@ -6,9 +6,9 @@ import { toErrorInfo } from '../droid/errors.js';
 import { emptyFailure, turnSpecSchema, type ParentToWorker, type RenameOutcome, type TurnResult, type WorkerToParent } from './protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
+import { ACK_WAIT_MS } from './timeline.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-const ACK_TIMEOUT_MS = 30_000;
 
 function send(message: WorkerToParent): Promise<void> {
   return new Promise((resolve) => {
@@ -63,6 +63,6 @@ async function execute(rawSpec: unknown): Promise<void> {
   // droid goes while the controller persists the result; the slot stays held until both are done.
   const rename = await release();
   if (rename) await send({ type: 'rename', outcome: rename });
-  await Promise.race([acknowledged, sleep(ACK_TIMEOUT_MS)]);
+  await Promise.race([acknowledged, sleep(ACK_WAIT_MS)]);
   process.exit(0);
 }

@@ -4,13 +4,14 @@
  * code runs in the worker process and in tests.
  */
 import { hostname } from 'node:os';
-import { realpath } from 'node:fs/promises';
-import { DroidClient, settingsFor } from '../droid/client.js';
+import { realpath, stat } from 'node:fs/promises';
+import { DroidClient, SHUTDOWN_BUDGET, settingsFor } from '../droid/client.js';
 import { DroidError, toErrorInfo, type ErrorInfo } from '../droid/errors.js';
 import { assertDroidExecutable } from '../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../droid/turn-collector.js';
 import type { RenameOutcome, TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { turnTimeline } from './timeline.js';
 
 export interface TurnHooks {
   onStarted(droidSessionId: string): void;
@@ -67,9 +68,9 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
       const client = state.client;
       let rename: RenameOutcome | null = null;
       if (client && spec.renameTo && RENAMABLE.includes(verdict.outcome)) {
-        rename = await applyTitle(client, spec.renameTo, Math.min(10_000, Math.floor(spec.timeoutMs / 4)) + spec.graceMs);
+        rename = await applyTitle(client, spec.renameTo, turnTimeline(spec.timeoutMs, spec.graceMs).renameWindowMs);
       }
-      await client?.shutdown();
+      await client?.shutdown(SHUTDOWN_BUDGET);
       return rename;
     },
   };
@@ -101,6 +102,7 @@ type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo |
 
 async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>): Promise<Verdict> {
   assertDroidExecutable(spec.droidPath);
+  await assertWorkspaceUnchanged(spec.workspace);
   const client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace });
   state.client = client;
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
@@ -126,9 +128,11 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   if (first instanceof Error) return diedMidTurn(first);
   if ('reason' in first) return fromReason(first.reason, collector);
 
-  // Cancel or deadline: interrupt through the protocol, then wait for the end.
-  await client.interrupt(spec.graceMs).catch(() => undefined);
-  const after = await Promise.race([collector.ended, exited, sleep(spec.graceMs, undefined)]);
+  // Cancel or deadline: interrupt through the protocol and wait for the end,
+  // both within one interrupt window (timeline.ts).
+  const window = turnTimeline(spec.timeoutMs, spec.graceMs).interruptWindowMs;
+  client.interrupt(window).catch(() => undefined);
+  const after = await Promise.race([collector.ended, exited, sleep(window, undefined)]);
   const end = after && !(after instanceof Error) ? after : undefined;
   if (first.kind === 'deadline') {
     if (end?.reason === 'completed') return fromReason(end.reason, collector);
@@ -178,6 +182,21 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
   }
   await client.updateSettings(settings);
   return spec.session.droidSessionId;
+}
+
+/**
+ * The controller resolved the workspace to this canonical path when it
+ * admitted the turn; droid starts only if it still is one (a symlink swapped
+ * into the path since then would move the turn outside its lock).
+ */
+async function assertWorkspaceUnchanged(workspace: string): Promise<void> {
+  const changed = new DroidError(
+    'workspace_changed',
+    "the session's workspace no longer resolves to the directory that was approved for this turn; nothing was submitted",
+  );
+  const resolved = await realpath(workspace).catch(() => null);
+  if (resolved !== workspace) throw changed;
+  if (!(await stat(resolved).then((s) => s.isDirectory(), () => false))) throw changed;
 }
 
 async function sameDirectory(a: string, b: string): Promise<boolean> {

@@ -1,23 +1,26 @@
 /**
  * Parent side of one worker: forks it as the leader of its own process group,
  * relays its reports, and makes sure the whole group is gone at the end.
+ * Its budgets come from the turn timeline (timeline.ts).
  */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ProgressEvent } from '../droid/turn-collector.js';
+import type { ErrorInfo } from '../droid/errors.js';
 import { emptyFailure, type ParentToWorker, type RenameOutcome, type TurnResult, type TurnSpec, type WorkerToParent } from './protocol.js';
 import { TextTail } from '../util/text.js';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { killGroup, killGroupAndWait } from './process-group.js';
+import { turnTimeline } from './timeline.js';
 
 export const WORKER_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
-const GROUP_POLL_MS = 25;
-const GROUP_GONE_TIMEOUT_MS = 10_000;
 
 export interface WorkerOptions {
   onStarted?(droidSessionId: string): void;
   onProgress?(event: ProgressEvent): void;
   /** After the result: whether the pending Factory title was applied. */
   onRename?(outcome: RenameOutcome): void;
+  /** A member of the group survives SIGKILL: the lock stays held; say so. */
+  onStuck?(members: number[], waitedMs: number): void;
   /** Environment of the worker process itself (droid gets spec.droidEnv). */
   env?: NodeJS.ProcessEnv;
   workerEntry?: string;
@@ -25,17 +28,21 @@ export interface WorkerOptions {
 
 export interface WorkerHandle {
   readonly pid: number;
-  /** The turn's one result; synthesized as `failed` if the worker dies without one. */
+  /** The turn's one result; synthesized if the worker dies without one. */
   readonly result: Promise<TurnResult>;
-  /** Settles when the worker has exited and its process group is gone. */
+  /** Settles when the worker has exited and no member of its process group runs. */
   readonly cleanedUp: Promise<void>;
-  /** Asks for a protocol interrupt; kills the group if the turn does not end within the grace period. */
+  /** Asks for a protocol interrupt; kills the group if the worker does not report within the cancel backstop. */
   cancel(): void;
   /** Tells the worker its result is durable, so it may exit. */
   acknowledge(): void;
 }
 
+/** Why the runner itself killed the group before a result came. */
+type Backstop = 'cancel' | 'deadline' | 'after_result';
+
 export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): WorkerHandle {
+  const timeline = turnTimeline(spec.timeoutMs, spec.graceMs);
   const stderr = new TextTail(16_000);
   const child = fork(options.workerEntry ?? WORKER_ENTRY, [], {
     detached: true,
@@ -49,26 +56,32 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
 
   let settle!: (result: TurnResult) => void;
   let gotResult = false;
+  let cancelRequested = false;
   let startedSession: string | null = null;
+  let firedBackstop: Backstop | null = null;
   const result = new Promise<TurnResult>((resolve) => (settle = resolve));
-  let killTimer: NodeJS.Timeout | undefined;
-  const killGroupLater = (ms: number) => {
-    if (killTimer) return;
-    killTimer = setTimeout(() => killGroup(pid, 'SIGKILL'), ms);
-  };
 
-  // Backstop for a worker that ignores its own deadline.
-  killGroupLater(spec.timeoutMs + spec.graceMs * 3);
+  let backstop: NodeJS.Timeout | undefined;
+  const armBackstop = (kind: Backstop, ms: number) => {
+    clearTimeout(backstop);
+    backstop = setTimeout(() => {
+      firedBackstop = kind;
+      killGroup(pid, 'SIGKILL');
+    }, ms);
+  };
+  // For a worker that ignores its own deadline.
+  armBackstop('deadline', timeline.deadlineBackstopMs);
 
   child.on('message', (message: WorkerToParent) => {
     if (message?.type === 'started') {
       startedSession = message.droidSessionId;
       options.onStarted?.(message.droidSessionId);
-    }
-    else if (message?.type === 'progress') options.onProgress?.(message.event);
+    } else if (message?.type === 'progress') options.onProgress?.(message.event);
     else if (message?.type === 'rename') options.onRename?.(message.outcome);
     else if (message?.type === 'terminal' && !gotResult) {
       gotResult = true;
+      // From here the worker only renames and closes droid: its own window.
+      armBackstop('after_result', timeline.afterResultMs);
       settle(message.result);
     }
   });
@@ -81,14 +94,13 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
   const cleanedUp = exited.then(async (how) => {
     if (!gotResult) {
       gotResult = true;
-      const error = { code: 'worker_failed', message: `the turn's worker exited (${how}) without a result`, retryable: false };
       // After `started`, the prompt reached droid: the turn may have had effects.
-      settle(emptyFailure(error, { submitted: startedSession !== null, droidSessionId: startedSession, stderrTail: stderr.toString() }));
+      const evidence = { submitted: startedSession !== null, droidSessionId: startedSession, stderrTail: stderr.toString() };
+      settle(withoutResult(how, firedBackstop, cancelRequested, spec, evidence));
     }
     // droid shares the worker's group; anything left in it goes now.
-    killGroup(pid, 'SIGKILL');
-    await waitForGroupGone(pid);
-    clearTimeout(killTimer);
+    await killGroupAndWait(pid, options.onStuck);
+    clearTimeout(backstop);
   });
 
   const post = (message: ParentToWorker) => {
@@ -101,11 +113,11 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
     result,
     cleanedUp,
     cancel() {
+      if (cancelRequested) return;
+      cancelRequested = true;
       post({ type: 'cancel' });
-      clearTimeout(killTimer);
-      killTimer = undefined;
-      // The worker itself waits graceMs for droid; this is the hard stop after it.
-      killGroupLater(spec.graceMs * 2);
+      // The worker has its interrupt window to report; after that, a hard stop.
+      if (!gotResult) armBackstop('cancel', timeline.cancelBackstopMs);
     },
     acknowledge() {
       post({ type: 'ack' });
@@ -113,27 +125,30 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
   };
 }
 
-function killGroup(pid: number, signal: NodeJS.Signals): void {
-  if (pid <= 0) return;
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // ESRCH: the group is already gone.
+/**
+ * The result of a worker that exited without reporting one. A stop we forced
+ * after asking for a cancel is a cancellation; after the deadline, a timeout;
+ * anything else is a worker failure.
+ */
+function withoutResult(
+  how: string,
+  backstop: Backstop | null,
+  cancelRequested: boolean,
+  spec: TurnSpec,
+  evidence: Partial<TurnResult>,
+): TurnResult {
+  if (cancelRequested && backstop === 'cancel') {
+    // Killed by our own backstop after we asked it to stop: the stop was ours.
+    const error: ErrorInfo = {
+      code: 'interrupt_unconfirmed',
+      message: `droid did not confirm the interrupt in time; its process group was killed (worker ${how})`,
+      retryable: false,
+    };
+    return { ...emptyFailure(error, evidence), outcome: 'cancelled' };
   }
-}
-
-function groupAlive(pid: number): boolean {
-  try {
-    process.kill(-pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  if (backstop === 'deadline') {
+    const error: ErrorInfo = { code: 'run_timed_out', message: `turn exceeded its ${spec.timeoutMs} ms deadline; its process group was killed`, retryable: true };
+    return { ...emptyFailure(error, evidence), outcome: 'timed_out' };
   }
-}
-
-async function waitForGroupGone(pid: number): Promise<void> {
-  const giveUpAt = Date.now() + GROUP_GONE_TIMEOUT_MS;
-  while (pid > 0 && groupAlive(pid) && Date.now() < giveUpAt) {
-    await sleep(GROUP_POLL_MS);
-  }
+  return emptyFailure({ code: 'worker_failed', message: `the turn's worker exited (${how}) without a result`, retryable: false }, evidence);
 }

@@ -21,7 +21,7 @@ describe('SessionReader', () => {
   it('reads each immutable result file once while paging', async () => {
     const runs = [runRecord({ sessionId: 'a', seq: 1 }), runRecord({ sessionId: 'a', seq: 2 })];
     const { s, reads } = store(runs, [sessionRecord({ id: 'a', headRunId: 'a-r2' })]);
-    const reader = new SessionReader(s, { events: new Map(), partialText: new Map() }, async (p) => p, { warn() {} });
+    const reader = new SessionReader(s, { live: () => undefined, shown: (r) => r }, async (p) => p, { warn() {} });
     const first = await reader.read('a', undefined, 1);
     const second = await reader.read('a', first.nextCursor!, 1);
     expect([...first.items, ...second.items].map((i) => (i.type === 'assistant_text' ? i.text : i.type))).toEqual(['text of a-r1', 'text of a-r2']);
@@ -32,7 +32,8 @@ describe('SessionReader', () => {
     const runs = [runRecord({ sessionId: 'a', seq: 1, state: 'running', hasResult: false })];
     const { s } = store(runs, [sessionRecord({ id: 'a', headRunId: 'a-r1' })]);
     const events = new Map([['a-r1', [{ at: 't', kind: 'tool_started', detail: 'Read x' }]]]);
-    const reader = new SessionReader(s, { events, partialText: new Map() }, async (p) => p, { warn() {} });
+    const live = (id: string) => (events.has(id) ? { events: events.get(id)!, partialText: '' } : undefined);
+    const reader = new SessionReader(s, { live, shown: (r) => r }, async (p) => p, { warn() {} });
     expect(reader.status('a')).toMatchObject({ agentState: 'working', latestRun: { events: [{ detail: 'Read x' }] } });
     expect(runs[0]!.events).toEqual([]);
   });

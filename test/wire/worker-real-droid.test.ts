@@ -151,7 +151,7 @@ describe('worker + real droid CLI', () => {
   it('a Factory model without login fails with droid_auth_failed', async () => {
     const probe = DroidClient.spawn({ droidPath: bed.droidPath, env: bed.home.env });
     const factoryModel = (await probe.listModels()).find((m) => m.isCustom !== true)!;
-    await probe.shutdown(1_000);
+    await probe.shutdown({ closeMs: 500, exitWaitMs: 1_000 });
     const result = await runWorkerTurn(spec({ model: factoryModel.id, prompt: 'Say hi' }), tag).done;
     expect(result).toMatchObject({ outcome: 'failed', reason: 'model_authentication_failed', error: { code: 'droid_auth_failed', retryable: false } });
   });
