@@ -602,7 +602,7 @@ export class SessionController {
     if (finished.state === 'failed' || finished.state === 'timed_out') {
       const predecessorFailure = { runId: run.id, state: finished.state, error: finished.error };
       const error = { code: 'predecessor_failed', message: 'an earlier turn of this session failed, so this one was not submitted', retryable: false };
-      for (const next of this.deps.store.runsBySession(run.sessionId).filter((r) => r.state === 'queued')) {
+      for (const next of this.deps.store.runsBySession(run.sessionId).filter((r) => r.state === 'queued' && r.id !== run.id)) {
         changedRuns.push({ ...next, state: 'cancelled', cancelReason: 'predecessor_failed', endedAt: at, error, needsAttention: true, predecessorFailure });
       }
     }

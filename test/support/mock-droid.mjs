@@ -6,7 +6,8 @@
 //
 // Scenario: a marker `<<mock:NAME>>` in the prompt of add_user_message.
 //   crash | malformed | wrong-turn | silence | permission | permission-no-once
-//   | ask | unknown-request | slow        (none → a normal turn)
+//   | ask | unknown-request | slow | deaf (none → a normal turn)
+//   deaf: like silence, and interrupt_session is never even answered
 // Env:
 //   MOCK_DROID_STATE_DIR      sessions persist here as <sessionId>.json
 //   MOCK_DROID_INIT_DELAY_MS  delay before answering initialize_session
@@ -200,7 +201,7 @@ async function runTurn(prompt, messageId, requestId) {
   const abort = new AbortController();
   const signal = abort.signal;
   const started = now();
-  turn = { messageId, abort, ignoresInterrupt: scenario === 'silence' };
+  turn = { messageId, abort, ignoresInterrupt: scenario === 'silence' || scenario === 'deaf', deaf: scenario === 'deaf' };
   try {
     state('streaming_assistant_message');
     addMessage({ id: messageId, role: 'user', content: [{ type: 'text', text: prompt }], interactionMode: session.settings.interactionMode, parentId: 'root' }, { requestId });
@@ -222,6 +223,7 @@ async function runTurn(prompt, messageId, requestId) {
         process.stdout.write(`${JSON.stringify({ jsonrpc: '2.0', factoryApiVersion: '1.0.0', method: 'droid.session_notification', params: {} })}\n`);
         break;
       case 'silence':
+      case 'deaf':
         setInterval(() => {}, 60_000); // a hung CLI: alive even after stdin closes
         await new Promise(() => {}); // never completes, ignores interrupts
         break;
@@ -316,6 +318,7 @@ const methods = {
       .catch((e) => process.stderr.write(`mock-droid: turn failed: ${e?.stack ?? e}\n`));
   },
   'droid.interrupt_session'(id) {
+    if (turn?.deaf) return; // a hung CLI that does not even answer
     respond(id, {});
     if (turn && !turn.ignoresInterrupt) turn.abort.abort();
   },

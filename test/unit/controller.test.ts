@@ -3,7 +3,7 @@
  * store and scripted workers. (The real store, workers and droid are covered
  * by the store, wire and end-to-end tiers.)
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { CatalogModel } from '../../src/droid/client.js';
 import { SessionController, type ControllerStore } from '../../src/controller/controller.js';
 import { ControllerError } from '../../src/controller/errors.js';
@@ -18,6 +18,10 @@ class MemoryStore implements ControllerStore {
   commits = 0;
   /** Commits that will fail, as a failing disk would. */
   failNext = 0;
+  /** Fails every commit this matches (a disk that fails some writes). */
+  failWhen: ((change: { sessions?: SessionRecord[]; runs?: RunRecord[] }) => boolean) | null = null;
+  /** Holds a matching commit until the returned promise settles (a slow disk). */
+  holdWhen: ((change: { sessions?: SessionRecord[]; runs?: RunRecord[] }) => Promise<void> | null) | null = null;
   runsBySession(id: string) {
     return [...this.runs.values()].filter((r) => r.sessionId === id).sort((a, b) => a.seq - b.seq);
   }
@@ -25,8 +29,9 @@ class MemoryStore implements ControllerStore {
     return [...this.runs.values()].find((r) => r.requestKey === key);
   }
   async commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }) {
-    if (this.failNext > 0) {
-      this.failNext--;
+    await this.holdWhen?.(change);
+    if (this.failNext > 0 || this.failWhen?.(change)) {
+      if (this.failNext > 0) this.failNext--;
       throw new Error('EIO: i/o error, write');
     }
     this.commits++;
@@ -45,25 +50,33 @@ interface FakeTurn {
   spec: TurnSpec;
   options: WorkerOptions;
   cancelled: boolean;
+  /** The run's durable state when the worker was acknowledged (undefined: never). */
+  stateAtAck: string | undefined;
   finish(result: Partial<TurnResult>): void;
+  /** The worker and its group are gone (automatic on acknowledge unless holdExit). */
+  exit(): void;
 }
 
-function setup(over: { maxConcurrentRuns?: number } = {}) {
+function setup(over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: () => Promise<CatalogModel[]> } = {}) {
   const store = new MemoryStore();
   /** Workspaces whose real path changed since (a symlink swapped in). */
   const moved = new Map<string, string>();
   const turns: FakeTurn[] = [];
   const catalog: CatalogModel[] = [{ id: 'm1', supportedReasoningEfforts: ['low', 'high'], defaultReasoningEffort: 'low' }];
+  const spawn = { fail: false };
   const startWorker = (spec: TurnSpec, options: WorkerOptions): WorkerHandle => {
+    if (spawn.fail) throw new Error('spawn EAGAIN');
     let settle!: (r: TurnResult) => void;
     const result = new Promise<TurnResult>((r) => (settle = r));
-    let acked!: () => void;
-    const cleanedUp = new Promise<void>((r) => (acked = r));
+    let exited!: () => void;
+    const cleanedUp = new Promise<void>((r) => (exited = r));
     const turn: FakeTurn = {
       spec,
       options,
       cancelled: false,
+      stateAtAck: undefined,
       finish: (partial) => settle({ ...emptyFailure({ code: 'x', message: 'x', retryable: false }), error: null, outcome: 'succeeded', reason: 'completed', submitted: true, droidSessionId: 'droid-1', ...partial }),
+      exit: () => exited(),
     };
     turns.push(turn);
     return {
@@ -73,13 +86,16 @@ function setup(over: { maxConcurrentRuns?: number } = {}) {
       cancel: () => {
         turn.cancelled = true;
       },
-      acknowledge: () => acked(),
+      acknowledge: () => {
+        turn.stateAtAck = store.runs.get(spec.runId)?.state;
+        if (!over.holdExit) exited();
+      },
     };
   };
   const quiet = { info() {}, warn() {}, error() {} };
   const controller = new SessionController({
     store,
-    models: async () => catalog,
+    models: over.models ?? (async () => catalog),
     resolveWorkspace: async (p) => {
       if (!p.startsWith('/ok')) throw new ControllerError('workspace_not_approved', 'no', 'add it');
       return moved.get(p) ?? p;
@@ -94,7 +110,7 @@ function setup(over: { maxConcurrentRuns?: number } = {}) {
     replyBackConfigured: false,
     log: quiet,
   });
-  return { store, turns, controller, moved };
+  return { store, turns, controller, moved, spawn };
 }
 
 const tick = async (n = 5) => {
@@ -296,5 +312,203 @@ describe('SessionController', () => {
     const waited = await controller.waitForSessions([a.metadata.session, a.metadata.session], 0);
     expect(waited.timedOut).toBe(true);
     expect(waited.sessions).toHaveLength(1);
+  });
+});
+
+/** A run record becoming `state` is in this change. */
+const becomes = (state: string) => (change: { runs?: RunRecord[] }) => (change.runs ?? []).some((r) => r.state === state);
+
+describe('SessionController: one owner per turn, commit before memory', () => {
+  it('a failed `starting` commit leaks no slot or lock: the turn stays queued, is retried, and others run meanwhile', async () => {
+    const { controller, turns, store } = setup({ maxConcurrentRuns: 1 });
+    store.failWhen = becomes('starting');
+    const a = await create(controller, 'k1', '/ok/a');
+    await tick(10);
+    expect(turns).toHaveLength(0);
+    expect(store.runs.get(a.metadata.run)!.state).toBe('queued');
+    expect(controller.capacity()).toMatchObject({ active: 0, queued: 1 });
+    // The disk heals. While a waits out its retry delay, b (another tree) takes the free slot;
+    // a follow-up of a's session may not overtake a.
+    store.failWhen = null;
+    const b = await create(controller, 'k2', '/ok/b');
+    const a2 = await controller.send({ requestKey: 'k1b', session: a.metadata.session, prompt: 'after a' });
+    await tick(10);
+    expect(turns.map((t) => t.spec.runId)).toEqual([b.metadata.run]);
+    turns[0]!.finish({});
+    await vi.waitFor(() => expect(turns).toHaveLength(2), { timeout: 3_000 });
+    expect(turns[1]!.spec.runId).toBe(a.metadata.run);
+    turns[1]!.finish({});
+    await vi.waitFor(() => expect(turns).toHaveLength(3));
+    expect(turns[2]!.spec.runId).toBe(a2.metadata.run);
+    turns[2]!.finish({});
+    await controller.waitForSessions([a.metadata.session, b.metadata.session], 5);
+    await vi.waitFor(() => expect(controller.capacity()).toMatchObject({ active: 0, queued: 0 }));
+  });
+
+  it('a worker that cannot be spawned ends the run failed and releases its slot; its session stops, others go on', async () => {
+    const { controller, turns, store, spawn } = setup({ maxConcurrentRuns: 1 });
+    spawn.fail = true;
+    const a = await create(controller, 'k1', '/ok/a');
+    const followUp = await controller.send({ requestKey: 'k1b', session: a.metadata.session, prompt: 'next' });
+    await controller.waitForSessions([a.metadata.session], 5);
+    expect(store.runs.get(a.metadata.run)).toMatchObject({ state: 'failed', error: { code: 'worker_spawn_failed' }, needsAttention: true });
+    expect(store.runs.get(followUp.metadata.run)).toMatchObject({ state: 'cancelled', cancelReason: 'predecessor_failed' });
+    spawn.fail = false;
+    const b = await create(controller, 'k2', '/ok/b');
+    await tick(10);
+    expect(turns.map((t) => t.spec.runId)).toEqual([b.metadata.run]);
+    expect(controller.capacity().active).toBe(1);
+  });
+
+  it('a forced stop we asked for is a cancellation: the steering message still runs after it', async () => {
+    const { controller, turns, store } = setup();
+    const a = await create(controller, 'k1');
+    await tick();
+    const steer = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'steer', interrupt: true });
+    expect(turns[0]!.cancelled).toBe(true);
+    turns[0]!.finish({ outcome: 'cancelled', reason: null, error: { code: 'interrupt_unconfirmed', message: 'killed', retryable: false } });
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    expect(turns[1]!.spec.prompt).toBe('steer');
+    expect(store.runs.get(a.metadata.run)).toMatchObject({ state: 'cancelled', cancelReason: 'interrupt_unconfirmed' });
+    expect(store.runs.get(steer.metadata.run)!.state).toBe('starting');
+  });
+
+  it('a failed cancel commit changes nothing: the queued run stays runnable and cancellable', async () => {
+    const { controller, turns, store } = setup();
+    const a = await create(controller, 'k1');
+    await tick();
+    const q = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'queued' });
+    store.failNext = 1;
+    await expect(controller.cancel(a.metadata.session)).rejects.toThrow('EIO');
+    expect(turns[0]!.cancelled).toBe(false);
+    expect(store.runs.get(q.metadata.run)!.state).toBe('queued');
+    expect(controller.capacity()).toMatchObject({ queued: 1 });
+    turns[0]!.finish({});
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    expect(turns[1]!.spec.runId).toBe(q.metadata.run);
+  });
+
+  it('a failed steering commit changes nothing: no interrupt, the queued run still runs next', async () => {
+    const { controller, turns, store } = setup();
+    const a = await create(controller, 'k1');
+    await tick();
+    const q = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'queued' });
+    store.failNext = 1;
+    await expect(controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'steer', interrupt: true })).rejects.toThrow('EIO');
+    expect(turns[0]!.cancelled).toBe(false);
+    expect(store.runByRequestKey('k3')).toBeUndefined();
+    turns[0]!.finish({});
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    expect(turns[1]!.spec.runId).toBe(q.metadata.run);
+    // And it can still be cancelled.
+    await controller.cancel(a.metadata.session);
+    expect(turns[1]!.cancelled).toBe(true);
+  });
+
+  it('a slow model catalog does not hold up another session\'s cancel or result', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let slow = false;
+    const catalog: CatalogModel[] = [{ id: 'm1', supportedReasoningEfforts: ['low', 'high'], defaultReasoningEffort: 'low' }];
+    const { controller, turns, store } = setup({ models: async () => (slow ? gate.then(() => catalog) : catalog) });
+    const a = await create(controller, 'k1', '/ok/a');
+    await tick();
+    slow = true;
+    const pending = create(controller, 'k2', '/ok/b');
+    await tick();
+    // Neither the cancel nor recording a's result waits for the catalog.
+    await controller.cancel(a.metadata.session);
+    turns[0]!.finish({ outcome: 'interrupted', reason: 'cancelled' });
+    await vi.waitFor(() => expect(store.runs.get(a.metadata.run)!.state).toBe('interrupted'));
+    release();
+    await expect(pending).resolves.toMatchObject({ metadata: { replayed: false } });
+  });
+
+  it('a result that cannot be recorded halts the controller: nothing runs across it, and waits settle', async () => {
+    const { controller, turns, store } = setup();
+    const a = await create(controller, 'k1');
+    await tick();
+    const q = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'queued' });
+    store.failWhen = () => true;
+    turns[0]!.finish({ finalText: 'lost' });
+    const waited = await controller.waitForSessions([a.metadata.session], 5);
+    expect(waited.timedOut).toBe(false);
+    // Shown as a restart will record it; the disk still holds what it held.
+    expect(store.runs.get(a.metadata.run)!.state).toBe('starting');
+    expect(store.runs.get(q.metadata.run)!.state).toBe('queued');
+    expect(controller.status(a.metadata.session)).toMatchObject({ agentState: 'unknown', needsAttention: true, latestRun: { state: 'cancelled', cancelReason: 'queue_lost' } });
+    expect(turns[0]!.stateAtAck).toBeUndefined();
+    await tick(20);
+    expect(turns).toHaveLength(1);
+    store.failWhen = null;
+    await expect(create(controller, 'k3', '/ok/b')).rejects.toMatchObject({ code: 'state_unwritable', retryable: false });
+    await expect(controller.cancel(a.metadata.session)).rejects.toMatchObject({ code: 'state_unwritable' });
+    // A replay of what was accepted still answers.
+    await expect(create(controller, 'k1')).resolves.toMatchObject({ metadata: { replayed: true } });
+  });
+
+  it('a graceful stop racing the `starting` commit starts no worker and records that nothing was submitted', async () => {
+    const { controller, turns, store } = setup();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    store.holdWhen = (change) => (becomes('starting')(change) ? gate : null);
+    const a = await create(controller, 'k1');
+    await tick();
+    const stopped = controller.shutdown(2_000);
+    release();
+    await stopped;
+    expect(turns).toHaveLength(0);
+    expect(store.runs.get(a.metadata.run)).toMatchObject({ state: 'cancelled', error: { code: 'controller_stopping', retryable: true } });
+  });
+
+  it('a queued turn whose workspace changed before it started is refused without a worker', async () => {
+    const { controller, turns, store, moved } = setup();
+    const a = await create(controller, 'k1', '/ok/a');
+    await tick();
+    const q = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    moved.set('/ok/a', '/ok/elsewhere');
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    expect(store.runs.get(q.metadata.run)).toMatchObject({ state: 'failed', error: { code: 'workspace_changed' } });
+    expect(turns).toHaveLength(1);
+  });
+
+  it('the worker is acknowledged only after its result is durable', async () => {
+    const { controller, turns, store } = setup();
+    const a = await create(controller, 'k1');
+    await tick();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    store.holdWhen = (change) => (becomes('succeeded')(change) ? gate : null);
+    turns[0]!.finish({});
+    await tick(20);
+    expect(turns[0]!.stateAtAck).toBeUndefined();
+    release();
+    await controller.waitForSessions([a.metadata.session], 5);
+    await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
+  });
+
+  it('the slot and lock are released only when the worker and its group are gone, not at the result', async () => {
+    const { controller, turns } = setup({ maxConcurrentRuns: 1, holdExit: true });
+    const a = await create(controller, 'k1', '/ok/a');
+    await create(controller, 'k2', '/ok/b');
+    await tick();
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    await tick(20);
+    expect(turns[0]!.stateAtAck).toBe('succeeded');
+    expect(turns).toHaveLength(1);
+    expect(controller.capacity().active).toBe(1);
+    turns[0]!.exit();
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+  });
+
+  it('a wait stops when the client cancels its request', async () => {
+    const { controller } = setup();
+    const a = await create(controller, 'k1');
+    const abort = new AbortController();
+    const waiting = controller.waitForSessions([a.metadata.session], 30, abort.signal);
+    abort.abort();
+    await expect(waiting).rejects.toMatchObject({ code: 'request_cancelled' });
   });
 });

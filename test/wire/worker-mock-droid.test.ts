@@ -4,7 +4,7 @@
  * setup, and the permission answers the real CLI never asks for at `high`.
  */
 import { fork } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +12,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import type { TurnSpec } from '../../src/worker/protocol.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
+import { startWorker } from '../../src/worker/runner.js';
+import { turnTimeline } from '../../src/worker/timeline.js';
+
+const STUBBORN_WORKER = fileURLToPath(new URL('../support/stubborn-worker.mjs', import.meta.url));
 
 let tag: string;
 let dir: string;
@@ -83,6 +87,41 @@ describe('worker + mock droid faults', () => {
     turn.handle.cancel();
     const result = await turn.done;
     expect(result).toMatchObject({ outcome: 'cancelled', submitted: true, error: { code: 'interrupt_unconfirmed' } });
+  });
+
+  it('a cancel droid does not even answer ends cancelled (interrupt_unconfirmed), not failed, within the timeline', async () => {
+    const turn = runWorkerTurn(spec({ prompt: '<<mock:deaf>>', graceMs: 500 }), tag);
+    await turn.started;
+    const cancelledAt = Date.now();
+    turn.handle.cancel();
+    const result = await turn.handle.result;
+    const tookMs = Date.now() - cancelledAt;
+    expect(result).toMatchObject({ outcome: 'cancelled', submitted: true, error: { code: 'interrupt_unconfirmed' } });
+    // The worker reports after its interrupt window (G), before the runner's backstop (G + slack).
+    expect(tookMs).toBeLessThan(turnTimeline(spec({}).timeoutMs, 500).cancelBackstopMs);
+    await turn.done;
+  });
+
+  it('a worker that ignores cancel is killed by the backstop with its whole group, and the turn reads cancelled', async () => {
+    const s = spec({ prompt: 'anything', graceMs: 300 });
+    const handle = startWorker(s, { workerEntry: STUBBORN_WORKER, env: { ...process.env, DROID_MCP_TEST_TAG: tag } });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(pidsWithEnvTag(tag).length).toBe(2); // the worker and its sleep
+    handle.cancel();
+    const result = await handle.result;
+    expect(result).toMatchObject({ outcome: 'cancelled', submitted: true, droidSessionId: 'stubborn-session', error: { code: 'interrupt_unconfirmed' } });
+    await handle.cleanedUp;
+    expect(pidsWithEnvTag(tag)).toEqual([]);
+  });
+
+  it('a workspace that is no longer its canonical path is refused before droid starts', async () => {
+    const real = join(dir, 'real');
+    mkdirSync(real);
+    const link = join(dir, 'link');
+    symlinkSync(real, link);
+    const result = await runWorkerTurn(spec({ workspace: link, prompt: 'never' }), tag).done;
+    expect(result).toMatchObject({ outcome: 'failed', submitted: false, error: { code: 'workspace_changed' } });
+    expect(existsSync(log)).toBe(false); // droid was never spawned
   });
 
   it('a slow initialize past the deadline submits nothing', async () => {
