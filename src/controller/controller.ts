@@ -644,7 +644,8 @@ export class SessionController {
       'Fix the state directory (disk space, permissions), then restart the controller; turns that were in flight will read as unknown or queue_lost.',
     );
     const inFlight = [...this.turns.keys()].map((id) => this.run(id)).filter((r) => !TERMINAL_STATES.includes(r.state));
-    const shown = new Map(planCrashRecovery(inFlight, this.now()).runs.map((r) => [r.id, r]));
+    const unrecorded = { code: 'result_unrecorded', message: "the controller could not record this turn's result; its outcome is unknown", retryable: false };
+    const shown = new Map(planCrashRecovery(inFlight, this.now()).runs.map((r) => [r.id, r.state === 'unknown' ? { ...r, error: unrecorded } : r]));
     this.halted = { error, shown };
     this.deps.log.error({ err: cause }, 'state could not be recorded; the controller refuses further work until restarted');
     for (const turn of this.turns.values()) {

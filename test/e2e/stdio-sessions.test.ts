@@ -3,12 +3,12 @@
  * SDK client over stdio, real workers, the real droid CLI, the scripted model.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { messageText, prose, script } from '../support/model-server.js';
 import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
-import { waitForNoProcesses } from '../support/processes.js';
+import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { liveDroids, makeContext, type E2EContext } from './context.js';
 
 interface RunView {
@@ -77,14 +77,41 @@ function filesContaining(dir: string, needle: string): string[] {
 }
 
 /** Samples live droid processes until stopped: distinct pids and the peak at once. */
+/**
+ * One turn's processes as sampled: droid's working directory (the turn's
+ * workspace) and when its worker or droid was seen alive. The worker counts:
+ * it closes droid after the result, and the lock must outlast both.
+ */
+interface DroidLife {
+  pid: number;
+  cwd: string;
+  first: number;
+  last: number;
+}
+
 function sampleDroids() {
-  const seen = new Set<number>();
+  const seen = new Map<number, { first: number; last: number }>();
+  const droids = new Map<number, { cwd: string; worker: number }>();
   let peak = 0;
   let running = true;
   const loop = (async () => {
     while (running) {
+      const at = Date.now();
+      for (const pid of pidsWithEnvTag(TAG)) {
+        const life = seen.get(pid);
+        if (life) life.last = at;
+        else seen.set(pid, { first: at, last: at });
+      }
       const pids = liveDroids(TAG);
-      pids.forEach((p) => seen.add(p));
+      for (const pid of pids) {
+        if (droids.has(pid)) continue;
+        try {
+          const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+          droids.set(pid, { cwd: readlinkSync(`/proc/${pid}/cwd`), worker: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) });
+        } catch {
+          // gone while we looked
+        }
+      }
       peak = Math.max(peak, pids.length);
       await new Promise((r) => setTimeout(r, 20));
     }
@@ -93,10 +120,24 @@ function sampleDroids() {
     async stop() {
       running = false;
       await loop;
-      return { distinct: seen.size, peak };
+      return { distinct: droids.size, peak };
+    },
+    /** Turns (worker + droid) in this workspace, in the order they appeared. */
+    in(cwd: string): DroidLife[] {
+      const lives: DroidLife[] = [];
+      for (const [pid, droid] of droids) {
+        if (droid.cwd !== cwd) continue;
+        const own = seen.get(pid)!;
+        const worker = seen.get(droid.worker) ?? own;
+        lives.push({ pid, cwd, first: Math.min(own.first, worker.first), last: Math.max(own.last, worker.last) });
+      }
+      return lives.sort((a, b) => a.first - b.first);
     },
   };
 }
+
+/** Whether two droid processes were ever seen alive at the same time. */
+const livedTogether = (a: DroidLife, b: DroidLife) => a.first <= b.last && b.first <= a.last;
 
 async function until(predicate: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
   const end = Date.now() + ms;
@@ -292,6 +333,7 @@ describe('admission', () => {
     const interval = (s: SessionView) => [Date.parse(s.latestRun.startedAt!), Date.parse(s.latestRun.endedAt!)] as const;
     const overlaps = (a: SessionView, b: SessionView) => interval(a)[0] < interval(b)[1] && interval(b)[0] < interval(a)[1];
 
+    const sampler = sampleDroids();
     // Writer on the parent, then a writer on the child: one after the other.
     const w1 = await create(server, { workspace: parent, autonomy: 'high', prompt: slow('w1') });
     const w2 = await create(server, { workspace: child, autonomy: 'high', prompt: slow('w2') });
@@ -304,6 +346,16 @@ describe('admission', () => {
     expect(overlaps(a!, c!)).toBe(false);
     expect(overlaps(b!, c!)).toBe(false);
     expect(overlaps(a!, d!)).toBe(true);
+    // The same by process lifetimes: a lock is held until the droid process is gone,
+    // not merely until the turn's result is recorded.
+    const [p1, p3] = sampler.in(realpathSync(parent));
+    const [p2] = sampler.in(realpathSync(child));
+    const [p4] = sampler.in(realpathSync(sibling));
+    expect([p1, p2, p3, p4].every(Boolean)).toBe(true);
+    expect(livedTogether(p1!, p2!)).toBe(false);
+    expect(livedTogether(p1!, p3!)).toBe(false);
+    expect(livedTogether(p2!, p3!)).toBe(false);
+    expect(livedTogether(p1!, p4!)).toBe(true);
 
     // Readers share the parent and child; a writer on the child waits for both.
     const r1 = await create(server, { workspace: parent, autonomy: 'off', prompt: slow('r1') });
@@ -313,6 +365,12 @@ describe('admission', () => {
     expect(overlaps(e!, f!)).toBe(true);
     expect(overlaps(e!, g!)).toBe(false);
     expect(overlaps(f!, g!)).toBe(false);
+    await sampler.stop();
+    const readerOnParent = sampler.in(realpathSync(parent))[2]!;
+    const [readerOnChild, writerOnChild] = sampler.in(realpathSync(child)).slice(1);
+    expect(livedTogether(readerOnParent, readerOnChild!)).toBe(true);
+    expect(livedTogether(readerOnParent, writerOnChild!)).toBe(false);
+    expect(livedTogether(readerOnChild!, writerOnChild!)).toBe(false);
   });
 });
 
