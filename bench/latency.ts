@@ -49,6 +49,7 @@ async function worker(bed: DroidBed, cwd: string, i: number): Promise<number> {
       prompt: `bench ${script({ text: 'ok' })}`,
       timeoutMs: 60_000,
       graceMs: 2_000,
+      sandbox: { mode: 'off' },
     },
     { workerEntry: WORKER_ENTRY, onStarted: () => (submitted = performance.now() - t0) },
   );

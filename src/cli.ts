@@ -14,13 +14,31 @@ import { droidCatalogFetcher, ModelCatalog } from './controller/model-catalog.js
 import { resolveWorkspace } from './controller/workspaces.js';
 import { startHttpListener, HTTP_HOST, type HttpListener } from './mcp/http-server.js';
 import { createMcpServer } from './mcp/server.js';
-import type { ToolContext } from './mcp/tools.js';
+import type { SandboxStatus, ToolContext } from './mcp/tools.js';
+import { probeSandbox, SANDBOX_ACTION, type SandboxSpec } from './worker/sandbox.js';
 import { StoreError } from './store/errors.js';
 import { StateStore } from './store/store.js';
 import { startWorker } from './worker/runner.js';
 import { createLogger } from './util/logger.js';
 
 const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json';
+
+/**
+ * The sandbox every turn gets, proven by a trial run now. Turns never see the
+ * state directory or the token file.
+ */
+async function sandboxFor(config: Config): Promise<{ spec: SandboxSpec; status: SandboxStatus }> {
+  if (config.sandbox.mode === 'off') return { spec: { mode: 'off' }, status: { mode: 'off', available: true, detail: null } };
+  const bwrapPath = config.sandbox.bwrapPath;
+  const health = bwrapPath === null ? { ok: false, detail: 'no bwrap executable was found on PATH' } : await probeSandbox(bwrapPath);
+  const spec: SandboxSpec = {
+    mode: 'bwrap',
+    bwrapPath: bwrapPath ?? '/nonexistent/bwrap',
+    hiddenDirs: [config.stateDirectory],
+    hiddenFiles: config.tokenFile ? [config.tokenFile] : [],
+  };
+  return { spec, status: { mode: 'bwrap', available: health.ok, detail: health.detail } };
+}
 
 async function main(): Promise<number> {
   const log = createLogger();
@@ -43,6 +61,10 @@ async function main(): Promise<number> {
   if (store.recovery.unknown || store.recovery.queueLost) {
     log.warn(store.recovery, 'recovered after an unclean stop: running turns are now unknown, queued turns queue_lost');
   }
+
+  const sandbox = await sandboxFor(config);
+  if (sandbox.status.available) log.info({ sandbox: sandbox.status.mode }, 'turn sandbox ready');
+  else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
 
   const droidEnv = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => typeof e[1] === 'string'));
   const catalog = new ModelCatalog(
@@ -68,6 +90,8 @@ async function main(): Promise<number> {
     cancelGraceMs: config.cancelGraceMs,
     droidPath: config.droidPath,
     droidEnv,
+    sandbox: sandbox.spec,
+    sandboxUnavailable: sandbox.status.available ? null : (sandbox.status.detail ?? 'unknown'),
     replyBackConfigured: config.ampMcp !== undefined,
     log,
   });
@@ -78,6 +102,7 @@ async function main(): Promise<number> {
     policy,
     runTimeoutMs: config.runTimeoutMs,
     replyBack: config.ampMcp !== undefined,
+    sandbox: sandbox.status,
   };
 
   let listener: HttpListener | undefined;

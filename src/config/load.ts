@@ -76,6 +76,7 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
   const stateDirectory = normalize(file.stateDirectory);
   await checkStateDirectory(configPath, stateDirectory);
   const droidPath = await resolveDroid(file, env);
+  const sandbox = await resolveSandbox(configPath, file, platform, env);
 
   return {
     approvedDirectories,
@@ -95,7 +96,44 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     ...(file.tokenFile !== undefined && { tokenFile: normalize(file.tokenFile) }),
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
     ...(file.ampMcp !== undefined && { ampMcp: { url: AMP_MCP_URL } }),
+    sandbox,
   };
+}
+
+/**
+ * `bwrap` is the default on Linux. A bwrap that is not found is not a
+ * start-up refusal: the trial run reports it and every turn fails
+ * sandbox_unavailable, so the operator sees it without losing the service.
+ * macOS has no bubblewrap; its sandbox-exec equivalent is not implemented,
+ * so there the operator must choose "off" explicitly.
+ */
+async function resolveSandbox(configPath: string, file: ConfigFile, platform: NodeJS.Platform, env: LoadConfigEnv): Promise<Config['sandbox']> {
+  const mode = file.sandbox ?? (platform === 'linux' ? 'bwrap' : undefined);
+  if (mode === undefined || (mode === 'bwrap' && platform !== 'linux')) {
+    throw invalid(
+      configPath,
+      'sandbox',
+      `"bwrap" (bubblewrap) exists only on Linux and no sandbox is implemented for ${platform}; set "sandbox": "off" to run turns unconfined (autonomy levels are not a security boundary)`,
+    );
+  }
+  if (mode === 'off') {
+    if (file.bwrapPath !== undefined) throw invalid(configPath, 'bwrapPath', 'is set but "sandbox" is "off"; remove bwrapPath or set "sandbox": "bwrap"');
+    return { mode: 'off' };
+  }
+  if (file.bwrapPath !== undefined) return { mode: 'bwrap', bwrapPath: normalize(file.bwrapPath) };
+  for (const candidate of pathCandidates(env, 'bwrap')) {
+    if (await isExecutableFile(candidate)) return { mode: 'bwrap', bwrapPath: candidate };
+  }
+  return { mode: 'bwrap', bwrapPath: null };
+}
+
+/** Absolute PATH entries joined with `name` (relative ones would depend on the controller's cwd). */
+function pathCandidates(env: LoadConfigEnv, name: string): string[] {
+  const pathEnv = env.pathEnv ?? process.env.PATH ?? '';
+  return pathEnv
+    .split(':')
+    .filter((dir) => dir !== '' && isAbsolute(dir))
+    .map((dir) => join(dir, name));
 }
 
 async function readConfigJson(configPath: string): Promise<unknown> {
@@ -243,12 +281,7 @@ async function resolveDroid(file: ConfigFile, env: LoadConfigEnv): Promise<strin
     if (await isExecutableFile(path)) return path;
     throw new ConfigError('droid_not_found', `"droidPath" ${JSON.stringify(path)} is not an executable file. ${INSTALL_HINT}`, 'droidPath');
   }
-  const pathEnv = env.pathEnv ?? process.env.PATH ?? '';
-  // Relative PATH entries would depend on the controller's cwd, so they are skipped.
-  const candidates = pathEnv
-    .split(':')
-    .filter((dir) => dir !== '' && isAbsolute(dir))
-    .map((dir) => join(dir, 'droid'));
+  const candidates = pathCandidates(env, 'droid');
   const home = env.home ?? homedir();
   if (home !== '' && isAbsolute(home)) candidates.push(join(home, '.local', 'bin', 'droid'));
   for (const candidate of candidates) {

@@ -9,6 +9,8 @@ export const REASONING_EFFORTS = ['off', 'none', 'dynamic', 'minimal', 'low', 'm
 export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
 
 export const TRANSPORTS = ['stdio', 'http'] as const;
+
+export const SANDBOX_MODES = ['bwrap', 'off'] as const;
 export type Transport = (typeof TRANSPORTS)[number];
 
 /**
@@ -72,6 +74,12 @@ export interface Config {
   readonly publicUrl?: string;
   /** Absent means reply-back is disabled. */
   readonly ampMcp?: AmpMcpConfig;
+  /**
+   * How turns are confined. `bwrap` (the Linux default) with the path found,
+   * or null when no bubblewrap was found (turns then fail sandbox_unavailable);
+   * `off` only when the operator said so.
+   */
+  readonly sandbox: { readonly mode: 'bwrap'; readonly bwrapPath: string | null } | { readonly mode: 'off' };
 }
 
 // Messages below are appended to the quoted key name by the loader, so they
@@ -185,6 +193,8 @@ export const configFileSchema = z.strictObject(
       })
       .optional(),
     ampMcp: ampMcpSchema.optional(),
+    sandbox: oneOf(SANDBOX_MODES).optional(),
+    bwrapPath: absolutePath('the bubblewrap (bwrap) executable').optional(),
   },
   { error: typeError('a JSON object of settings') },
 );

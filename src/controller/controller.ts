@@ -19,6 +19,7 @@ import { acceptedRun, TERMINAL_STATES, type RunRecord, type RunResultFile, type 
 import { planCrashRecovery } from '../store/recovery.js';
 import { emptyFailure, type RenameOutcome, type TurnResult, type TurnSpec } from '../worker/protocol.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/runner.js';
+import { SANDBOX_ACTION, type SandboxSpec } from '../worker/sandbox.js';
 import { selectRunnable, type LockClaim } from './admission.js';
 import { startRetryDelayMs, Turn } from './turn.js';
 import { ControllerError } from './errors.js';
@@ -59,6 +60,9 @@ export interface ControllerDeps {
   cancelGraceMs: number;
   droidPath: string;
   droidEnv: Record<string, string>;
+  /** How turns are confined; `sandboxUnavailable` says why the configured sandbox cannot run (every turn then fails). */
+  sandbox: SandboxSpec;
+  sandboxUnavailable: string | null;
   replyBackConfigured: boolean;
   log: Log;
   now?: () => Date;
@@ -485,6 +489,12 @@ export class SessionController {
     );
     if (moved) {
       await this.recordTerminal(turn, emptyFailure({ code: moved.code, message: `${moved.message} Nothing was submitted.`, retryable: false }));
+      return;
+    }
+    // Never a silent fallback to an unconfined droid.
+    if (this.deps.sandboxUnavailable !== null) {
+      const message = `the configured sandbox cannot run (${this.deps.sandboxUnavailable}); nothing was submitted. ${SANDBOX_ACTION}`;
+      await this.recordTerminal(turn, emptyFailure({ code: 'sandbox_unavailable', message, retryable: false }));
       return;
     }
 

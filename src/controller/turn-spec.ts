@@ -4,12 +4,14 @@
  */
 import type { RunRecord, SessionRecord } from '../store/records.js';
 import type { TurnSpec } from '../worker/protocol.js';
+import type { SandboxSpec } from '../worker/sandbox.js';
 
 export interface TurnHost {
   droidPath: string;
   droidEnv: Record<string, string>;
   runTimeoutMs: number;
   cancelGraceMs: number;
+  sandbox: SandboxSpec;
 }
 
 export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: string, host: TurnHost): TurnSpec {
@@ -28,6 +30,7 @@ export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: stri
     prompt,
     timeoutMs: host.runTimeoutMs,
     graceMs: host.cancelGraceMs,
+    sandbox: host.sandbox,
     // Applied after the turn, and retried on later turns until it sticks.
     ...(session.title && session.title !== session.factoryTitle ? { renameTo: session.title } : {}),
   };

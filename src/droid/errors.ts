@@ -14,6 +14,7 @@ export type DroidErrorCode =
   | 'droid_session_not_found'
   | 'resume_cwd_mismatch'
   | 'workspace_changed'
+  | 'sandbox_unavailable'
   | 'turn_spec_invalid'
   | 'worker_failed';
 

@@ -31,6 +31,8 @@ export interface SpawnDroidOptions {
   env: NodeJS.ProcessEnv;
   /** Working directory of the process; the session's cwd is set by protocol. */
   cwd?: string;
+  /** Runs droid through this program (a sandbox): `command ...args droidPath exec …`. */
+  launcher?: { command: string; args: readonly string[] };
   requestTimeoutMs?: number;
 }
 
@@ -49,7 +51,10 @@ export function assertDroidExecutable(droidPath: string): void {
 
 export function spawnDroid(options: SpawnDroidOptions): DroidProcess {
   assertDroidExecutable(options.droidPath);
-  const child = spawn(options.droidPath, DROID_EXEC_ARGS, {
+  const [command, args] = options.launcher
+    ? [options.launcher.command, [...options.launcher.args, options.droidPath, ...DROID_EXEC_ARGS]]
+    : [options.droidPath, DROID_EXEC_ARGS];
+  const child = spawn(command, args, {
     cwd: options.cwd,
     env: options.env,
     stdio: ['pipe', 'pipe', 'pipe'],

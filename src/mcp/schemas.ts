@@ -108,6 +108,12 @@ export const workspacesOutput = z.object({
     reasoningEffort: z.string().nullable(),
     runTimeoutMs: z.number(),
     replyBack: z.boolean(),
+    sandbox: z.object({
+      mode: z.enum(['bwrap', 'off']),
+      /** False: every turn fails sandbox_unavailable until the operator fixes it. */
+      available: z.boolean(),
+      detail: z.string().nullable(),
+    }),
   }),
 });
 

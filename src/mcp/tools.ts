@@ -16,6 +16,14 @@ export interface ToolContext {
   policy: HostPolicy;
   runTimeoutMs: number;
   replyBack: boolean;
+  sandbox: SandboxStatus;
+}
+
+/** The sandbox mode and whether its start-up trial run worked. */
+export interface SandboxStatus {
+  mode: 'bwrap' | 'off';
+  available: boolean;
+  detail: string | null;
 }
 
 /** Per call: aborted when the client cancels its request (or the transport closes). */
@@ -168,7 +176,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       "List this host's approved workspace roots (canonical absolute paths; pass one, or a directory inside one, as " +
       'workspace), the run capacity {maximum, active, queued, available} and the launch policy (default model, default ' +
-      'and maximum autonomy, reasoning effort).\n' +
+      'and maximum autonomy, reasoning effort, and the sandbox: with mode bwrap a writer turn can write only its workspace ' +
+      'and a read-only turn nothing; available:false means every turn fails with sandbox_unavailable).\n' +
       'Example: {}',
     input: s.emptyInput,
     output: s.workspacesOutput,
@@ -183,6 +192,7 @@ export const TOOLS: readonly ToolDefinition[] = [
         reasoningEffort: ctx.policy.reasoningEffort,
         runTimeoutMs: ctx.runTimeoutMs,
         replyBack: ctx.replyBack,
+        sandbox: ctx.sandbox,
       },
     }),
   }),

@@ -25,6 +25,18 @@ export const turnSpecSchema = z
     timeoutMs: z.number().int().positive(),
     graceMs: z.number().int().positive(),
     machineId: z.string().min(1).optional(),
+    /** Operating-system confinement of droid (see sandbox.ts); always stated, never defaulted. */
+    sandbox: z.discriminatedUnion('mode', [
+      z.object({ mode: z.literal('off') }).strict(),
+      z
+        .object({
+          mode: z.literal('bwrap'),
+          bwrapPath: z.string().startsWith('/'),
+          hiddenDirs: z.array(z.string().startsWith('/')),
+          hiddenFiles: z.array(z.string().startsWith('/')),
+        })
+        .strict(),
+    ]),
     /** Factory title to apply after the turn (best effort), when it changed. */
     renameTo: z.string().min(1).max(200).optional(),
   })

@@ -12,6 +12,7 @@ import type { ProgressEvent, TurnCollector } from '../droid/turn-collector.js';
 import type { RenameOutcome, TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
+import { assertBwrapExecutable, bwrapArgs, factoryDirOf, prepareTurnPaths } from './sandbox.js';
 
 export interface TurnHooks {
   onStarted(droidSessionId: string): void;
@@ -24,6 +25,8 @@ type Stop = { kind: 'cancel' } | { kind: 'deadline' };
 
 interface TurnState {
   client?: DroidClient;
+  /** Removes what the sandbox needed for this turn (its TMPDIR). */
+  disposeSandbox?: () => void;
   droidSessionId: string | null;
   collector?: TurnCollector;
   submitted: boolean;
@@ -71,6 +74,7 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
         rename = await applyTitle(client, spec.renameTo, turnTimeline(spec.timeoutMs, spec.graceMs).renameWindowMs);
       }
       await client?.shutdown(SHUTDOWN_BUDGET);
+      state.disposeSandbox?.();
       return rename;
     },
   };
@@ -103,7 +107,8 @@ type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo |
 async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>): Promise<Verdict> {
   assertDroidExecutable(spec.droidPath);
   await assertWorkspaceUnchanged(spec.workspace);
-  const client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace });
+  const launcher = confine(spec, state);
+  const client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace, ...(launcher && { launcher }) });
   state.client = client;
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
@@ -182,6 +187,26 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
   }
   await client.updateSettings(settings);
   return spec.session.droidSessionId;
+}
+
+/** bwrap in front of droid, with this turn's binds; null when the operator turned the sandbox off. */
+function confine(spec: TurnSpec, state: TurnState): { command: string; args: string[] } | null {
+  const sandbox = spec.sandbox;
+  if (sandbox.mode === 'off') return null;
+  assertBwrapExecutable(sandbox.bwrapPath);
+  const factoryDir = factoryDirOf(spec.droidEnv);
+  const { turnTmp, dispose } = prepareTurnPaths(factoryDir);
+  state.disposeSandbox = dispose;
+  const args = bwrapArgs({
+    workspace: spec.workspace,
+    // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
+    workspaceWritable: spec.autonomy !== 'off',
+    factoryDir,
+    turnTmp,
+    hiddenDirs: sandbox.hiddenDirs,
+    hiddenFiles: sandbox.hiddenFiles,
+  });
+  return { command: sandbox.bwrapPath, args };
 }
 
 /**

@@ -56,6 +56,7 @@ export function fakeContext(): FakeContext {
       return [];
     },
     approvedRoots: [ROOT],
+    sandbox: { mode: 'off', available: true, detail: null },
     policy: { defaultModel: 'model-a', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: null },
     runTimeoutMs: 3_600_000,
     replyBack: false,

@@ -17,6 +17,8 @@ export type Script = {
   text?: string;
   /** Call this tool once; after its result arrives, reply `tool said: <result>`. */
   tool?: { name: string; arguments: Record<string, unknown> };
+  /** Call these tools one after another; then reply `tool said: <result 1> | <result 2> | …`. */
+  steps?: Array<{ name: string; arguments: Record<string, unknown> }>;
   /** Spread the streamed reply over this many milliseconds. */
   slowMs?: number;
   /**
@@ -118,9 +120,10 @@ function plan(messages: ChatMessage[]): Plan {
   const s: Script = found ?? {};
   if (s.status) return { kind: 'status', status: s.status, script: s };
   const toolMsgs = messages.slice(at + 1).filter((m) => m.role === 'tool');
-  if (s.tool && at >= 0) {
-    if (toolMsgs.length === 0) return { kind: 'tool', script: s, tool: s.tool };
-    return { kind: 'text', script: s, text: `tool said: ${messageText(toolMsgs[toolMsgs.length - 1]!)}` };
+  const steps = s.steps ?? (s.tool ? [s.tool] : []);
+  if (steps.length > 0 && at >= 0) {
+    if (toolMsgs.length < steps.length) return { kind: 'tool', script: s, tool: steps[toolMsgs.length]! };
+    return { kind: 'text', script: s, text: `tool said: ${toolMsgs.map(messageText).join(' | ')}` };
   }
   return { kind: 'text', script: s, text: s.text ?? 'ok' };
 }

@@ -57,7 +57,7 @@ interface FakeTurn {
   exit(): void;
 }
 
-function setup(over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: () => Promise<CatalogModel[]> } = {}) {
+function setup(over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: () => Promise<CatalogModel[]>; sandboxUnavailable?: string } = {}) {
   const store = new MemoryStore();
   /** Workspaces whose real path changed since (a symlink swapped in). */
   const moved = new Map<string, string>();
@@ -105,6 +105,8 @@ function setup(over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: 
     maxConcurrentRuns: over.maxConcurrentRuns ?? 4,
     runTimeoutMs: 60_000,
     cancelGraceMs: 1_000,
+    sandbox: { mode: 'off' },
+    sandboxUnavailable: over.sandboxUnavailable ?? null,
     droidPath: '/bin/droid',
     droidEnv: {},
     replyBackConfigured: false,

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { turnSpecFor } from '../../src/controller/turn-spec.js';
 import { runRecord, sessionRecord } from '../support/records.js';
 
-const host = { droidPath: '/bin/droid', droidEnv: { HOME: '/h' }, runTimeoutMs: 60_000, cancelGraceMs: 1_000 };
+const host = { droidPath: '/bin/droid', droidEnv: { HOME: '/h' }, runTimeoutMs: 60_000, cancelGraceMs: 1_000, sandbox: { mode: 'off' as const } };
 
 describe('turnSpecFor', () => {
   it('creates the droid session on the first turn, with title and labels as tags', () => {
@@ -17,6 +17,7 @@ describe('turnSpecFor', () => {
       prompt: 'p',
       timeoutMs: 60_000,
       graceMs: 1_000,
+      sandbox: { mode: 'off' },
       renameTo: 'T',
     });
   });

@@ -35,6 +35,7 @@ export function baseSpec(tag: string, env: Record<string, string>, over: Partial
     prompt: 'hello',
     timeoutMs: 60_000,
     graceMs: 2_000,
+    sandbox: { mode: 'off' },
     ...over,
   };
 }
