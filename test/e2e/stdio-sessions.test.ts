@@ -193,10 +193,12 @@ describe('tool surface', () => {
 
   it('lists workspaces, capacity and policy, and the live models', async () => {
     server = await ctx.start({ maxConcurrentRuns: 3 });
-    const ws = await server.ok<{ workspaces: string[]; capacity: object; policy: { defaultModel: string } }>('droid_list_workspaces');
+    const ws = await server.ok<{ workspaces: string[]; capacity: object; policy: { defaultModel: string; sandbox: object } }>('droid_list_workspaces');
     expect(ws.workspaces).toEqual([ctx.root]);
     expect(ws.capacity).toEqual({ maximum: 3, active: 0, queued: 0, available: 3 });
     expect(ws.policy.defaultModel).toBe(ctx.bed.modelId);
+    // Every end-to-end turn here runs inside the sandbox (bubblewrap, found on PATH).
+    expect(ws.policy.sandbox).toEqual({ mode: 'bwrap', available: true, detail: null });
     const models = await server.ok<{ models: Array<{ id: string }> }>('droid_models');
     expect(models.models.map((m) => m.id)).toContain(ctx.bed.modelId);
   });
@@ -371,6 +373,23 @@ describe('admission', () => {
     expect(livedTogether(readerOnParent, readerOnChild!)).toBe(true);
     expect(livedTogether(readerOnParent, writerOnChild!)).toBe(false);
     expect(livedTogether(readerOnChild!, writerOnChild!)).toBe(false);
+  });
+});
+
+describe('sandbox', () => {
+  it('a bwrap that cannot run is reported by list_workspaces, and every turn fails sandbox_unavailable with zero model requests', async () => {
+    server = await ctx.start({ bwrapPath: join(ctx.root, 'no-such-bwrap') });
+    const ws = await server.ok<{ policy: { sandbox: { mode: string; available: boolean; detail: string } } }>('droid_list_workspaces');
+    expect(ws.policy.sandbox).toMatchObject({ mode: 'bwrap', available: false, detail: expect.stringContaining('bwrap') });
+    const before = ctx.bed.model.requests.length;
+    const a = await create(server, { workspace: ctx.workspace('sandboxless'), autonomy: 'high', prompt: `never ${script({ text: 'must not run' })}` });
+    const [done] = await settle(server, a.metadata.session);
+    expect(done!.latestRun).toMatchObject({
+      state: 'failed',
+      error: { code: 'sandbox_unavailable', retryable: false, message: expect.stringContaining('"sandbox": "off"') },
+    });
+    expect(ctx.bed.model.requests.length).toBe(before);
+    expect(liveDroids(TAG)).toEqual([]);
   });
 });
 

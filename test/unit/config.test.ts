@@ -90,6 +90,7 @@ describe('loadConfig defaults', () => {
       cancelGraceMs: 5_000,
       modelCacheTtlMs: 60_000,
       port: 8787,
+      sandbox: { mode: 'bwrap', bwrapPath: null },
     });
     expect(config.defaultModel).toBeUndefined();
     expect(config.reasoningEffort).toBeUndefined();
@@ -165,8 +166,42 @@ describe('loadConfig defaults', () => {
     },
   );
 
-  it('accepts darwin', async () => {
-    await expect(load(base(), { platform: 'darwin' })).resolves.toBeDefined();
+  it('accepts darwin with the sandbox explicitly off', async () => {
+    await expect(load(base({ sandbox: 'off' }), { platform: 'darwin' })).resolves.toMatchObject({ sandbox: { mode: 'off' } });
+  });
+});
+
+describe('loadConfig sandbox', () => {
+  it('defaults to bwrap on Linux, found on PATH', async () => {
+    const bwrap = await makeExecutable(join(binDir, 'bwrap'));
+    expect((await load(base())).sandbox).toEqual({ mode: 'bwrap', bwrapPath: bwrap });
+  });
+
+  it('keeps bwrap (unavailable, never silently off) when no bwrap is found', async () => {
+    expect((await load(base())).sandbox).toEqual({ mode: 'bwrap', bwrapPath: null });
+  });
+
+  it('takes an explicit bwrapPath as given; the trial run judges it', async () => {
+    expect((await load(base({ bwrapPath: '/opt/bw/bwrap' }))).sandbox).toEqual({ mode: 'bwrap', bwrapPath: '/opt/bw/bwrap' });
+  });
+
+  it('"off" is an explicit choice', async () => {
+    expect((await load(base({ sandbox: 'off' }))).sandbox).toEqual({ mode: 'off' });
+  });
+
+  it('refuses bwrapPath with the sandbox off, an unknown mode, and a relative bwrapPath', async () => {
+    expect((await refusal(load(base({ sandbox: 'off', bwrapPath: '/usr/bin/bwrap' })))).key).toBe('bwrapPath');
+    const mode = await refusal(load(base({ sandbox: 'landlock' })));
+    expect(mode.key).toBe('sandbox');
+    expect(mode.message).toContain('"bwrap", "off"');
+    expect((await refusal(load(base({ bwrapPath: 'bwrap' })))).key).toBe('bwrapPath');
+  });
+
+  it('on macOS, refuses to start unless the sandbox is off, saying why', async () => {
+    const missing = await refusal(load(base(), { platform: 'darwin' }));
+    expect(missing.key).toBe('sandbox');
+    expect(missing.message).toContain('"sandbox": "off"');
+    expect((await refusal(load(base({ sandbox: 'bwrap' }), { platform: 'darwin' }))).key).toBe('sandbox');
   });
 });
 
