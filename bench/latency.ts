@@ -1,7 +1,8 @@
 /**
  * Start-up latency, printed as medians of 10 runs:
  *  - bare droid: spawn → `initialize_session` answered (the floor);
- *  - our worker: fork → prompt submitted (`started` reported);
+ *  - our worker: fork → prompt submitted (`started` reported), unconfined
+ *    and inside the bubblewrap sandbox (when bwrap is installed);
  *  - the server: `droid_create_session` called → run observed `running`
  *    (prompt submitted), through the MCP SDK client over stdio.
  * Ratios to the bare figure are what matter on a noisy 2-core machine.
@@ -12,6 +13,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DroidClient } from '../src/droid/client.js';
 import { startWorker } from '../src/worker/runner.js';
+import type { SandboxSpec } from '../src/worker/sandbox.js';
+import { execFileSync } from 'node:child_process';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { script } from '../test/support/model-server.js';
 import { startServer, writeConfig } from '../test/support/mcp-server.js';
@@ -34,7 +37,7 @@ async function bareDroid(bed: DroidBed, cwd: string): Promise<number> {
   return elapsed;
 }
 
-async function worker(bed: DroidBed, cwd: string, i: number): Promise<number> {
+async function worker(bed: DroidBed, cwd: string, i: number, sandbox: SandboxSpec): Promise<number> {
   const t0 = performance.now();
   let submitted = 0;
   const handle = startWorker(
@@ -49,7 +52,7 @@ async function worker(bed: DroidBed, cwd: string, i: number): Promise<number> {
       prompt: `bench ${script({ text: 'ok' })}`,
       timeoutMs: 60_000,
       graceMs: 2_000,
-      sandbox: { mode: 'off' },
+      sandbox,
     },
     { workerEntry: WORKER_ENTRY, onStarted: () => (submitted = performance.now() - t0) },
   );
@@ -91,25 +94,40 @@ async function server(bed: DroidBed, root: string): Promise<number[]> {
   return samples;
 }
 
+function findBwrap(): string | null {
+  try {
+    return execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim() || null;
+  } catch {
+    return null;
+  }
+}
+
 export async function main(): Promise<void> {
   const bed = await makeDroidBed();
   const root = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-bench-')));
   try {
+    const bwrapPath = findBwrap();
     const bare: number[] = [];
     const viaWorker: number[] = [];
+    const viaSandbox: number[] = [];
+    // Interleaved, so machine noise hits every variant alike.
     for (let i = 0; i < RUNS; i++) {
       bare.push(await bareDroid(bed, root));
-      viaWorker.push(await worker(bed, root, i));
+      viaWorker.push(await worker(bed, root, i, { mode: 'off' }));
+      if (bwrapPath) viaSandbox.push(await worker(bed, root, i, { mode: 'bwrap', bwrapPath, hiddenDirs: [], hiddenFiles: [] }));
     }
     const viaServer = await server(bed, root);
     const b = median(bare);
-    const rows = [
+    const rows: Array<[string, number]> = [
       ['bare droid spawn → initialize_session answered', b],
-      ['worker fork → prompt submitted', median(viaWorker)],
-      ['server create → prompt submitted (running)', median(viaServer)],
-    ] as const;
+      ['worker fork → prompt submitted (no sandbox)', median(viaWorker)],
+      ...(bwrapPath ? [['worker fork → prompt submitted (bwrap sandbox)', median(viaSandbox)] as [string, number]] : []),
+      [`server create → prompt submitted (running, sandbox ${bwrapPath ? 'bwrap' : 'unavailable'})`, median(viaServer)],
+    ];
     console.log(`start-up latency, median of ${RUNS} runs`);
-    for (const [label, ms] of rows) console.log(`  ${label.padEnd(50)} ${ms.toFixed(0).padStart(6)} ms   ratio ${(ms / b).toFixed(2)}`);
+    for (const [label, ms] of rows) console.log(`  ${label.padEnd(62)} ${ms.toFixed(0).padStart(6)} ms   ratio ${(ms / b).toFixed(2)}`);
+    if (bwrapPath) console.log(`  sandbox cost: bwrap / no sandbox = ${(median(viaSandbox) / median(viaWorker)).toFixed(2)}`);
+    else console.log('  bwrap not installed: sandboxed start-up not measured');
   } finally {
     await bed.cleanup();
     rmSync(root, { recursive: true, force: true });
