@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { z } from 'zod';
 import { writeFileAtomic } from './atomic.js';
+import type { StoreFs } from './fs.js';
 import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 import type { Log } from '../util/logger.js';
@@ -47,6 +48,7 @@ const ownerRecordSchema = z
 export interface OwnershipOptions {
   now: () => Date;
   logger: Log;
+  fs: StoreFs;
 }
 
 type Release = () => Promise<void>;
@@ -122,7 +124,7 @@ export class PendingOwnership {
       }
       const ownership = new Ownership(this.dir, record, release, lockState);
       try {
-        await writeFileAtomic(join(this.dir, OWNER_FILE), JSON.stringify(record, null, 2) + '\n');
+        await writeFileAtomic(join(this.dir, OWNER_FILE), JSON.stringify(record, null, 2) + '\n', this.opts.fs);
       } catch (err) {
         await ownership.release();
         throw err;

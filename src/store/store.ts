@@ -19,12 +19,13 @@
  * a lean, frozen form (pool.ts), so memory follows the records kept, not the
  * size of the files.
  */
-import { mkdir, open, readdir, unlink, type FileHandle } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
-import { appendDurable, FILE_MODE, fsyncDir, TEMP_SUFFIX, writeFileAtomic } from './atomic.js';
+import { appendDurable, FILE_MODE, TEMP_SUFFIX, writeFileAtomic } from './atomic.js';
 import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
+import { nodeStoreFs, type StoreFileHandle, type StoreFs } from './fs.js';
 import { StateIndex, type StoreChange } from './indexes.js';
 import { JOURNAL_FILE, loadState, RESULTS_DIR } from './load.js';
 import { createLogger, type Log } from '../util/logger.js';
@@ -39,6 +40,7 @@ import { DIR_MODE, prepareStateDir } from './state-dir.js';
 
 export type { StoreChange } from './indexes.js';
 export type { RecoverySummary } from './recovery.js';
+export type { StoreFileHandle, StoreFs } from './fs.js';
 
 /** Below this many journal lines compaction is never worth its full rewrite. */
 export const COMPACT_MIN_LINES = 1000;
@@ -52,6 +54,8 @@ const SAFE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 export interface StoreOptions {
   now?: () => Date;
   logger?: Log;
+  /** Every write, sync, rename and removal goes through this; node:fs unless a test records or fails them. */
+  fs?: StoreFs;
 }
 
 /**
@@ -76,10 +80,11 @@ export class StateStore {
   private constructor(
     readonly dir: string,
     private readonly owner: Ownership,
-    private readonly journal: FileHandle,
+    private readonly journal: StoreFileHandle,
     loaded: { seq: number; index: StateIndex; journalLines: number },
     private readonly now: () => Date,
     private readonly logger: Log,
+    private readonly fs: StoreFs,
   ) {
     this.#index = loaded.index;
     this.#seq = loaded.seq;
@@ -94,8 +99,9 @@ export class StateStore {
   static async open(dir: string, opts: StoreOptions = {}): Promise<StateStore> {
     const now = opts.now ?? (() => new Date());
     const logger = opts.logger ?? createLogger('droid-mcp.store');
-    await prepareStateDir(dir);
-    const pending = await beginOwnership(dir, { now, logger });
+    const fs = opts.fs ?? nodeStoreFs;
+    await prepareStateDir(dir, fs);
+    const pending = await beginOwnership(dir, { now, logger, fs });
     let loaded;
     try {
       loaded = await loadState(dir);
@@ -106,16 +112,16 @@ export class StateStore {
 
     // From here on the state is known good and we may write.
     const owner = await pending.claim();
-    let journal: FileHandle | undefined;
+    let journal: StoreFileHandle | undefined;
     try {
-      if (loaded.fresh) await writeSnapshot(dir, 0, new Map(), new Map());
-      await mkdir(join(dir, RESULTS_DIR), { mode: DIR_MODE }).catch((err: unknown) => {
+      if (loaded.fresh) await writeSnapshot(dir, 0, new Map(), new Map(), fs);
+      await fs.mkdir(join(dir, RESULTS_DIR), { recursive: false, mode: DIR_MODE }).catch((err: unknown) => {
         if (errCode(err) !== 'EEXIST') throw err;
       });
-      journal = await open(join(dir, JOURNAL_FILE), 'a', FILE_MODE);
+      journal = await fs.open(join(dir, JOURNAL_FILE), 'a', FILE_MODE);
       // Makes the journal's and results directory's names durable if they were just created.
-      await fsyncDir(dir);
-      const store = new StateStore(dir, owner, journal, loaded, now, logger);
+      await fs.syncDir(dir);
+      const store = new StateStore(dir, owner, journal, loaded, now, logger, fs);
       if (loaded.journalLines > 0) await store.#enqueue(() => store.#compact());
       await store.#removeTempFiles();
       store.#recovery = await store.#recoverAfterCrash();
@@ -173,7 +179,7 @@ export class StateStore {
       if (!this.#index.runs.has(copy.runId)) {
         throw new StoreError('invalid_change', `result for run ${copy.runId}, which does not exist`, 'Commit the run before its result');
       }
-      await writeFileAtomic(this.#resultPath(copy.runId), JSON.stringify(copy));
+      await writeFileAtomic(this.#resultPath(copy.runId), JSON.stringify(copy), this.fs);
     });
   }
 
@@ -264,7 +270,7 @@ export class StateStore {
     this.#compactionQueued = false;
     this.#assertWritable();
     // Streamed from the maps: no commit can change them meanwhile, as this runs in the write queue.
-    await writeSnapshot(this.dir, this.#seq, this.#index.sessions, this.#index.runs);
+    await writeSnapshot(this.dir, this.#seq, this.#index.sessions, this.#index.runs, this.fs);
     await this.journal.truncate(0);
     await this.journal.datasync();
     this.#journalLines = 0;
@@ -284,7 +290,7 @@ export class StateStore {
   async #removeTempFiles(): Promise<void> {
     for (const folder of [this.dir, join(this.dir, RESULTS_DIR)]) {
       for (const name of await readdir(folder)) {
-        if (name.startsWith('.') && name.endsWith(TEMP_SUFFIX)) await unlink(join(folder, name)).catch(() => undefined);
+        if (name.startsWith('.') && name.endsWith(TEMP_SUFFIX)) await this.fs.unlink(join(folder, name)).catch(() => undefined);
       }
     }
   }
