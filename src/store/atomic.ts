@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
+import { writeFailure } from './errors.js';
 import { nodeStoreFs, type StoreFileHandle, type StoreFs } from './fs.js';
 
 /** Every file the store creates is private to its user. */
@@ -55,30 +56,41 @@ export async function writeLinesAtomic(path: string, lines: Iterable<string>, fs
 /**
  * Temp file in the same directory, filled by `fill`, fsynced, renamed over
  * `path`, directory fsynced. Until the rename, `path` is untouched and any
- * failure removes the temp file. A failure of the final directory fsync is
- * still thrown: the new content is in place but may not survive a power loss.
+ * failure removes the temp file (a temp file that cannot be removed is
+ * cleared at the next start-up). A failure of the final directory fsync is
+ * still an error: the new content is in place but may not survive a crash.
+ * I/O errors are thrown as `state_write_failed`, saying which of the two.
  */
 async function replaceAtomic(path: string, fs: StoreFs, fill: (handle: StoreFileHandle) => Promise<void>): Promise<void> {
   const dir = dirname(path);
   const temp = join(dir, `.${basename(path)}.${randomBytes(6).toString('hex')}${TEMP_SUFFIX}`);
-  // 'wx': never follow or reuse an existing name; the mode applies at creation.
-  const handle = await fs.open(temp, 'wx', FILE_MODE);
   try {
+    // 'wx': never follow or reuse an existing name; the mode applies at creation.
+    const handle = await fs.open(temp, 'wx', FILE_MODE);
     try {
-      await fill(handle);
-      // The data must be on disk before the name points at it, or a crash could leave `path` empty.
-      await handle.sync();
+      try {
+        await fill(handle);
+        // The data must be on disk before the name points at it, or a crash could leave `path` empty.
+        await handle.sync();
+      } catch (err) {
+        await handle.close().catch(() => undefined);
+        throw err;
+      }
+      await handle.close();
+      await fs.rename(temp, path);
     } catch (err) {
-      await handle.close().catch(() => undefined);
+      await fs.unlink(temp).catch(() => undefined);
       throw err;
     }
-    await handle.close();
-    await fs.rename(temp, path);
   } catch (err) {
-    await fs.unlink(temp).catch(() => undefined);
-    throw err;
+    throw writeFailure(err, `writing ${path}`, dir, 'unchanged');
   }
-  await fs.syncDir(dir);
+  try {
+    // Makes the rename durable; without it a crash could bring back the old content after we reported the new.
+    await fs.syncDir(dir);
+  } catch (err) {
+    throw writeFailure(err, `syncing directory ${dir} after replacing ${path}`, dir, 'unknown');
+  }
 }
 
 /** Writes all of `bytes` at the handle's position; a short write must not lose the tail. */

@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import type { z } from 'zod';
 import { appendDurable, FILE_MODE, TEMP_SUFFIX, writeFileAtomic } from './atomic.js';
 import { errCode } from '../util/errno.js';
-import { StoreError } from './errors.js';
+import { StoreError, writeFailure } from './errors.js';
 import { nodeStoreFs, type StoreFileHandle, type StoreFs } from './fs.js';
 import { StateIndex, type StoreChange } from './indexes.js';
 import { JOURNAL_FILE, loadState, RESULTS_DIR } from './load.js';
@@ -100,8 +100,16 @@ export class StateStore {
     const now = opts.now ?? (() => new Date());
     const logger = opts.logger ?? createLogger('droid-mcp.store');
     const fs = opts.fs ?? nodeStoreFs;
-    await prepareStateDir(dir, fs);
-    const pending = await beginOwnership(dir, { now, logger, fs });
+    /** I/O errors of start-up as `state_write_failed`; none of them changes the stored state. */
+    const step = async <T>(what: string, job: () => Promise<T>): Promise<T> => {
+      try {
+        return await job();
+      } catch (err) {
+        throw writeFailure(err, what, dir, 'unchanged');
+      }
+    };
+    await step(`preparing state directory ${dir}`, () => prepareStateDir(dir, fs));
+    const pending = await step(`taking ownership of ${dir}`, () => beginOwnership(dir, { now, logger, fs }));
     let loaded;
     try {
       loaded = await loadState(dir);
@@ -111,16 +119,20 @@ export class StateStore {
     }
 
     // From here on the state is known good and we may write.
-    const owner = await pending.claim();
+    const owner = await step(`taking ownership of ${dir}`, () => pending.claim());
     let journal: StoreFileHandle | undefined;
     try {
       if (loaded.fresh) await writeSnapshot(dir, 0, new Map(), new Map(), fs);
-      await fs.mkdir(join(dir, RESULTS_DIR), { recursive: false, mode: DIR_MODE }).catch((err: unknown) => {
-        if (errCode(err) !== 'EEXIST') throw err;
-      });
-      journal = await fs.open(join(dir, JOURNAL_FILE), 'a', FILE_MODE);
+      await step(`creating ${join(dir, RESULTS_DIR)}`, () =>
+        fs.mkdir(join(dir, RESULTS_DIR), { recursive: false, mode: DIR_MODE }).catch((err: unknown) => {
+          if (errCode(err) !== 'EEXIST') throw err;
+          return undefined;
+        }),
+      );
+      const journalPath = join(dir, JOURNAL_FILE);
+      journal = await step(`opening ${journalPath}`, () => fs.open(journalPath, 'a', FILE_MODE));
       // Makes the journal's and results directory's names durable if they were just created.
-      await fs.syncDir(dir);
+      await step(`syncing directory ${dir}`, () => fs.syncDir(dir));
       const store = new StateStore(dir, owner, journal, loaded, now, logger, fs);
       if (loaded.journalLines > 0) await store.#enqueue(() => store.#compact());
       await store.#removeTempFiles();
@@ -230,8 +242,17 @@ export class StateStore {
     try {
       await appendDurable(this.journal, line);
     } catch (err) {
-      await this.#undoAppend(err);
-      throw new StoreError('state_write_failed', `could not write ${join(this.dir, JOURNAL_FILE)}: ${String(err)}`, 'Nothing was stored; check the disk and retry', {
+      const what = `appending commit ${seq} to ${this.#journalPath}`;
+      const undo = await this.#undoAppend();
+      if (undo === undefined) throw writeFailure(err, what, this.dir, 'unchanged');
+      this.#broken = new StoreError(
+        'state_write_failed',
+        `the store stopped writing: ${what} failed (${messageOf(err)}) and cutting the journal back to its last commit failed too (${messageOf(undo)})`,
+        `Restart the controller once the disk is fixed: start-up drops an incomplete last journal line and refuses anything else it cannot read`,
+        { cause: err },
+      );
+      this.logger.error({ dir: this.dir, err, undo }, 'journal could not be restored after a failed write; the store refuses further writes');
+      throw new StoreError('state_write_failed', `${what} failed: ${messageOf(err)}`, `The commit may or may not be on disk. ${this.#broken.action}`, {
         cause: err,
       });
     }
@@ -242,18 +263,22 @@ export class StateStore {
     this.#maybeCompact();
   }
 
-  /** Cuts a possibly partial line off, so later lines do not follow garbage. */
-  async #undoAppend(cause: unknown): Promise<void> {
+  /**
+   * After a failed append: cuts whatever part of the line reached the file
+   * back off and syncs that, so the failed commit is durably absent and the
+   * next line does not follow garbage. The store then keeps serving: every
+   * earlier commit was synced before it was acknowledged. Returns the error
+   * if that fails; the store must then refuse further writes, because the
+   * journal may end in a partial or unacknowledged line and the next commit
+   * would reuse its seq.
+   */
+  async #undoAppend(): Promise<unknown> {
     try {
       await this.journal.truncate(this.#journalBytes);
       await this.journal.datasync();
+      return undefined;
     } catch (err) {
-      this.#broken = new StoreError(
-        'state_write_failed',
-        `a write to ${join(this.dir, JOURNAL_FILE)} failed (${String(cause)}) and could not be undone (${String(err)})`,
-        'Restart the controller: start-up validates the journal and says how to repair it',
-      );
-      this.logger.error({ dir: this.dir, err }, 'journal could not be restored; the store refuses further writes');
+      return err;
     }
   }
 
@@ -265,16 +290,28 @@ export class StateStore {
     this.#enqueue(() => this.#compact()).catch((err: unknown) => this.logger.warn({ dir: this.dir, err }, 'state compaction failed; will retry later'));
   }
 
-  /** Snapshot first, then truncate: a crash between leaves lines the next load skips by seq. */
+  /**
+   * Snapshot first, then truncate: a crash between leaves lines the next load
+   * skips by seq. writeSnapshot returns only once the new snapshot is durable
+   * (file and directory synced), so once the journal is cut, every line it
+   * held is in a snapshot that survives a crash. A failure at any step leaves
+   * a consistent pair: the old or the new snapshot, with the whole journal,
+   * or the new snapshot with the journal emptied (durably or not).
+   */
   async #compact(): Promise<void> {
     this.#compactionQueued = false;
     this.#assertWritable();
     // Streamed from the maps: no commit can change them meanwhile, as this runs in the write queue.
     await writeSnapshot(this.dir, this.#seq, this.#index.sessions, this.#index.runs, this.fs);
-    await this.journal.truncate(0);
-    await this.journal.datasync();
-    this.#journalLines = 0;
-    this.#journalBytes = 0;
+    try {
+      await this.journal.truncate(0);
+      // The file is now empty, whether or not the sync below succeeds; a later undo must cut back to 0.
+      this.#journalLines = 0;
+      this.#journalBytes = 0;
+      await this.journal.datasync();
+    } catch (err) {
+      throw writeFailure(err, `emptying ${this.#journalPath} after writing the snapshot`, this.dir, 'unchanged');
+    }
   }
 
   async #recoverAfterCrash(): Promise<RecoverySummary> {
@@ -295,6 +332,10 @@ export class StateStore {
     }
   }
 
+  get #journalPath(): string {
+    return join(this.dir, JOURNAL_FILE);
+  }
+
   #resultPath(runId: string): string {
     return join(this.dir, RESULTS_DIR, `${runId}.json`);
   }
@@ -313,6 +354,10 @@ export class StateStore {
       );
     }
   }
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 /** The schema's copy of `value` if it is a valid record. */
