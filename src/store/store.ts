@@ -9,6 +9,8 @@
  *                      holding the full new version of each changed record
  *   results/<run>.json one result file per finished run
  *   owner.json, owner.lock   see owner.ts
+ *   journal.torn-<time>      bytes of an incomplete last journal line dropped at
+ *                      start-up (see torn-tail.ts); kept for inspection only
  *
  * A commit appends one journal line and fsyncs it, so its cost does not grow
  * with the history kept. The journal is folded into a new snapshot at open and
@@ -37,6 +39,7 @@ import { readJsonFile } from './json-file.js';
 import { describeIssue, runRecordSchema, runResultFileSchema, sessionRecordSchema } from './schemas.js';
 import { writeSnapshot } from './snapshot.js';
 import { DIR_MODE, prepareStateDir } from './state-dir.js';
+import { dropTornTail } from './torn-tail.js';
 
 export type { StoreChange } from './indexes.js';
 export type { RecoverySummary } from './recovery.js';
@@ -68,7 +71,7 @@ export class StateStore {
   #seq: number;
   #journalLines: number;
   /** Journal size after the last good commit; a failed append is cut back to it. */
-  #journalBytes = 0;
+  #journalBytes: number;
   #chain: Promise<void> = Promise.resolve();
   #closed = false;
   #broken: StoreError | undefined;
@@ -81,7 +84,7 @@ export class StateStore {
     readonly dir: string,
     private readonly owner: Ownership,
     private readonly journal: StoreFileHandle,
-    loaded: { seq: number; index: StateIndex; journalLines: number },
+    loaded: { seq: number; index: StateIndex; journalLines: number; journalBytes: number },
     private readonly now: () => Date,
     private readonly logger: Log,
     private readonly fs: StoreFs,
@@ -89,6 +92,7 @@ export class StateStore {
     this.#index = loaded.index;
     this.#seq = loaded.seq;
     this.#journalLines = loaded.journalLines;
+    this.#journalBytes = loaded.journalBytes;
   }
 
   /**
@@ -133,6 +137,7 @@ export class StateStore {
       journal = await step(`opening ${journalPath}`, () => fs.open(journalPath, 'a', FILE_MODE));
       // Makes the journal's and results directory's names durable if they were just created.
       await step(`syncing directory ${dir}`, () => fs.syncDir(dir));
+      if (loaded.tornTail) await dropTornTail({ dir, journal, tail: loaded.tornTail, now, logger, fs });
       const store = new StateStore(dir, owner, journal, loaded, now, logger, fs);
       if (loaded.journalLines > 0) await store.#enqueue(() => store.#compact());
       await store.#removeTempFiles();

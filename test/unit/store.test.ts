@@ -482,6 +482,76 @@ describe('crash recovery', () => {
   });
 });
 
+describe('torn last journal line', () => {
+  const journalPath = (dir: string): string => join(dir, 'journal.jsonl');
+  const tornCopy = (dir: string): string => join(dir, 'journal.torn-2030-01-01T00-00-00.000Z');
+
+  /** The first `keep` bytes of a terminal commit's journal line: 20 events of 4,000 characters, far more than a page. */
+  function tornLine(keep: number): Buffer {
+    const events = Array.from({ length: 20 }, (_, i) => ({ at: T0, kind: 'tool_result', detail: String(i).padEnd(4000, 'x') }));
+    const line = Buffer.from(JSON.stringify({ seq: 3, sessions: [], runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2', events })] }) + '\n');
+    expect(line.length).toBeGreaterThan(80_000);
+    return line.subarray(0, keep);
+  }
+
+  function capture(): { log: Log; warnings: Array<{ obj: Record<string, unknown>; msg: string }> } {
+    const warnings: Array<{ obj: Record<string, unknown>; msg: string }> = [];
+    return { warnings, log: { info() {}, error() {}, warn: (obj, msg) => warnings.push({ obj: obj as Record<string, unknown>, msg }) } };
+  }
+
+  it('is dropped at start-up, keeping its bytes beside the state; the state before it loads intact', async () => {
+    const dir = await seeded();
+    const expected = await openStore(dir);
+    const sessions = [...expected.sessions.values()];
+    const runs = [...expected.runs.values()];
+    await expected.close();
+    // Compacted by that open; the kill -9 hits the next commit, after one more good one.
+    const good = await openStore(dir);
+    await good.commit({ runs: [run('r1', 's1', 1, { state: 'succeeded', preview: 'kept' })] });
+    await good.close();
+    const torn = tornLine(60_000);
+    expect(torn.length).toBeGreaterThan(4096);
+    await appendFile(journalPath(dir), torn);
+
+    const { log, warnings } = capture();
+    const store = await StateStore.open(dir, { now: () => new Date(T0), logger: log });
+    expect([...store.sessions.values()]).toEqual(sessions);
+    expect(store.runs.get('r1')).toEqual({ ...runs[0]!, preview: 'kept' });
+    expect(store.runs.get('r2')).toEqual(runs[1]);
+    expect(store.runs.get('r2')?.events).toEqual([]);
+    expect(await readFile(tornCopy(dir))).toEqual(torn);
+    expect((await stat(tornCopy(dir))).mode & 0o777).toBe(0o600);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.msg).toMatch(/dropped an incomplete last journal line/);
+    expect(warnings[0]!.obj).toMatchObject({ journal: journalPath(dir), line: 2, bytes: torn.length, copy: tornCopy(dir) });
+    // The next commit follows the good lines (the journal was folded into the snapshot at open).
+    await store.commit({ runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2', preview: 'after' })] });
+    await store.close();
+
+    const again = capture();
+    const second = await StateStore.open(dir, { now: () => new Date(T0), logger: again.log });
+    expect(again.warnings).toEqual([]);
+    expect(second.runs.get('r1')?.preview).toBe('kept');
+    expect(second.runs.get('r2')?.preview).toBe('after');
+    await second.close();
+    expect((await readdir(dir)).filter((n) => n.startsWith('journal.torn-'))).toEqual(['journal.torn-2030-01-01T00-00-00.000Z']);
+  });
+
+  it('is dropped when it is all the journal holds, without replacing an earlier copy', async () => {
+    const dir = await seeded();
+    await (await openStore(dir)).close(); // journal now empty
+    await writeFile(tornCopy(dir), 'an earlier copy', { mode: 0o600 });
+    const torn = tornLine(5000);
+    await writeFile(journalPath(dir), torn);
+    const store = await openStore(dir);
+    expect(store.runs.size).toBe(2);
+    await store.close();
+    expect(await readFile(tornCopy(dir), 'utf8')).toBe('an earlier copy');
+    expect(await readFile(tornCopy(dir) + '.1')).toEqual(torn);
+    expect(await readFile(journalPath(dir), 'utf8')).toBe('');
+  });
+});
+
 describe('ownership', () => {
   it('refuses a second store in this process', async () => {
     const dir = await stateDir();
@@ -580,14 +650,25 @@ describe('refusing damaged state, leaving it untouched', () => {
     expect(err.message).toContain('version 2');
   });
 
-  it('truncated last journal line', async () => {
+  it('a newline-terminated last journal line that does not parse (corruption, not a torn write)', async () => {
     const dir = await damaged(async (d) => {
-      const text = await readFile(journalPath(d), 'utf8');
-      await writeFile(journalPath(d), text.slice(0, -20));
+      const lines = (await readFile(journalPath(d), 'utf8')).split('\n');
+      lines[1] = '{"seq":2,"sessions":[';
+      await writeFile(journalPath(d), lines.join('\n'));
+    });
+    expect((await readFile(journalPath(dir), 'utf8')).endsWith('[\n')).toBe(true);
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${journalPath(dir)} line 2 is not valid JSON`);
+  });
+
+  it('a corrupt middle line, even when a torn last line follows it', async () => {
+    const dir = await damaged(async (d) => {
+      const lines = (await readFile(journalPath(d), 'utf8')).split('\n');
+      lines[0] = '{"seq":1,"sessions":[';
+      await writeFile(journalPath(d), lines.join('\n') + '{"seq":3,"sess');
     });
     const err = await expectRefusedUntouched(dir, 'state_corrupt');
-    expect(err.message).toContain(`${journalPath(dir)} line 2`);
-    expect(err.action).toMatch(/partial line/);
+    expect(err.message).toContain(`${journalPath(dir)} line 1`);
   });
 
   it('unparsable journal line in the middle', async () => {
