@@ -4,7 +4,7 @@ import { appendFile, chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, utimes,
 import { hostname, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { StoreError } from '../../src/store/errors.js';
 import type { Log } from '../../src/util/logger.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
@@ -87,6 +87,12 @@ async function readSnapshot(dir: string): Promise<{ header: Record<string, unkno
     sessions: lines.filter((l) => 'session' in l).map((l) => l.session as SessionRecord),
     runs: lines.filter((l) => 'run' in l).map((l) => l.run as RunRecord),
   };
+}
+
+/** A logger that keeps the warnings. */
+function capture(): { log: Log; warnings: Array<{ obj: Record<string, unknown>; msg: string }> } {
+  const warnings: Array<{ obj: Record<string, unknown>; msg: string }> = [];
+  return { warnings, log: { info() {}, error() {}, warn: (obj, msg) => warnings.push({ obj: obj as Record<string, unknown>, msg }) } };
 }
 
 async function openStore(dir: string, now = () => new Date(T0)): Promise<StateStore> {
@@ -494,11 +500,6 @@ describe('torn last journal line', () => {
     return line.subarray(0, keep);
   }
 
-  function capture(): { log: Log; warnings: Array<{ obj: Record<string, unknown>; msg: string }> } {
-    const warnings: Array<{ obj: Record<string, unknown>; msg: string }> = [];
-    return { warnings, log: { info() {}, error() {}, warn: (obj, msg) => warnings.push({ obj: obj as Record<string, unknown>, msg }) } };
-  }
-
   it('is dropped at start-up, keeping its bytes beside the state; the state before it loads intact', async () => {
     const dir = await seeded();
     const expected = await openStore(dir);
@@ -610,6 +611,94 @@ describe('ownership', () => {
     expect(err.message).toContain('elsewhere.example');
     await writeFile(ownerPath, JSON.stringify({ ...owner, home: '/home/someone-else' }));
     await expectRefusedUntouched(dir, 'state_owned_elsewhere');
+  });
+
+  it('recovers a lock recorded under our own pid by an earlier process (a restart that reused the pid)', async () => {
+    const dir = await seeded();
+    const record = JSON.parse(await readFile(join(dir, 'owner.json'), 'utf8'));
+    expect(record.pid).toBe(process.pid);
+    // As a container restart leaves it: node was pid 1 before and is pid 1 again; the lock is fresh.
+    await mkdir(join(dir, 'owner.lock'));
+    const { log, warnings } = capture();
+    const store = await StateStore.open(dir, { now: () => new Date(T0), logger: log });
+    expect(store.runs.size).toBe(2);
+    expect(warnings).toEqual([{ obj: expect.objectContaining({ pid: process.pid, why: expect.stringMatching(/our own pid/) }), msg: 'recovered the state directory from a dead owner' }]);
+    // This process does hold it now: a second store is still refused.
+    await expectRefusedUntouched(dir, 'state_locked');
+    await store.close();
+  });
+
+  it('refuses a live pid whose lock is fresh, and recovers it once the lock is not refreshed', async () => {
+    const dir = await seeded();
+    const sleeper = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)'], { stdio: 'ignore' });
+    children.push(sleeper);
+    await once(sleeper, 'spawn');
+    const ownerPath = join(dir, 'owner.json');
+    const record = JSON.parse(await readFile(ownerPath, 'utf8'));
+    await writeFile(ownerPath, JSON.stringify({ ...record, pid: sleeper.pid }));
+    await mkdir(join(dir, 'owner.lock'));
+    const err = await expectRefusedUntouched(dir, 'state_locked');
+    expect(err.message).toContain(`in use by controller pid ${sleeper.pid}`);
+
+    // A live owner refreshes its lock every 5 s; this one was last touched a minute ago.
+    const longAgo = new Date(Date.now() - 60_000);
+    await utimes(join(dir, 'owner.lock'), longAgo, longAgo);
+    const { log, warnings } = capture();
+    const store = await StateStore.open(dir, { now: () => new Date(T0), logger: log });
+    expect(store.runs.size).toBe(2);
+    expect(warnings).toEqual([{ obj: expect.objectContaining({ pid: sleeper.pid, why: expect.stringMatching(/not refreshed/) }), msg: 'recovered the state directory from a dead owner' }]);
+    expect(JSON.parse(await readFile(ownerPath, 'utf8')).pid).toBe(process.pid);
+    expect(sleeper.exitCode).toBeNull();
+    await store.close();
+  });
+
+  it('refuses state used with another FACTORY_HOME_OVERRIDE, as it refuses another HOME', async () => {
+    try {
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', '/srv/factory-a');
+      const dir = await seeded();
+      expect(JSON.parse(await readFile(join(dir, 'owner.json'), 'utf8'))).toMatchObject({ version: 1, factoryHomeOverride: '/srv/factory-a' });
+
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', '/srv/factory-b');
+      let err = await expectRefusedUntouched(dir, 'state_owned_elsewhere');
+      expect(err.message).toContain('ran with FACTORY_HOME_OVERRIDE=/srv/factory-a (this one runs with FACTORY_HOME_OVERRIDE=/srv/factory-b)');
+      expect(err.action).toContain('Start the controller with FACTORY_HOME_OVERRIDE=/srv/factory-a');
+
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', undefined);
+      err = await expectRefusedUntouched(dir, 'state_owned_elsewhere');
+      expect(err.message).toContain('this one runs with FACTORY_HOME_OVERRIDE unset');
+
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', '/srv/factory-a');
+      const store = await openStore(dir);
+      expect(store.runs.size).toBe(2);
+      await store.close();
+
+      // And the other way round: state made without it refuses a controller that sets it.
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', undefined);
+      const plain = await seeded();
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', '/srv/factory-a');
+      err = await expectRefusedUntouched(plain, 'state_owned_elsewhere');
+      expect(err.action).toContain('Start the controller with FACTORY_HOME_OVERRIDE unset');
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+
+  it('refuses an owner record without a version (which Factory home it used is unknown), saying how to proceed', async () => {
+    const dir = await seeded();
+    const ownerPath = join(dir, 'owner.json');
+    const { pid, hostname: host, home, startedAt } = JSON.parse(await readFile(ownerPath, 'utf8'));
+    await writeFile(ownerPath, JSON.stringify({ pid, hostname: host, home, startedAt }));
+    let err = await expectRefusedUntouched(dir, 'state_version_unsupported');
+    expect(err.message).toContain(`owner record ${ownerPath} has no version`);
+    expect(err.action).toContain(`remove ${ownerPath} and start again`);
+    await writeFile(ownerPath, JSON.stringify({ version: 2, pid, hostname: host, home, startedAt }));
+    err = await expectRefusedUntouched(dir, 'state_version_unsupported');
+    expect(err.message).toContain('has version 2');
+    // Doing what the first refusal says:
+    await rm(ownerPath);
+    const store = await openStore(dir);
+    expect(store.runs.size).toBe(2);
+    await store.close();
   });
 
   it('refuses a state directory others can read, and relative paths', async () => {
