@@ -59,6 +59,8 @@ export interface StoreOptions {
   logger?: Log;
   /** Every write, sync, rename and removal goes through this; node:fs unless a test records or fails them. */
   fs?: StoreFs;
+  /** Journal lines below which compaction never runs (COMPACT_MIN_LINES); lower only to test compaction. */
+  compactMinLines?: number;
 }
 
 /**
@@ -88,6 +90,7 @@ export class StateStore {
     private readonly now: () => Date,
     private readonly logger: Log,
     private readonly fs: StoreFs,
+    private readonly compactMinLines: number,
   ) {
     this.#index = loaded.index;
     this.#seq = loaded.seq;
@@ -138,7 +141,7 @@ export class StateStore {
       // Makes the journal's and results directory's names durable if they were just created.
       await step(`syncing directory ${dir}`, () => fs.syncDir(dir));
       if (loaded.tornTail) await dropTornTail({ dir, journal, tail: loaded.tornTail, now, logger, fs });
-      const store = new StateStore(dir, owner, journal, loaded, now, logger, fs);
+      const store = new StateStore(dir, owner, journal, loaded, now, logger, fs, opts.compactMinLines ?? COMPACT_MIN_LINES);
       if (loaded.journalLines > 0) await store.#enqueue(() => store.#compact());
       await store.#removeTempFiles();
       store.#recovery = await store.#recoverAfterCrash();
@@ -289,7 +292,7 @@ export class StateStore {
 
   #maybeCompact(): void {
     const records = this.#index.sessions.size + this.#index.runs.size;
-    if (this.#compactionQueued || this.#journalLines <= COMPACT_MIN_LINES || this.#journalLines <= records) return;
+    if (this.#compactionQueued || this.#journalLines <= this.compactMinLines || this.#journalLines <= records) return;
     this.#compactionQueued = true;
     // Runs after the commit that triggered it has resolved; a failure keeps the (valid) journal.
     this.#enqueue(() => this.#compact()).catch((err: unknown) => this.logger.warn({ dir: this.dir, err }, 'state compaction failed; will retry later'));
@@ -313,6 +316,8 @@ export class StateStore {
       // The file is now empty, whether or not the sync below succeeds; a later undo must cut back to 0.
       this.#journalLines = 0;
       this.#journalBytes = 0;
+      // Not needed for consistency (the durable snapshot covers every line the journal held,
+      // and the next commit's fdatasync covers the new size too); it just settles the size now.
       await this.journal.datasync();
     } catch (err) {
       throw writeFailure(err, `emptying ${this.#journalPath} after writing the snapshot`, this.dir, 'unchanged');
