@@ -23,6 +23,10 @@
  *
  * Only calls through the seam are modelled; files made otherwise (the lock
  * directories of proper-lockfile) are not part of the image.
+ *
+ * The real files get every write, rename and removal, but no fsync: what is
+ * durable is the model's business, and real syncs would only slow the tests
+ * (production syncing is nodeStoreFs, which the other store tests run).
  */
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
@@ -147,17 +151,18 @@ export class CrashFs implements StoreFs {
     };
     await this.#run(
       call,
-      async () => {
-        await nodeStoreFs.syncDir(path);
-        settle();
-      },
+      async () => settle(),
       settle,
     );
   }
 
-  /** Writes what a crash now would leave of the root into `into` (created), with private modes. */
+  /**
+   * Writes what a crash now would leave of the root into `into` (created),
+   * with private modes. What survives is fixed synchronously, before the first
+   * await, so calls the store makes meanwhile are not mixed into the image.
+   */
   async image(into: string, kind: ImageKind): Promise<void> {
-    await writeTree(this.tree, into, kind);
+    await writeTree(survivors(this.tree, kind), into);
   }
 
   /** The calls made since `from` (an index into `calls`), with temp file names made comparable. */
@@ -187,7 +192,6 @@ export class CrashFs implements StoreFs {
       this.#run(
         { op, path },
         async () => {
-          await real[op]();
           node.durable = Buffer.from(node.volatile);
         },
         () => (node.durable = Buffer.from(node.volatile)),
@@ -218,7 +222,8 @@ export class CrashFs implements StoreFs {
           node.volatile.copy(next, 0, 0, Math.min(length, node.volatile.length));
           node.volatile = next;
         }),
-      close: () => this.#run({ op: 'close', path }, () => real.close()),
+      // A close that reports an error still releases the descriptor.
+      close: () => this.#run({ op: 'close', path }, () => real.close(), () => real.close()),
     };
   }
 
@@ -264,6 +269,22 @@ export class CrashFs implements StoreFs {
   }
 }
 
+/** node:fs without any fsync, for stores that only open crash images and copies: nothing there needs to last. */
+export const unsyncedFs: StoreFs = {
+  ...nodeStoreFs,
+  async open(path, flags, mode) {
+    const real = await nodeStoreFs.open(path, flags, mode);
+    return {
+      write: (buffer, offset, length) => real.write(buffer, offset, length),
+      truncate: (length) => real.truncate(length),
+      close: () => real.close(),
+      sync: async () => undefined,
+      datasync: async () => undefined,
+    };
+  },
+  syncDir: async () => undefined,
+};
+
 function errnoError(errno: string, call: FsCall): Error {
   const text: Record<string, string> = { ENOSPC: 'no space left on device', EIO: 'i/o error', EACCES: 'permission denied' };
   return Object.assign(new Error(`${errno}: ${text[errno] ?? 'injected failure'}, ${call.op} '${call.path}'`), {
@@ -289,11 +310,29 @@ async function scan(dir: string): Promise<DirNode> {
   return { kind: 'dir', durable: entries, volatile: new Map(entries) };
 }
 
-async function writeTree(dir: DirNode, into: string, kind: ImageKind): Promise<void> {
-  await mkdir(into, { recursive: true, mode: 0o700 });
+/** What a crash leaves of a directory: its names, with each file's bytes or each subdirectory's survivors. */
+interface Survivors {
+  [name: string]: Buffer | Survivors;
+}
+
+function survivors(dir: DirNode, kind: ImageKind): Survivors {
+  const out: Survivors = {};
   for (const [name, node] of kind === 'synced' ? dir.durable : dir.volatile) {
+    out[name] =
+      node.kind === 'dir'
+        ? survivors(node, kind)
+        : kind === 'synced'
+          ? node.durable
+          : node.durable.subarray(0, Math.min(node.durable.length, node.volatile.length));
+  }
+  return out;
+}
+
+async function writeTree(tree: Survivors, into: string): Promise<void> {
+  await mkdir(into, { recursive: true, mode: 0o700 });
+  for (const [name, entry] of Object.entries(tree)) {
     const path = join(into, name);
-    if (node.kind === 'dir') await writeTree(node, path, kind);
-    else await writeFile(path, kind === 'synced' ? node.durable : node.durable.subarray(0, Math.min(node.durable.length, node.volatile.length)), { mode: 0o600 });
+    if (Buffer.isBuffer(entry)) await writeFile(path, entry, { mode: 0o600 });
+    else await writeTree(entry, path);
   }
 }

@@ -11,7 +11,7 @@ import type { RunRecord, RunResultFile, SessionRecord } from '../../src/store/re
 import { StateStore, type StoreOptions } from '../../src/store/store.js';
 import type { Log } from '../../src/util/logger.js';
 import { runRecord, sessionRecord } from '../support/records.js';
-import type { CrashFs, ImageKind } from './store-crash-fs.js';
+import { unsyncedFs, type CrashFs, type ImageKind } from './store-crash-fs.js';
 
 export const T0 = '2030-01-01T00:00:00.000Z';
 export const silent: Log = { info() {}, warn() {}, error() {} };
@@ -63,10 +63,21 @@ export function openStore(dir: string, opts: StoreOptions = {}): Promise<StateSt
   return StateStore.open(dir, { now: () => new Date(T0), logger: silent, ...opts });
 }
 
-/** A logger that keeps the warnings. */
-export function capture(): { log: Log; warnings: string[] } {
-  const warnings: string[] = [];
-  return { warnings, log: { info() {}, error() {}, warn: (_obj, msg) => warnings.push(msg) } };
+export interface Logged {
+  level: 'warn' | 'error';
+  msg: string;
+  obj: Record<string, unknown>;
+}
+
+/** A logger that keeps warnings and errors. */
+export function capture(): { log: Log; logged: Logged[] } {
+  const logged: Logged[] = [];
+  const keep =
+    (level: Logged['level']) =>
+    (obj: object, msg: string): void => {
+      logged.push({ level, msg, obj: obj as Record<string, unknown> });
+    };
+  return { logged, log: { info() {}, warn: keep('warn'), error: keep('error') } };
 }
 
 /**
@@ -78,7 +89,7 @@ export async function inImage<T>(fs: CrashFs, kind: ImageKind, look: (store: Sta
   const into = await tempBase();
   await fs.image(into, kind);
   const dir = join(into, rel);
-  const store = await openStore(dir);
+  const store = await openStore(dir, { fs: unsyncedFs });
   try {
     return await look(store, dir);
   } finally {
@@ -126,7 +137,7 @@ export async function atEveryCrashPoint(
 /** Opens an image written by `atEveryCrashPoint`. */
 export async function openImage<T>(image: { dir: string }, look: (store: StateStore, dir: string) => Promise<T>, rel = 'state'): Promise<T> {
   const dir = join(image.dir, rel);
-  const store = await openStore(dir);
+  const store = await openStore(dir, { fs: unsyncedFs });
   try {
     return await look(store, dir);
   } finally {
