@@ -13,7 +13,10 @@ export type StoreErrorCode =
   | 'state_version_unsupported'
   /** Another process took the owner lock from us: writing on would risk two owners. */
   | 'state_lock_lost'
-  /** A write to disk failed; the change was not stored. */
+  /**
+   * A write to disk failed. The action says whether nothing was stored or the
+   * change may have been, and whether the store still accepts writes.
+   */
   | 'state_write_failed'
   /** A caller asked for a change that would break the store's invariants. */
   | 'invalid_change'
