@@ -34,6 +34,7 @@ import { SessionReader, type ReadableStore } from './session-reader.js';
 import { applySessionUpdate, normalizeLabels, type SessionUpdate } from './metadata.js';
 import type { UsageScope, UsageSummary } from './usage.js';
 import type { Log } from '../util/logger.js';
+import { errnoOf } from '../store/errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export const MAX_QUEUED_TOTAL = 64;
@@ -647,10 +648,11 @@ export class SessionController {
    */
   private halt(cause: unknown): void {
     if (this.halted) return;
-    const detail = cause instanceof Error ? cause.message : String(cause);
+    // The errno only: the store's message names the state directory, which callers never see.
+    const errno = errnoOf(cause) ?? errnoOf((cause as { cause?: unknown } | null)?.cause);
     const error = new ControllerError(
       'state_unwritable',
-      `the controller could not record state and stopped accepting work (${detail})`,
+      `the controller could not record state and stopped accepting work${errno ? ` (${errno})` : ''}`,
       'Fix the state directory (disk space, permissions), then restart the controller; turns that were in flight will read as unknown or queue_lost.',
     );
     const inFlight = [...this.turns.keys()].map((id) => this.run(id)).filter((r) => !TERMINAL_STATES.includes(r.state));
