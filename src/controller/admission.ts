@@ -49,3 +49,31 @@ export function selectRunnable(queue: readonly QueuedTurn[], live: readonly Lock
   }
   return chosen;
 }
+
+/** Why a queued turn waits for another: the same session (one live turn each), or an overlapping workspace lock. */
+export type WaitReason = 'same_session' | 'workspace_lock';
+
+export interface Blocker {
+  runId: string;
+  sessionId: string;
+  reason: WaitReason;
+}
+
+/**
+ * The turns a queued turn waits for, oldest first: claims held now, then
+ * earlier turns in line it may not overtake (the rules of `selectRunnable`).
+ * Capacity is not a turn; the caller reports it apart.
+ */
+export function blockersOf(
+  turn: QueuedTurn,
+  held: ReadonlyArray<LockClaim & { runId: string }>,
+  ahead: readonly QueuedTurn[],
+): Blocker[] {
+  const out: Blocker[] = [];
+  for (const other of [...held, ...ahead]) {
+    if (other.runId === turn.runId) continue;
+    if (other.sessionId === turn.sessionId) out.push({ runId: other.runId, sessionId: other.sessionId, reason: 'same_session' });
+    else if (conflicts(other, turn)) out.push({ runId: other.runId, sessionId: other.sessionId, reason: 'workspace_lock' });
+  }
+  return out;
+}

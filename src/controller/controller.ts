@@ -17,15 +17,16 @@ import { randomUUID } from 'node:crypto';
 import type { CatalogModel } from '../droid/client.js';
 import { acceptedRun, TERMINAL_STATES, type RunRecord, type RunResultFile, type SessionRecord } from '../store/records.js';
 import { planCrashRecovery } from '../store/recovery.js';
-import { emptyFailure, type RenameOutcome, type TurnResult, type TurnSpec } from '../worker/protocol.js';
+import { emptyFailure, RENAME_SKIPPED, type RenameOutcome, type TurnResult, type TurnSpec } from '../worker/protocol.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/runner.js';
 import { SANDBOX_ACTION, type SandboxSpec } from '../worker/sandbox.js';
-import { selectRunnable, type LockClaim } from './admission.js';
+import { blockersOf, selectRunnable, type LockClaim, type QueuedTurn, type WaitReason } from './admission.js';
 import { startRetryDelayMs, Turn } from './turn.js';
 import { ControllerError } from './errors.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { resolveLaunchSettings, type HostPolicy, type Requested } from './launch-settings.js';
 import type { SessionView } from './views.js';
+import type { RunState } from '../store/records.js';
 import { MAX_EVENTS, resultFile, terminalUpdate } from './run-outcome.js';
 import { turnSpecFor } from './turn-spec.js';
 import type { FindFilters } from './find.js';
@@ -85,9 +86,28 @@ export interface SendInput extends Requested {
   interrupt?: boolean;
 }
 
+/** What the controller did with an accepted turn, said in the acceptance itself. */
+export interface Admission {
+  /** started: admitted at once; queued: waits (see waitingFor, capacityFull); interrupting: steering stops the live turn first; replayed: nothing new. */
+  action: 'started' | 'queued' | 'interrupting' | 'replayed';
+  /** The turns it waits for, oldest first. */
+  waitingFor: Array<{ session: string; run: string; state: RunState; reason: WaitReason }>;
+  /** Every run slot was taken. */
+  capacityFull: boolean;
+  detail: string;
+}
+
 export interface Acceptance {
   metadata: { session: string; run: string; requestKey: string; replayed: boolean };
+  admission: Admission;
   status: SessionView;
+}
+
+/** An acceptance made durable in the chain, reported once the chain is left. */
+interface Accepted {
+  run: RunRecord;
+  turn: Turn;
+  admission: Admission;
 }
 
 export class SessionController {
@@ -167,11 +187,14 @@ export class SessionController {
     // Runs change state only through commits, so progress events are answered from the cache.
     const settled = () => unique.every((id) => this.reader.agentState(id) !== 'working');
     if (!settled() && timeoutSeconds > 0) {
+      const began = Date.now();
+      this.deps.log.info({ sessions: unique, timeoutSeconds }, 'waiting for sessions');
       await new Promise<void>((resolve, reject) => {
         const finish = () => {
           clearTimeout(timer);
           this.changes.off('change', check);
           signal?.removeEventListener('abort', abort);
+          this.deps.log.info({ sessions: unique, waitedMs: Date.now() - began, settled: settled() }, 'wait ended');
         };
         const check = () => {
           if (!settled()) return;
@@ -193,6 +216,12 @@ export class SessionController {
       });
     }
     return { sessions: unique.map((id) => this.status(id)), timedOut: !settled() };
+  }
+
+  /** Calls `listener` after every change of any session; returns the unsubscribe. */
+  onChange(listener: () => void): () => void {
+    this.changes.on('change', listener);
+    return () => this.changes.off('change', listener);
   }
 
   // ── commands ──────────────────────────────────────────────────────────
@@ -218,7 +247,7 @@ export class SessionController {
     this.assertRunning();
     const catalog = await this.deps.models();
 
-    return this.serialized(async () => {
+    const accepted = await this.serialized(async (): Promise<Acceptance | Accepted> => {
       const replay = this.replay(input.requestKey, intent, input);
       if (replay) return replay;
       this.assertRunning();
@@ -251,8 +280,9 @@ export class SessionController {
         factoryTitle: null,
       };
       await this.commit({ sessions: [session], runs: [run] });
-      return this.enqueue(run, workspace, input.prompt);
+      return this.enqueue(run, workspace, input.prompt, []);
     });
+    return this.report(accepted);
   }
 
   async send(input: SendInput): Promise<Acceptance> {
@@ -267,7 +297,7 @@ export class SessionController {
     if ((await this.deps.resolveWorkspace(session.workspace)) !== session.workspace) throw workspaceChanged();
     const catalog = await this.deps.models();
 
-    return this.serialized(async () => {
+    const accepted = await this.serialized(async (): Promise<Acceptance | Accepted> => {
       const replay = this.replay(input.requestKey, intent, input);
       if (replay) return replay;
       this.assertRunning();
@@ -301,8 +331,9 @@ export class SessionController {
       // Committed: now memory follows.
       this.forgetQueued(superseded);
       for (const r of stopping) this.turns.get(r.id)?.requestStop();
-      return this.enqueue(run, current.workspace, input.prompt);
+      return this.enqueue(run, current.workspace, input.prompt, stopping);
     });
+    return this.report(accepted);
   }
 
   cancel(sessionId: string): Promise<SessionView> {
@@ -366,6 +397,7 @@ export class SessionController {
     }
     return {
       metadata: { session: original.sessionId, run: original.id, requestKey, replayed: true },
+      admission: { action: 'replayed', waitingFor: [], capacityFull: false, detail: `this requestKey was accepted before; nothing new was queued (the run is ${original.state})` },
       status: this.status(original.sessionId),
     };
   }
@@ -388,16 +420,61 @@ export class SessionController {
     }
   }
 
-  /** Called after the acceptance commit: the turn joins the queue. */
-  private enqueue(run: RunRecord, workspace: string, prompt: string): Acceptance {
+  /** Called after the acceptance commit: the turn joins the queue. `interrupting`: live turns steering stops. */
+  private enqueue(run: RunRecord, workspace: string, prompt: string, interrupting: readonly RunRecord[]): Accepted {
     const claim: LockClaim = { sessionId: run.sessionId, workspace, writer: run.settings.autonomy !== 'off' };
-    this.turns.set(run.id, new Turn(run.id, claim, prompt));
+    const turn = new Turn(run.id, claim, prompt);
+    this.turns.set(run.id, turn);
+    // The session's previous turn leaves its Factory title for later rather than hold this one up.
+    for (const other of this.turns.values()) if (other !== turn && other.sessionId === run.sessionId && other.holdsClaim()) other.skipRename();
     this.changed();
     this.pump();
+    const admission = this.admissionOf(turn, interrupting);
+    this.deps.log.info({ session: run.sessionId, run: run.id, action: admission.action, waitingFor: admission.waitingFor.length }, 'turn accepted');
+    return { run, turn, admission };
+  }
+
+  /** Outside the chain: a turn admitted at once is reported once its start is recorded, so its status says so. */
+  private async report(accepted: Acceptance | Accepted): Promise<Acceptance> {
+    if (!('turn' in accepted)) return accepted;
+    const { run, turn } = accepted;
+    let admission = accepted.admission;
+    if (admission.action === 'started') {
+      await turn.launched;
+      if (turn.phase === 'queued') admission = { ...admission, action: 'queued', detail: 'admitted, but its start could not be recorded; it keeps its place and is retried shortly' };
+    }
     return {
       metadata: { session: run.sessionId, run: run.id, requestKey: run.requestKey!, replayed: false },
+      admission,
       status: this.status(run.sessionId),
     };
+  }
+
+  private admissionOf(turn: Turn, interrupting: readonly RunRecord[]): Admission {
+    if (turn.holdsClaim()) return { action: 'started', waitingFor: [], capacityFull: false, detail: 'admitted at once; droid is starting' };
+    const held = [...this.turns.values()].filter((t) => t.holdsClaim()).map((t) => ({ runId: t.runId, ...t.claim }));
+    const ahead: QueuedTurn[] = [];
+    for (const t of this.turns.values()) {
+      if (t === turn) break;
+      if (!t.holdsClaim()) ahead.push({ runId: t.runId, ...t.claim });
+    }
+    const waitingFor = blockersOf({ runId: turn.runId, ...turn.claim }, held, ahead).map((b) => ({
+      session: b.sessionId,
+      run: b.runId,
+      state: this.run(b.runId).state,
+      reason: b.reason,
+    }));
+    const capacityFull = held.length >= this.deps.maxConcurrentRuns;
+    const stopping = new Set(interrupting.map((r) => r.id));
+    const action = waitingFor.some((w) => stopping.has(w.run)) ? 'interrupting' : 'queued';
+    const parts = waitingFor.map((w) => {
+      const what = w.reason === 'same_session' ? 'of this session' : `of session ${w.session} (overlapping workspace)`;
+      const how = stopping.has(w.run) ? 'being interrupted' : TERMINAL_STATES.includes(w.state) ? `${w.state}, its droid closing` : w.state;
+      return `run ${w.run} ${what}, ${how}`;
+    });
+    if (capacityFull) parts.push(`all ${this.deps.maxConcurrentRuns} run slots are busy`);
+    const detail = action === 'interrupting' ? `interrupting: starts once it has stopped; waits for ${parts.join('; ')}` : `queued behind ${parts.join('; ') || 'admission'}`;
+    return { action, waitingFor, capacityFull, detail };
   }
 
   /** Records for the session's queued runs, ended unsubmitted; memory is untouched until they are committed. */
@@ -470,6 +547,7 @@ export class SessionController {
     } catch (err) {
       this.deps.log.error({ err, run: turn.runId }, 'turn owner failed');
     } finally {
+      turn.noteLaunched();
       if (turn.phase === 'queued') {
         // Back in line (its `starting` commit failed): it keeps its place.
       } else {
@@ -510,6 +588,7 @@ export class SessionController {
       this.deps.log.error({ err, run: turn.runId, retryInMs: turn.retryAt - Date.now() }, 'could not record the turn as starting; it stays queued and is retried');
       return;
     }
+    turn.noteLaunched();
     if (!run) return;
 
     // Nothing may start once a stop was asked for; nothing was submitted.
@@ -574,6 +653,7 @@ export class SessionController {
     const next: RunRecord = run.state === 'starting' ? { ...run, state: 'running' } : run;
     const sessions = session.droidSessionId === droidSessionId ? [] : [{ ...session, droidSessionId }];
     await this.commit({ runs: [next], sessions });
+    this.deps.log.info({ session: run.sessionId, run: runId }, 'turn running: prompt submitted to droid');
     this.changed();
   }
 
@@ -623,7 +703,7 @@ export class SessionController {
         : [{ ...session, updatedAt: at }];
     await this.commit({ runs: changedRuns, sessions });
     this.forgetQueued(changedRuns.slice(1));
-    this.deps.log.info({ run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
+    this.deps.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
     this.changed();
   }
 
@@ -635,7 +715,8 @@ export class SessionController {
       await this.commit({ sessions: [{ ...session, factoryTitle: outcome.title }] });
       return;
     }
-    this.deps.log.warn({ run: runId, error: outcome.error }, 'Factory title not applied; will retry on the next turn');
+    if (outcome.error === RENAME_SKIPPED) this.deps.log.info({ session: run.sessionId, run: runId }, 'Factory title left for a later turn: a follow-up was waiting');
+    else this.deps.log.warn({ session: run.sessionId, run: runId, error: outcome.error }, 'Factory title not applied; will retry on the next turn');
     const note = { at: this.now().toISOString(), kind: 'title_sync_failed', detail: `title not applied in Factory (retried next turn): ${outcome.error ?? 'unknown'}` };
     await this.commit({ runs: [{ ...run, events: [...run.events, note].slice(-MAX_EVENTS) }] });
   }

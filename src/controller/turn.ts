@@ -42,6 +42,15 @@ export class Turn {
   /** Settles when the owner has released the claim. */
   readonly released: Promise<void>;
   private markReleased!: () => void;
+  /**
+   * Settles once an admitted turn's `starting` commit is done, or its owner
+   * gave up before that (ended it unsubmitted, or put it back in line): an
+   * acceptance that admitted the turn reports it from here.
+   */
+  readonly launched: Promise<void>;
+  private markLaunched!: () => void;
+  /** A later turn of this session waits for this one's claim: its worker skips the Factory title. */
+  private renameSkipped = false;
 
   constructor(
     readonly runId: string,
@@ -50,6 +59,7 @@ export class Turn {
   ) {
     this.prompt = prompt;
     this.released = new Promise((resolve) => (this.markReleased = resolve));
+    this.launched = new Promise((resolve) => (this.markLaunched = resolve));
   }
 
   get sessionId(): string {
@@ -76,6 +86,22 @@ export class Turn {
     this.phase = 'live';
     // A cancel that arrived while the turn was launching is honoured now.
     if (this.cancelRequested) worker.cancel();
+    if (this.renameSkipped) worker.skipRename();
+  }
+
+  /**
+   * A follow-up of this session waits for this turn's claim: the Factory
+   * title is left for a later turn (spec: an unfinished rename is retried on
+   * the next turn) rather than held on the follow-up's path. Idempotent.
+   */
+  skipRename(): void {
+    if (this.renameSkipped) return;
+    this.renameSkipped = true;
+    this.worker?.skipRename();
+  }
+
+  noteLaunched(): void {
+    this.markLaunched();
   }
 
   /** A stop somebody asked for; idempotent. */

@@ -89,8 +89,29 @@ export const sessionView = z.object({
   latestRun: runView,
 });
 
+export const admission = z
+  .object({
+    action: z
+      .enum(['started', 'queued', 'interrupting', 'replayed'])
+      .describe('started: admitted at once; queued: waits (see waitingFor, capacityFull); interrupting: steering stops the live turn first; replayed: nothing new was queued.'),
+    waitingFor: z
+      .array(
+        z.object({
+          session: z.string(),
+          run: z.string(),
+          state: runState,
+          reason: z.enum(['same_session', 'workspace_lock']),
+        }),
+      )
+      .describe('The turns this one waits for, oldest first: a turn of the same session, or one holding an overlapping workspace.'),
+    capacityFull: z.boolean().describe('Every run slot was taken.'),
+    detail: z.string(),
+  })
+  .describe('What the controller did with the turn.');
+
 export const acceptanceOutput = z.object({
   metadata: z.object({ session: z.string(), run: z.string(), requestKey: z.string(), replayed: z.boolean() }),
+  admission,
   status: sessionView,
 });
 

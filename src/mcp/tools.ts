@@ -52,7 +52,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       'Start a new droid session in an approved workspace and submit its first turn. The turn runs in the background: ' +
       'keep metadata.session and poll it with droid_wait_for_sessions. requestKey makes the call idempotent; replyTo is ' +
-      'required (null = detached work). Omitted model, autonomy and reasoningEffort use the host launch defaults.\n' +
+      'required (null = detached work). Omitted model, autonomy and reasoningEffort use the host launch defaults. ' +
+      'admission says whether the turn started at once or is queued, and behind what.\n' +
       'Example: {"requestKey":"review-42","workspace":"/srv/repos/app","prompt":"Review the diff and report findings.","autonomy":"off","replyTo":null,"title":"Diff review"}',
     input: s.createInput,
     output: s.acceptanceOutput,
@@ -66,7 +67,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'Send a follow-up message to an existing session. When the session is idle it starts at once; when busy it is ' +
       'queued after the current turn (default interrupt:false). interrupt:true steers: older queued turns are superseded, ' +
       'the running turn is interrupted, and this message runs next in the same droid session. Settings default to the ' +
-      "session's last accepted ones.\n" +
+      "session's last accepted ones. admission says what happened: started, queued (waitingFor: behind what) or " +
+      'interrupting.\n' +
       'Example: {"requestKey":"review-42-fix","session":"5b3c…","prompt":"Now fix the first finding.","interrupt":false}',
     input: s.sendInput,
     output: s.acceptanceOutput,

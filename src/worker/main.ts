@@ -25,6 +25,8 @@ const cancelled = new Promise<void>((resolve) => (cancel = resolve));
 let acknowledge!: () => void;
 const acknowledged = new Promise<void>((resolve) => (acknowledge = resolve));
 let running = false;
+/** Aborted when a follow-up waits for this turn's slot: the Factory title is left for a later turn. */
+const skipRename = new AbortController();
 
 // The controller is gone: nobody can record this turn, so stop droid now.
 process.on('disconnect', () => {
@@ -36,6 +38,7 @@ process.on('disconnect', () => {
 process.on('message', (raw: ParentToWorker) => {
   if (raw?.type === 'cancel') return cancel();
   if (raw?.type === 'ack') return acknowledge();
+  if (raw?.type === 'skip_rename') return skipRename.abort();
   if (raw?.type !== 'run' || running) return;
   running = true;
   void execute(raw.spec);
@@ -44,7 +47,7 @@ process.on('message', (raw: ParentToWorker) => {
 async function execute(rawSpec: unknown): Promise<void> {
   const parsed = turnSpecSchema.safeParse(rawSpec);
   let result: TurnResult;
-  let release = async (): Promise<RenameOutcome | null> => null;
+  let release = async (_skip: AbortSignal): Promise<RenameOutcome | null> => null;
   if (!parsed.success) {
     const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     result = emptyFailure({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
@@ -61,7 +64,7 @@ async function execute(rawSpec: unknown): Promise<void> {
   }
   await send({ type: 'terminal', result });
   // droid goes while the controller persists the result; the slot stays held until both are done.
-  const rename = await release();
+  const rename = await release(skipRename.signal);
   if (rename) await send({ type: 'rename', outcome: rename });
   await Promise.race([acknowledged, sleep(ACK_WAIT_MS)]);
   process.exit(0);

@@ -66,6 +66,9 @@ export interface TurnResult {
   durationMs: number;
 }
 
+/** RenameOutcome.error when the title was left for a later turn because a follow-up waited. */
+export const RENAME_SKIPPED = 'left for a later turn: a follow-up of this session was waiting for its slot';
+
 export interface RenameOutcome {
   title: string;
   ok: boolean;
@@ -78,7 +81,8 @@ export type WorkerToParent =
   | { type: 'terminal'; result: TurnResult }
   | { type: 'rename'; outcome: RenameOutcome };
 
-export type ParentToWorker = { type: 'run'; spec: TurnSpec } | { type: 'cancel' } | { type: 'ack' };
+/** `skip_rename`: a follow-up waits for this turn's slot, so the Factory title is left for a later turn. */
+export type ParentToWorker = { type: 'run'; spec: TurnSpec } | { type: 'cancel' } | { type: 'ack' } | { type: 'skip_rename' };
 
 /** A result for a turn that produced no evidence at all (bad spec, dead worker). */
 export function emptyFailure(error: ErrorInfo, extra: Partial<TurnResult> = {}): TurnResult {

@@ -9,7 +9,7 @@ import { DroidClient, SHUTDOWN_BUDGET, settingsFor } from '../droid/client.js';
 import { DroidError, toErrorInfo, type ErrorInfo } from '../droid/errors.js';
 import { assertDroidExecutable } from '../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../droid/turn-collector.js';
-import type { RenameOutcome, TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
+import { RENAME_SKIPPED, type RenameOutcome, type TurnOutcome, type TurnResult, type TurnSpec } from './protocol.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
 import { assertBwrapExecutable, bwrapArgs, factoryDirOf, prepareTurnPaths } from './sandbox.js';
@@ -39,9 +39,11 @@ export interface FinishedTurn {
   /**
    * Applies a pending Factory title (best effort, own time window) and stops
    * droid. Called after the result has been reported, so neither can delay
-   * the result or make a finished turn time out.
+   * the result or make a finished turn time out. When `skip` is aborted (a
+   * follow-up waits for this slot) the rename is not sent, or no longer
+   * waited for: the title stays pending and a later turn applies it.
    */
-  release(): Promise<RenameOutcome | null>;
+  release(skip?: AbortSignal): Promise<RenameOutcome | null>;
 }
 
 /** Titles are applied only after turns droid actually finished. */
@@ -67,11 +69,11 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
   state.collector?.abortOpenSpans('droid stopped before the tool reported a result');
   return {
     result: { ...verdict, ...evidence(state), durationMs: Date.now() - startedAt },
-    release: async () => {
+    release: async (skip) => {
       const client = state.client;
       let rename: RenameOutcome | null = null;
       if (client && spec.renameTo && RENAMABLE.includes(verdict.outcome)) {
-        rename = await applyTitle(client, spec.renameTo, turnTimeline(spec.timeoutMs, spec.graceMs).renameWindowMs);
+        rename = await applyTitle(client, spec.renameTo, turnTimeline(spec.timeoutMs, spec.graceMs).renameWindowMs, skip);
       }
       await client?.shutdown(SHUTDOWN_BUDGET);
       state.disposeSandbox?.();
@@ -155,12 +157,23 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   };
 }
 
-async function applyTitle(client: DroidClient, title: string, windowMs: number): Promise<RenameOutcome> {
+async function applyTitle(client: DroidClient, title: string, windowMs: number, skip?: AbortSignal): Promise<RenameOutcome> {
+  const skipped: RenameOutcome = { title, ok: false, error: RENAME_SKIPPED };
+  if (skip?.aborted) return skipped;
+  let onSkip: (() => void) | undefined;
+  const skipping = new Promise<RenameOutcome>((resolve) => {
+    onSkip = () => resolve(skipped);
+    skip?.addEventListener('abort', onSkip, { once: true });
+  });
+  const renaming = client.rename(title, windowMs).then(
+    (result): RenameOutcome => (result.success ? { title, ok: true, error: null } : { title, ok: false, error: 'droid answered success: false' }),
+    (err: unknown): RenameOutcome => ({ title, ok: false, error: toErrorInfo(err).message }),
+  );
   try {
-    const result = await client.rename(title, windowMs);
-    return result.success ? { title, ok: true, error: null } : { title, ok: false, error: 'droid answered success: false' };
-  } catch (err) {
-    return { title, ok: false, error: toErrorInfo(err).message };
+    // An abandoned rename request ends with droid's process, closed next.
+    return await Promise.race([renaming, skipping]);
+  } finally {
+    if (onSkip) skip?.removeEventListener('abort', onSkip);
   }
 }
 

@@ -36,6 +36,8 @@ export interface WorkerHandle {
   cancel(): void;
   /** Tells the worker its result is durable, so it may exit. */
   acknowledge(): void;
+  /** Asks the worker to leave the Factory title for a later turn (skip or abandon the rename). */
+  skipRename(): void;
 }
 
 /** Why the runner itself killed the group before a result came. */
@@ -121,6 +123,9 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
     },
     acknowledge() {
       post({ type: 'ack' });
+    },
+    skipRename() {
+      post({ type: 'skip_rename' });
     },
   };
 }

@@ -12,6 +12,8 @@
 //   MOCK_DROID_STATE_DIR      sessions persist here as <sessionId>.json
 //   MOCK_DROID_INIT_DELAY_MS  delay before answering initialize_session
 //   MOCK_DROID_LOG            append every received frame here, one JSON a line
+//   MOCK_DROID_RENAME_DELAY_MS answer rename_session {success: true} after this
+//                             delay (unset: rename_session is an unknown method)
 import { randomUUID } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -341,6 +343,14 @@ const methods = {
     notify({ type: 'settings_updated', settings: fullSettings() }, false);
   },
 };
+
+// The real CLI's rename waits on cloud session sync (~15 s offline, measured).
+if (process.env.MOCK_DROID_RENAME_DELAY_MS !== undefined) {
+  methods['droid.rename_session'] = (id) => {
+    if (!session) return noSession(id);
+    setTimeout(() => respond(id, { success: true }), Number(process.env.MOCK_DROID_RENAME_DELAY_MS));
+  };
+}
 
 // ---- framing ------------------------------------------------------------
 

@@ -50,6 +50,8 @@ interface FakeTurn {
   spec: TurnSpec;
   options: WorkerOptions;
   cancelled: boolean;
+  /** The controller asked the worker to leave the Factory title for a later turn. */
+  renameSkipped: boolean;
   /** The run's durable state when the worker was acknowledged (undefined: never). */
   stateAtAck: string | undefined;
   finish(result: Partial<TurnResult>): void;
@@ -74,6 +76,7 @@ function setup(over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: 
       spec,
       options,
       cancelled: false,
+      renameSkipped: false,
       stateAtAck: undefined,
       finish: (partial) => settle({ ...emptyFailure({ code: 'x', message: 'x', retryable: false }), error: null, outcome: 'succeeded', reason: 'completed', submitted: true, droidSessionId: 'droid-1', ...partial }),
       exit: () => exited(),
@@ -89,6 +92,9 @@ function setup(over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: 
       acknowledge: () => {
         turn.stateAtAck = store.runs.get(spec.runId)?.state;
         if (!over.holdExit) exited();
+      },
+      skipRename: () => {
+        turn.renameSkipped = true;
       },
     };
   };
@@ -350,8 +356,17 @@ describe('SessionController: one owner per turn, commit before memory', () => {
   it('a worker that cannot be spawned ends the run failed and releases its slot; its session stops, others go on', async () => {
     const { controller, turns, store, spawn } = setup({ maxConcurrentRuns: 1 });
     spawn.fail = true;
-    const a = await create(controller, 'k1', '/ok/a');
-    const followUp = await controller.send({ requestKey: 'k1b', session: a.metadata.session, prompt: 'next' });
+    // The follow-up is accepted while the first turn is admitted (its `starting` commit held back).
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    store.holdWhen = (change) => (becomes('starting')(change) ? gate : null);
+    const accepting = create(controller, 'k1', '/ok/a');
+    await vi.waitFor(() => expect(store.sessions.size).toBe(1));
+    const following = controller.send({ requestKey: 'k1b', session: [...store.sessions.keys()][0]!, prompt: 'next' });
+    await tick();
+    store.holdWhen = null;
+    release();
+    const [a, followUp] = await Promise.all([accepting, following]);
     await controller.waitForSessions([a.metadata.session], 5);
     expect(store.runs.get(a.metadata.run)).toMatchObject({ state: 'failed', error: { code: 'worker_spawn_failed' }, needsAttention: true });
     expect(store.runs.get(followUp.metadata.run)).toMatchObject({ state: 'cancelled', cancelReason: 'predecessor_failed' });
@@ -454,10 +469,12 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     store.holdWhen = (change) => (becomes('starting')(change) ? gate : null);
-    const a = await create(controller, 'k1');
+    // The acceptance of a turn admitted at once answers after its `starting` commit.
+    const accepting = create(controller, 'k1');
     await tick();
     const stopped = controller.shutdown(2_000);
     release();
+    const a = await accepting;
     await stopped;
     expect(turns).toHaveLength(0);
     expect(store.runs.get(a.metadata.run)).toMatchObject({ state: 'cancelled', error: { code: 'controller_stopping', retryable: true } });
@@ -512,5 +529,88 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     const waiting = controller.waitForSessions([a.metadata.session], 30, abort.signal);
     abort.abort();
     await expect(waiting).rejects.toMatchObject({ code: 'request_cancelled' });
+  });
+});
+
+describe('SessionController: the acceptance says what was done with the turn', () => {
+  it('an idle session starts its follow-up at once, and the acceptance already shows it starting', async () => {
+    const { controller, turns } = setup();
+    const a = await create(controller, 'k1');
+    expect(a.admission).toMatchObject({ action: 'started', waitingFor: [], capacityFull: false });
+    expect(a.status.latestRun.state).toBe('starting');
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    await vi.waitFor(() => expect(controller.capacity().active).toBe(0));
+    const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    expect(f.admission.action).toBe('started');
+    expect(f.status).toMatchObject({ agentState: 'working', latestRun: { run: f.metadata.run, state: 'starting' } });
+    expect(turns).toHaveLength(2);
+  });
+
+  it('a follow-up behind a running turn is queued behind that run', async () => {
+    const { controller, turns } = setup();
+    const a = await create(controller, 'k1');
+    turns[0]!.options.onStarted!('droid-1');
+    await tick();
+    const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    expect(f.admission).toMatchObject({
+      action: 'queued',
+      waitingFor: [{ session: a.metadata.session, run: a.metadata.run, state: 'running', reason: 'same_session' }],
+      capacityFull: false,
+    });
+    expect(f.admission.detail).toContain(a.metadata.run);
+    expect(f.status.latestRun.state).toBe('queued');
+  });
+
+  it("a follow-up arriving while the previous turn's droid closes waits for it, and that worker skips the Factory title", async () => {
+    const { controller, turns } = setup({ holdExit: true });
+    const a = await create(controller, 'k1', '/ok/a', { title: 'Titled' });
+    expect(turns[0]!.spec.renameTo).toBe('Titled');
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    expect(turns[0]!.renameSkipped).toBe(false);
+    const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    expect(f.admission).toMatchObject({ action: 'queued', waitingFor: [{ run: a.metadata.run, state: 'succeeded', reason: 'same_session' }] });
+    expect(f.admission.detail).toContain('closing');
+    expect(turns[0]!.renameSkipped).toBe(true);
+    turns[0]!.exit();
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    // The title was not applied, so the follow-up carries it on (spec: retried on the next turn).
+    expect(turns[1]!.spec.renameTo).toBe('Titled');
+  });
+
+  it('a follow-up accepted while the turn runs also makes it skip the title; another session does not', async () => {
+    const { controller, turns } = setup();
+    const a = await create(controller, 'k1', '/ok/a', { title: 'A' });
+    const b = await create(controller, 'k2', '/ok/b', { title: 'B' });
+    await controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'next' });
+    expect(turns[0]!.renameSkipped).toBe(true);
+    expect(turns[1]!.renameSkipped).toBe(false);
+    expect(b.admission.action).toBe('started');
+  });
+
+  it('steering says it is interrupting the live turn', async () => {
+    const { controller } = setup();
+    const a = await create(controller, 'k1');
+    const steer = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'steer', interrupt: true });
+    expect(steer.admission).toMatchObject({ action: 'interrupting', waitingFor: [{ run: a.metadata.run, reason: 'same_session', state: 'cancelling' }] });
+  });
+
+  it('names a workspace lock held by another session, and full capacity', async () => {
+    const { controller } = setup({ maxConcurrentRuns: 2 });
+    const a = await create(controller, 'k1', '/ok/w');
+    const b = await create(controller, 'k2', '/ok/w/sub');
+    expect(b.admission).toMatchObject({ action: 'queued', capacityFull: false, waitingFor: [{ session: a.metadata.session, run: a.metadata.run, reason: 'workspace_lock' }] });
+    await create(controller, 'k3', '/ok/x');
+    const d = await create(controller, 'k4', '/ok/y');
+    expect(d.admission).toMatchObject({ action: 'queued', capacityFull: true, waitingFor: [] });
+    expect(d.admission.detail).toContain('all 2 run slots are busy');
+  });
+
+  it('a replay says nothing new was queued', async () => {
+    const { controller } = setup();
+    await create(controller, 'k1');
+    const again = await create(controller, 'k1');
+    expect(again.admission).toMatchObject({ action: 'replayed', waitingFor: [] });
   });
 });
