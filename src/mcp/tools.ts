@@ -8,6 +8,7 @@ import type { CatalogModel } from '../droid/client.js';
 import type { SessionController } from '../controller/controller.js';
 import type { HostPolicy } from '../controller/launch-settings.js';
 import * as s from './schemas.js';
+import { waitWithProgress, type ProgressSink } from './progress.js';
 
 export interface ToolContext {
   controller: SessionController;
@@ -29,6 +30,8 @@ export interface SandboxStatus {
 /** Per call: aborted when the client cancels its request (or the transport closes). */
 export interface ToolCall {
   signal?: AbortSignal;
+  /** Present when the request carried a progress token. */
+  progress?: ProgressSink;
 }
 
 export interface ToolDefinition<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
@@ -94,12 +97,16 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       'Wait until every listed session (1 to 10 distinct handles) has settled, that is no longer working, or until ' +
       'timeoutSeconds (0 to 60, default 30) pass. Returns the status of each; timedOut:true is not a failure, call again. ' +
-      'Settled includes idle, needsAttention and unknown.\n' +
+      'Settled includes idle, needsAttention and unknown. With a progress token, notifications/progress reports sessions ' +
+      'as they settle and every few seconds (what is still working, latest progress text).\n' +
       'Example: {"sessions":["5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"],"timeoutSeconds":60}',
     input: s.waitInput,
     output: s.waitOutput,
     readOnly: true,
-    handler: (args, { controller }, { signal }) => controller.waitForSessions(args.sessions, args.timeoutSeconds ?? 30, signal),
+    handler: (args, { controller }, { signal, progress }) =>
+      progress
+        ? waitWithProgress(controller, args.sessions, args.timeoutSeconds ?? 30, signal, progress)
+        : controller.waitForSessions(args.sessions, args.timeoutSeconds ?? 30, signal),
   }),
   tool({
     name: 'droid_read_session',
