@@ -146,16 +146,18 @@ export class DroidClient {
   /**
    * Closes the session, then ends the process. droid 0.225 lingers about 6 s
    * after stdin EOF or SIGTERM (measured) with its session already saved by
-   * close_session, so a short wait is followed by SIGKILL.
+   * close_session, so a short wait is followed by SIGKILL. `hurry` (someone
+   * waits for this slot) ends the wait at once: droid was measured to write
+   * nothing to its session files after close_session is answered.
    */
-  async shutdown(budget: { closeMs: number; exitWaitMs: number } = SHUTDOWN_BUDGET): Promise<void> {
+  async shutdown(budget: { closeMs: number; exitWaitMs: number } = SHUTDOWN_BUDGET, hurry?: AbortSignal): Promise<void> {
     const { connection, child } = this.process;
     if (!connection.closed) {
       // Answered in milliseconds when droid is healthy; a hung droid must not delay the kill.
       await connection.request('droid.close_session', {}, budget.closeMs).catch(() => undefined);
     }
     child.stdin.end();
-    if (await settlesWithin(this.process.exited, budget.exitWaitMs)) return;
+    if (await settlesWithin(this.process.exited, budget.exitWaitMs, hurry)) return;
     this.process.kill('SIGKILL');
     await this.process.exited;
   }
@@ -176,18 +178,21 @@ export class DroidClient {
   }
 }
 
-function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+/** True when `promise` settles within `ms`; false at the timeout or as soon as `cutShort` aborts. */
+function settlesWithin(promise: Promise<unknown>, ms: number, cutShort?: AbortSignal): Promise<boolean> {
   return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
+    const done = (settled: boolean) => {
+      clearTimeout(timer);
+      cutShort?.removeEventListener('abort', onAbort);
+      resolve(settled);
+    };
+    const onAbort = () => done(false);
+    const timer = setTimeout(() => done(false), ms);
+    if (cutShort?.aborted) return done(false);
+    cutShort?.addEventListener('abort', onAbort, { once: true });
     promise.then(
-      () => {
-        clearTimeout(timer);
-        resolve(true);
-      },
-      () => {
-        clearTimeout(timer);
-        resolve(true);
-      },
+      () => done(true),
+      () => done(true),
     );
   });
 }

@@ -41,7 +41,8 @@ export interface FinishedTurn {
    * droid. Called after the result has been reported, so neither can delay
    * the result or make a finished turn time out. When `skip` is aborted (a
    * follow-up waits for this slot) the rename is not sent, or no longer
-   * waited for: the title stays pending and a later turn applies it.
+   * waited for (the title stays pending and a later turn applies it), and
+   * droid is killed as soon as close_session is answered.
    */
   release(skip?: AbortSignal): Promise<RenameOutcome | null>;
 }
@@ -75,7 +76,8 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
       if (client && spec.renameTo && RENAMABLE.includes(verdict.outcome)) {
         rename = await applyTitle(client, spec.renameTo, turnTimeline(spec.timeoutMs, spec.graceMs).renameWindowMs, skip);
       }
-      await client?.shutdown(SHUTDOWN_BUDGET);
+      // A follow-up waiting for this slot does not wait out droid's voluntary exit either.
+      await client?.shutdown(SHUTDOWN_BUDGET, skip);
       state.disposeSandbox?.();
       return rename;
     },

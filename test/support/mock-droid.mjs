@@ -12,6 +12,7 @@
 //   MOCK_DROID_STATE_DIR      sessions persist here as <sessionId>.json
 //   MOCK_DROID_INIT_DELAY_MS  delay before answering initialize_session
 //   MOCK_DROID_LOG            append every received frame here, one JSON a line
+//   MOCK_DROID_EXIT_DELAY_MS  after EOF, exit (logging {exit: 'voluntary'}) only after this delay
 //   MOCK_DROID_RENAME_DELAY_MS answer rename_session {success: true} after this
 //                             delay (unset: rename_session is an unknown method)
 import { randomUUID } from 'node:crypto';
@@ -400,6 +401,15 @@ process.stdin.on('data', (chunk) => {
 let stdinClosed = false;
 process.stdin.on('end', () => {
   stdinClosed = true;
-  if (!turn) process.exit(0);
+  if (!turn) exitWhenIdle();
 });
+/** MOCK_DROID_EXIT_DELAY_MS: linger after EOF like the real CLI (~1 s), logging a voluntary exit. */
+function exitWhenIdle() {
+  const delay = process.env.MOCK_DROID_EXIT_DELAY_MS;
+  if (delay === undefined) process.exit(0);
+  setTimeout(() => {
+    log({ exit: 'voluntary' });
+    process.exit(0);
+  }, Number(delay));
+}
 process.stdout.on('error', () => process.exit(0)); // client went away

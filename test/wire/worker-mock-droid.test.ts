@@ -219,6 +219,21 @@ describe('worker + mock droid faults', () => {
     expect(frames().filter((f) => f.method === 'droid.rename_session')).toEqual([]);
   });
 
+  it("a follow-up waiting for the slot does not wait out droid's voluntary exit after close_session", async () => {
+    const turn = runWorkerTurn(spec({ prompt: 'plain' }, { MOCK_DROID_EXIT_DELAY_MS: '250' }), tag);
+    await turn.started;
+    turn.handle.skipRename();
+    expect((await turn.done).outcome).toBe('succeeded');
+    expect(frames().some((f) => f.method === 'droid.close_session')).toBe(true);
+    expect(frames().filter((f) => 'exit' in f)).toEqual([]);
+  });
+
+  it('without a follow-up waiting, droid may exit by itself after close_session', async () => {
+    const turn = runWorkerTurn(spec({ prompt: 'plain' }, { MOCK_DROID_EXIT_DELAY_MS: '50' }), tag);
+    expect((await turn.done).outcome).toBe('succeeded');
+    expect(frames().filter((f) => 'exit' in f)).toEqual([{ exit: 'voluntary' }]);
+  });
+
   it('without a follow-up waiting, the title is applied', async () => {
     const turn = runWorkerTurn(spec({ prompt: 'plain', renameTo: 'New title' }, { MOCK_DROID_RENAME_DELAY_MS: '0' }), tag);
     expect((await turn.done).outcome).toBe('succeeded');
