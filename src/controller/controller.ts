@@ -218,6 +218,11 @@ export class SessionController {
     return { sessions: unique.map((id) => this.status(id)), timedOut: !settled() };
   }
 
+  /** The latest assistant text of a live run (its only output while it streams), if any. */
+  liveText(runId: string): string | undefined {
+    return this.turns.get(runId)?.partialText || undefined;
+  }
+
   /** Calls `listener` after every change of any session; returns the unsubscribe. */
   onChange(listener: () => void): () => void {
     this.changes.on('change', listener);

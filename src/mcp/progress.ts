@@ -23,16 +23,25 @@ export interface ProgressUpdate {
 /** Sends one progress notification; failures are the transport's business. */
 export type ProgressSink = (update: ProgressUpdate) => void;
 
-export type WaitingController = Pick<SessionController, 'waitForSessions' | 'status' | 'onChange'>;
+export type WaitingController = Pick<SessionController, 'waitForSessions' | 'status' | 'onChange' | 'liveText'>;
 
-/** One line about the sessions waited on: how many settled, and what each working one is doing. */
-export function describeWait(views: readonly SessionView[]): string {
+/**
+ * One line about the sessions waited on: how many settled, and what each
+ * working one is doing: the tail of the text it is streaming, else its latest
+ * progress event.
+ */
+export function describeWait(views: readonly SessionView[], liveText: (runId: string) => string | undefined = () => undefined): string {
   const working = views.filter((v) => v.agentState === 'working');
   const head = `${views.length - working.length} of ${views.length} settled`;
   if (working.length === 0) return head;
   const parts = working.map((v) => {
-    const latest = v.latestRun.events.at(-1)?.detail.replace(/\s+/g, ' ').trim() ?? '';
-    const text = latest.length > DETAIL_CHARS ? `${latest.slice(0, DETAIL_CHARS)}…` : latest;
+    const streaming = liveText(v.latestRun.run)?.replace(/\s+/g, ' ').trim();
+    let text: string;
+    if (streaming) text = streaming.length > DETAIL_CHARS ? `…${streaming.slice(-DETAIL_CHARS)}` : streaming;
+    else {
+      const latest = v.latestRun.events.at(-1)?.detail.replace(/\s+/g, ' ').trim() ?? '';
+      text = latest.length > DETAIL_CHARS ? `${latest.slice(0, DETAIL_CHARS)}…` : latest;
+    }
     return `${v.session.slice(0, 8)} ${v.latestRun.state}${text ? `: ${text}` : ''}`;
   });
   return `${head}; working: ${parts.join('; ')}`;
@@ -62,7 +71,7 @@ export async function waitWithProgress(
     settledSeen = settled;
     if (!always && !newlySettled) return;
     last = Math.max((Date.now() - began) / 1000, last + 0.001);
-    send({ progress: Math.round(last * 1000) / 1000, total: timeoutSeconds, message: describeWait(views) });
+    send({ progress: Math.round(last * 1000) / 1000, total: timeoutSeconds, message: describeWait(views, (run) => controller.liveText(run)) });
   };
   const waiting = controller.waitForSessions(ids, timeoutSeconds, signal);
   let done = false;

@@ -21,7 +21,7 @@ function view(session: string, working: boolean, detail?: string): SessionView {
   return {
     session,
     agentState: working ? 'working' : 'idle',
-    latestRun: { state: working ? 'running' : 'succeeded', events: detail ? [{ at: '2030-01-01T00:00:00Z', kind: 'tool_started', detail }] : [] },
+    latestRun: { run: `run-${session}`, state: working ? 'running' : 'succeeded', events: detail ? [{ at: '2030-01-01T00:00:00Z', kind: 'tool_started', detail }] : [] },
   } as unknown as SessionView;
 }
 
@@ -32,6 +32,7 @@ function fakeController() {
     [B, 'Execute npm test'],
   ]);
   const changes = new EventEmitter();
+  const streaming = new Map<string, string>();
   const controller = {
     status: (id: string) => {
       if (id !== A && id !== B) throw new Error('session_not_found');
@@ -51,10 +52,14 @@ function fakeController() {
         changes.on('change', check);
         check();
       }),
+    liveText: (runId: string) => streaming.get(runId),
     listeners: () => changes.listenerCount('change'),
   };
   return {
     controller,
+    stream(id: string, text: string) {
+      streaming.set(`run-${id}`, text);
+    },
     settle(id: string) {
       working.delete(id);
       changes.emit('change');
@@ -136,5 +141,16 @@ describe('droid_wait_for_sessions progress', () => {
   it('describes a long progress text briefly', () => {
     const long = `${'x'.repeat(300)}\n\nmore`;
     expect(describeWait([view(A, true, long)])).toBe(`0 of 1 settled; working: aaaaaaaa running: ${'x'.repeat(120)}…`);
+  });
+
+  it('shows the tail of the text a session is streaming', async () => {
+    const { controller, settle, stream } = fakeController();
+    stream(A, Array.from({ length: 100 }, (_, i) => i + 1).join('\n'));
+    const updates: Array<{ message?: string }> = [];
+    const waiting = waitWithProgress(controller as unknown as SessionController, [A], 30, undefined, (u) => updates.push(u), 1_000);
+    await expect.poll(() => updates.length).toBe(1);
+    expect(updates[0]!.message).toMatch(/^0 of 1 settled; working: aaaaaaaa running: …[\d ]+ 98 99 100$/);
+    settle(A);
+    await waiting;
   });
 });
