@@ -21,7 +21,7 @@ import { StateStore } from './store/store.js';
 import { startWorker } from './worker/runner.js';
 import { createLogger } from './util/logger.js';
 
-const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json';
+const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json (droid-mcp --help lists init and doctor)';
 
 /**
  * The sandbox every turn gets, proven by a trial run now. Turns never see the
@@ -40,7 +40,17 @@ async function sandboxFor(config: Config): Promise<{ spec: SandboxSpec; status: 
   return { spec, status: { mode: 'bwrap', available: health.ok, detail: health.detail } };
 }
 
+/** init, doctor, --version, --help: operator commands, loaded only when asked for (they write to stdout). */
+function operatorCommand(args: readonly string[]): boolean {
+  return args[0] === 'init' || args[0] === 'doctor' || args.some((a) => a === '--version' || a === '--help' || a === '-h');
+}
+
 async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  if (operatorCommand(args)) {
+    const { runCommand } = await import('./ops/commands.js');
+    return runCommand(args);
+  }
   const log = createLogger();
   let configPath: string | undefined;
   try {

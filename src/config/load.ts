@@ -275,7 +275,8 @@ async function isExecutableFile(path: string): Promise<boolean> {
   }
 }
 
-async function resolveDroid(file: ConfigFile, env: LoadConfigEnv): Promise<string> {
+/** The droid executable the controller would run: `droidPath`, else the first on PATH, else ~/.local/bin/droid. */
+export async function resolveDroid(file: Pick<ConfigFile, 'droidPath'>, env: LoadConfigEnv = {}): Promise<string> {
   if (file.droidPath !== undefined) {
     const path = normalize(file.droidPath);
     if (await isExecutableFile(path)) return path;
