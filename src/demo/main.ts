@@ -143,6 +143,7 @@ async function main(): Promise<number> {
   const serverLog = createWriteStream(join(folder, 'server.log'), { mode: 0o600 });
   let mcp: McpDriver | undefined;
   let failed: string | null = null;
+  let firstSession: string | null = null;
   try {
     await writeDroidSettings(home, model.baseUrl);
     const env = isolatedEnv(home, { [TAG_VAR]: tag, DROID_MCP_LOG_LEVEL: 'info' });
@@ -183,6 +184,7 @@ async function main(): Promise<number> {
     const a = await mcp.ok<Acceptance>('droid_create_session', { requestKey: `demo-create-${tag}`, workspace: project, prompt: create, replyTo: null, title: 'Demo notes', autonomy: 'high' });
     accepted(a);
     const session = a.metadata.session;
+    firstSession = session;
     await waitFor(mcp, [session]);
     detail(`${notes} now holds ${quote(readFileSync(notes, 'utf8'))}`);
 
@@ -255,6 +257,11 @@ async function main(): Promise<number> {
     const leaked = prompts.filter((p) => log.some((line) => line.includes(p)));
     const warnings = log.filter((line) => /"level":(40|50|60)/.test(line)).length;
     detail(`server log: ${log.length} lines on stderr, ${warnings} at warn or above, ${leaked.length} quoting a prompt`);
+    if (firstSession) {
+      const events = ['turn accepted', 'turn running: prompt submitted to droid', 'turn ended', 'waiting for sessions'];
+      const named = events.filter((msg) => log.some((line) => line.includes(`"${firstSession}"`) && line.includes(`"msg":"${msg}"`)));
+      detail(`info lines naming session ${short(firstSession)}: ${named.join(', ')}`);
+    }
     if (leaked.length > 0) failed ??= 'the server log quotes a prompt';
     if (values.keep) detail(`kept ${folder} (server.log, config.json, state/, droid-home/, approved/)`);
     else rmSync(folder, { recursive: true, force: true });

@@ -67,7 +67,8 @@ function expectSanitized(stdout: string): void {
 
 const common = () => ['--droid', droid, '--model', modelId, '--workspace', workspace];
 
-describe('verification scripts against the pinned CLI and the scripted model', () => {
+// Each script runs real turns; on a loaded 2-core host one takes up to a minute or two.
+describe('verification scripts against the pinned CLI and the scripted model', { timeout: 240_000 }, () => {
   it('npm run smoke: a two-turn lifecycle in one droid session, sanitized, with disposable state', async () => {
     const { code, stdout, stderr, tmp } = await runScript('dist/src/ops/smoke.js', common());
     expect(code, `${stdout}\n${stderr}`).toBe(0);
