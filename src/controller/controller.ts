@@ -20,13 +20,12 @@ import { planCrashRecovery } from '../store/recovery.js';
 import { emptyFailure, RENAME_SKIPPED, type RenameOutcome, type TurnResult, type TurnSpec } from '../worker/protocol.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/runner.js';
 import { SANDBOX_ACTION, type SandboxSpec } from '../worker/sandbox.js';
-import { blockersOf, selectRunnable, type LockClaim, type QueuedTurn, type WaitReason } from './admission.js';
+import { explainQueued, selectRunnable, type Admission, type LockClaim, type QueuedTurn } from './admission.js';
 import { startRetryDelayMs, Turn } from './turn.js';
 import { ControllerError } from './errors.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { resolveLaunchSettings, type HostPolicy, type Requested } from './launch-settings.js';
 import type { SessionView } from './views.js';
-import type { RunState } from '../store/records.js';
 import { MAX_EVENTS, resultFile, terminalUpdate } from './run-outcome.js';
 import { turnSpecFor } from './turn-spec.js';
 import type { FindFilters } from './find.js';
@@ -86,16 +85,7 @@ export interface SendInput extends Requested {
   interrupt?: boolean;
 }
 
-/** What the controller did with an accepted turn, said in the acceptance itself. */
-export interface Admission {
-  /** started: admitted at once; queued: waits (see waitingFor, capacityFull); interrupting: steering stops the live turn first; replayed: nothing new. */
-  action: 'started' | 'queued' | 'interrupting' | 'replayed';
-  /** The turns it waits for, oldest first. */
-  waitingFor: Array<{ session: string; run: string; state: RunState; reason: WaitReason }>;
-  /** Every run slot was taken. */
-  capacityFull: boolean;
-  detail: string;
-}
+export type { Admission } from './admission.js';
 
 export interface Acceptance {
   metadata: { session: string; run: string; requestKey: string; replayed: boolean };
@@ -463,23 +453,8 @@ export class SessionController {
       if (t === turn) break;
       if (!t.holdsClaim()) ahead.push({ runId: t.runId, ...t.claim });
     }
-    const waitingFor = blockersOf({ runId: turn.runId, ...turn.claim }, held, ahead).map((b) => ({
-      session: b.sessionId,
-      run: b.runId,
-      state: this.run(b.runId).state,
-      reason: b.reason,
-    }));
-    const capacityFull = held.length >= this.deps.maxConcurrentRuns;
     const stopping = new Set(interrupting.map((r) => r.id));
-    const action = waitingFor.some((w) => stopping.has(w.run)) ? 'interrupting' : 'queued';
-    const parts = waitingFor.map((w) => {
-      const what = w.reason === 'same_session' ? 'of this session' : `of session ${w.session} (overlapping workspace)`;
-      const how = stopping.has(w.run) ? 'being interrupted' : TERMINAL_STATES.includes(w.state) ? `${w.state}, its droid closing` : w.state;
-      return `run ${w.run} ${what}, ${how}`;
-    });
-    if (capacityFull) parts.push(`all ${this.deps.maxConcurrentRuns} run slots are busy`);
-    const detail = action === 'interrupting' ? `interrupting: starts once it has stopped; waits for ${parts.join('; ')}` : `queued behind ${parts.join('; ') || 'admission'}`;
-    return { action, waitingFor, capacityFull, detail };
+    return explainQueued({ runId: turn.runId, ...turn.claim }, held, ahead, this.deps.maxConcurrentRuns, stopping, (id) => this.run(id).state);
   }
 
   /** Records for the session's queued runs, ended unsubmitted; memory is untouched until they are committed. */
