@@ -26,7 +26,7 @@ function scan(path) {
     if (path !== STDOUT_WRITER && /\bconsole\.(log|info|debug)\(|process\.stdout\.write\(/.test(line)) {
       problems.push(`${path}:${i + 1}: writes to stdout (use the stderr logger; operator commands use src/ops/output.ts)`);
     }
-    if (!operator && /^\s*(import|export)\b.*\bfrom\s+['"][./]+(ops|demo)\//.test(line)) {
+    if (!operator && /\bfrom\s+['"](?:\.\.?\/)+(?:ops|demo)\//.test(line)) {
       problems.push(`${path}:${i + 1}: a server module imports an operator command statically (use a dynamic import())`);
     }
   });
