@@ -114,8 +114,8 @@ describe('worker + mock droid faults', () => {
   it('a worker that ignores cancel is killed by the backstop with its whole group, and the turn reads cancelled', async () => {
     const s = spec({ prompt: 'anything', graceMs: 300 });
     const handle = startWorker(s, { workerEntry: STUBBORN_WORKER, env: { ...process.env, DROID_MCP_TEST_TAG: tag } });
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(pidsWithEnvTag(tag).length).toBe(2); // the worker and its sleep
+    // The worker and its sleep (a fixed 300 ms was not always enough on a loaded host).
+    await expect.poll(() => pidsWithEnvTag(tag).length, { timeout: 10_000 }).toBe(2);
     handle.cancel();
     const result = await handle.result;
     expect(result).toMatchObject({ outcome: 'cancelled', submitted: true, droidSessionId: 'stubborn-session', error: { code: 'interrupt_unconfirmed' } });
