@@ -24,6 +24,7 @@ import { applySessionUpdate, normalizeLabels, type SessionUpdate } from './metad
 import type { UsageScope, UsageSummary } from './usage.js';
 import type { Log } from '../util/logger.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { crashPoint } from '../util/crash-point.js';
 
 export const MAX_QUEUED_TOTAL = 64;
 export const MAX_QUEUED_PER_SESSION = 8;
@@ -251,6 +252,7 @@ export class SessionController {
       factoryTitle: null,
     };
     await this.commit({ sessions: [session], runs: [run] });
+    crashPoint('accepted');
     return this.enqueue(run, input.prompt);
   }
 
@@ -316,6 +318,7 @@ export class SessionController {
     }
     const updated: SessionRecord = { ...session, headRunId: run.id, updatedAt: at, archived: false };
     await this.commit({ sessions: [updated], runs: changedRuns });
+    crashPoint('accepted');
     for (const r of stopping) this.requestStop(r.id);
     return this.enqueue(run, input.prompt);
   }
@@ -440,6 +443,7 @@ export class SessionController {
       },
       onRename: (outcome) => void this.serialized(() => this.onRename(run.id, outcome)).catch((err) => this.deps.log.error({ err }, 'rename record failed')),
     });
+    crashPoint('spawned');
     const claim = this.launching.get(run.id)!;
     this.launching.delete(run.id);
     const turn: LiveTurn = { handle, claim, cancelRequested: false };
@@ -448,8 +452,10 @@ export class SessionController {
     if (this.run(run.id).state === 'cancelling') this.requestStop(run.id);
 
     const result = await handle.result;
+    crashPoint('terminal-received');
     await started.catch(() => undefined);
     await this.recordTerminal(run.id, result, events, turn.cancelRequested);
+    crashPoint('terminal-persisted');
     handle.acknowledge();
     await handle.cleanedUp;
     this.live.delete(run.id);
@@ -487,6 +493,7 @@ export class SessionController {
     const next: RunRecord = run.state === 'starting' ? { ...run, state: 'running' } : run;
     const sessions = session.droidSessionId === droidSessionId ? [] : [{ ...session, droidSessionId }];
     await this.commit({ runs: [next], sessions });
+    crashPoint('started');
     this.changed();
   }
 
