@@ -70,7 +70,9 @@ export function pidsWithCmdline(marker: string): number[] {
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
     try {
-      if (readFileSync(`/proc/${name}/cmdline`, 'latin1').includes(marker) && alive(Number(name))) out.push(Number(name));
+      // Arguments are NUL-separated: joined with spaces, `sleep 61.5` matches the process itself too.
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'latin1').replaceAll('\0', ' ');
+      if (cmdline.includes(marker) && alive(Number(name))) out.push(Number(name));
     } catch {
       // gone while we looked
     }
