@@ -195,9 +195,12 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
     };
     const status = async (session: string) => (await ok<{ status: { latestRun: RunView; agentState: string } }>('droid_get_session_status', { session })).status;
     const settle = async (session: string) => {
+      // Far beyond any round here (the longest is a deadline plus its grace): a stuck turn fails the soak, it does not hang it.
+      const end = Date.now() + 10 * timeoutMs + 120_000;
       for (;;) {
-        const w = await ok<{ timedOut: boolean }>('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 30 });
+        const w = await ok<{ timedOut: boolean; sessions: Array<{ latestRun: RunView }> }>('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 30 });
         if (!w.timedOut) return;
+        if (Date.now() > end) throw new Error(`session ${session} still working: ${JSON.stringify(w.sessions[0]?.latestRun)}`);
       }
     };
     const untilRunning = async (session: string, run: string) => {
