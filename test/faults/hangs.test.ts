@@ -25,6 +25,12 @@ const SLACK_MS = 2_500;
  * a turn asked to stop must be over within a few grace periods.
  */
 const CANCEL_BUDGET_MS = 4 * GRACE_MS + SLACK_MS;
+/**
+ * A finished turn's droid that will not close is killed after a short wait
+ * (close_session 500 ms, exit 300 ms): it must be gone, and the slot free,
+ * well within one grace period of the result, not at some later backstop.
+ */
+const CLOSE_BUDGET_MS = GRACE_MS + SLACK_MS;
 /** The deadline, then the same stop timeline (the runner's backstop is timeout + 3 grace). */
 const DEADLINE_BUDGET_MS = TIMEOUT_MS + 3 * GRACE_MS + SLACK_MS;
 
@@ -187,7 +193,7 @@ describe('droid never exits after close_session and stdin EOF', () => {
     const [done] = await settle(s, [a.metadata.session]);
     expect(done!.latestRun).toMatchObject({ state: 'succeeded' });
     expect(methodsReceived()).toContain('droid.close_session');
-    await onlyServerLeft(s, CANCEL_BUDGET_MS);
+    await onlyServerLeft(s, CLOSE_BUDGET_MS);
     // The session continues: the next turn resumes it in a fresh droid.
     await s.ok('droid_send_message', { requestKey: `k-${++n}`, session: a.metadata.session, prompt: 'again' });
     const [next] = await settle(s, [a.metadata.session]);
