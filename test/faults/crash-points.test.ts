@@ -15,6 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { loadState } from '../../src/store/load.js';
 import type { CrashPointName } from '../../src/util/crash-point.js';
 import { makeContext, type E2EContext } from '../e2e/context.js';
 import { startServer, type RunningServer } from '../support/mcp-server.js';
@@ -58,7 +59,8 @@ let counter = 0;
 /** One scenario: its own state directory, workspace, markers and request keys. */
 function scenario(name: string) {
   const id = `${name}-${++counter}-${randomUUID().slice(0, 8)}`;
-  const config = ctx.config({ stateDirectory: join(ctx.root, '..', `state-${id}`) });
+  const stateDirectory = join(ctx.root, '..', `state-${id}`);
+  const config = ctx.config({ stateDirectory });
   const ws = ctx.workspace(`ws-${id}`);
   // Digits only: it is also the fractional part of a `sleep` argument.
   const nonce = `${Date.now() % 1_000_000}${counter}`;
@@ -77,6 +79,11 @@ function scenario(name: string) {
     marker: (what: string) => `${what}-${nonce}`,
     key: () => `key-${id}-${++keys}`,
     start,
+    /** The state of the run with this request key as the crash left it on disk (read without taking ownership). */
+    async durableState(requestKey: string): Promise<string | undefined> {
+      const { index } = await loadState(stateDirectory);
+      return [...index.runs.values()].find((r) => r.requestKey === requestKey)?.state;
+    },
     /** Waits for the server to die at `point`, then for every process it left to go. */
     async crashed(server: RunningServer, point: CrashPointName | null): Promise<void> {
       dbg('waiting for death');
@@ -119,7 +126,7 @@ type SessionView = Acceptance['status'];
 
 for (let round = 1; round <= ROUNDS; round++) {
   describe(`crash campaign, round ${round}`, () => {
-    it('accepted: the create is durable but never submitted → cancelled/queue_lost, and the session can still start', async () => {
+    it('accepted: the create is durable but never submitted → queue_lost (or unknown if admitted in the same write), and never replayed', async () => {
       const s = scenario('accepted');
       const m1 = s.marker('acc');
       const args = createArgs(s, `${m1} ${script({ text: 'first' })}`, 'off');
@@ -127,15 +134,24 @@ for (let round = 1; round <= ROUNDS; round++) {
       // The kill comes before the answer: the caller never learns the outcome.
       await expect(crashing.call('droid_create_session', args)).rejects.toThrow();
       await s.crashed(crashing, 'accepted');
+      // The spec answers by what is durable: only queued → queue_lost (never
+      // submitted, safe to resend); admitted (starting) → unknown, never a replay.
+      const onDisk = await s.durableState(args.requestKey);
+      expect(['queued', 'starting']).toContain(onDisk);
 
       const server = await s.start();
       const again = await server.ok<Acceptance>('droid_create_session', args);
       expect(again.metadata.replayed).toBe(true);
+      // Nothing was replayed at restart or by the replayed key.
+      expect(turnOpenings(ctx.bed.model.requests, m1)).toBe(0);
+      if (onDisk === 'starting') {
+        expect(again.status.latestRun).toMatchObject({ state: 'unknown', error: { code: 'controller_stopped' } });
+        await expectUnknownSession(server, again.metadata.session, again.metadata.run);
+        return;
+      }
       expect(again.status.agentState).toBe('idle');
       expectQueueLost(again.status.latestRun, again.metadata.run);
       expect(await history(server, again.metadata.session)).toContainEqual(expect.objectContaining({ type: 'notice', kind: 'cancelled', run: again.metadata.run }));
-      // Nothing was replayed at restart or by the replayed key.
-      expect(turnOpenings(ctx.bed.model.requests, m1)).toBe(0);
       // The session's outcome is known, so it continues (a fresh droid session: none was ever made).
       const m2 = s.marker('acc-next');
       await server.ok('droid_send_message', { requestKey: s.key(), session: again.metadata.session, prompt: `${m2} ${script({ text: 'second' })}` });
@@ -155,6 +171,8 @@ for (let round = 1; round <= ROUNDS; round++) {
       const followArgs = { requestKey: s.key(), session: a.metadata.session, prompt: `${m2} ${script({ text: 'follow' })}` };
       await expect(crashing.call('droid_send_message', followArgs)).rejects.toThrow();
       await s.crashed(crashing, 'accepted');
+      // Turn 1 holds the session's one live slot, so the follow-up can only be queued.
+      expect(await s.durableState(followArgs.requestKey)).toBe('queued');
 
       const server = await s.start();
       const again = await server.ok<Acceptance>('droid_send_message', followArgs);
