@@ -82,6 +82,8 @@ export interface SoakReport {
   phantom: string[];
   /** Runs logged "turn ended" more than once, or whose logged state differs from the stored one (must be empty). */
   rewritten: string[];
+  /** Runs the controller logged "turn ended" for (0 would mean the log line changed and the check above saw nothing). */
+  loggedEnds: number;
   samples: Sample[];
   /** Processes of ours alive once every turn had ended (must be empty). */
   leaked: number[];
@@ -324,6 +326,7 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
       missing,
       phantom,
       rewritten,
+      loggedEnds: ended.size,
       samples,
       leaked,
     };
@@ -342,6 +345,7 @@ export function violations(r: SoakReport): string[] {
   if (r.phantom.length) out.push(`runs in the store nobody accepted: ${r.phantom.length}`);
   if (r.rewritten.length) out.push(`terminal states logged twice or changed: ${r.rewritten.slice(0, 5).join('; ')}`);
   if (r.leaked.length) out.push(`processes left: ${r.leaked.join(', ')}`);
+  if (r.loggedEnds === 0 && r.accepted > 0) out.push('no "turn ended" log line seen: the once-only check cannot run (was the line renamed?)');
   for (const bad of ['failed', 'unknown']) if (r.byState[bad]) out.push(`${r.byState[bad]} runs ended ${bad}`);
   const [start, , end] = [r.samples[0]!, r.samples[1], r.samples.at(-1)!];
   if (end.fds > start.fds + 3) out.push(`open descriptors grew: ${start.fds} → ${end.fds}`);
