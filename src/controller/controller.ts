@@ -36,6 +36,7 @@ import type { UsageScope, UsageSummary } from './usage.js';
 import type { Log } from '../util/logger.js';
 import { errnoOf } from '../store/errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { crashPoint } from '../util/crash-point.js';
 
 export const MAX_QUEUED_TOTAL = 64;
 export const MAX_QUEUED_PER_SESSION = 8;
@@ -251,6 +252,7 @@ export class SessionController {
         factoryTitle: null,
       };
       await this.commit({ sessions: [session], runs: [run] });
+      crashPoint('accepted');
       return this.enqueue(run, workspace, input.prompt);
     });
   }
@@ -298,6 +300,7 @@ export class SessionController {
       const current = this.session(session.id);
       const updated: SessionRecord = { ...current, headRunId: run.id, updatedAt: at, archived: false };
       await this.commit({ sessions: [updated], runs: [run, ...superseded, ...stopping] });
+      crashPoint('accepted');
       // Committed: now memory follows.
       this.forgetQueued(superseded);
       for (const r of stopping) this.turns.get(r.id)?.requestStop();
@@ -544,12 +547,16 @@ export class SessionController {
       return;
     }
     turn.attach(handle);
+    crashPoint('spawned');
     if (this.stopped || this.halted) turn.stopUnrequested();
 
     const result = await handle.result;
+    crashPoint('terminal-received');
     await started;
     // Durable before the worker hears it was: then it may exit.
-    if (await this.recordTerminal(turn, result)) handle.acknowledge();
+    const recorded = await this.recordTerminal(turn, result);
+    crashPoint('terminal-persisted');
+    if (recorded) handle.acknowledge();
     await handle.cleanedUp;
   }
 
@@ -574,6 +581,7 @@ export class SessionController {
     const next: RunRecord = run.state === 'starting' ? { ...run, state: 'running' } : run;
     const sessions = session.droidSessionId === droidSessionId ? [] : [{ ...session, droidSessionId }];
     await this.commit({ runs: [next], sessions });
+    crashPoint('started');
     this.changed();
   }
 

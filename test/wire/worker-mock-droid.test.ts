@@ -12,10 +12,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import type { TurnSpec } from '../../src/worker/protocol.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
-import { startWorker } from '../../src/worker/runner.js';
 import { turnTimeline } from '../../src/worker/timeline.js';
 
-const STUBBORN_WORKER = fileURLToPath(new URL('../support/stubborn-worker.mjs', import.meta.url));
 
 let tag: string;
 let dir: string;
@@ -100,18 +98,6 @@ describe('worker + mock droid faults', () => {
     // The worker reports after its interrupt window (G), before the runner's backstop (G + slack).
     expect(tookMs).toBeLessThan(turnTimeline(spec({}).timeoutMs, 500).cancelBackstopMs);
     await turn.done;
-  });
-
-  it('a worker that ignores cancel is killed by the backstop with its whole group, and the turn reads cancelled', async () => {
-    const s = spec({ prompt: 'anything', graceMs: 300 });
-    const handle = startWorker(s, { workerEntry: STUBBORN_WORKER, env: { ...process.env, DROID_MCP_TEST_TAG: tag } });
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(pidsWithEnvTag(tag).length).toBe(2); // the worker and its sleep
-    handle.cancel();
-    const result = await handle.result;
-    expect(result).toMatchObject({ outcome: 'cancelled', submitted: true, droidSessionId: 'stubborn-session', error: { code: 'interrupt_unconfirmed' } });
-    await handle.cleanedUp;
-    expect(pidsWithEnvTag(tag)).toEqual([]);
   });
 
   it('a workspace that is no longer its canonical path is refused before droid starts', async () => {
