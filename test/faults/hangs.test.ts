@@ -57,7 +57,12 @@ afterAll(() => {
 
 async function start(env: Record<string, string> = {}): Promise<RunningServer> {
   const id = ++n;
-  frameLog = join(base, `frames-${id}.jsonl`);
+  // Turns run in the sandbox, where only the workspace and droid's own
+  // ~/.factory are writable: the mock keeps its files there, as droid would.
+  const home = join(base, `home-${id}`);
+  const factory = join(home, '.factory');
+  mkdirSync(factory, { recursive: true });
+  frameLog = join(factory, 'frames.jsonl');
   const config = writeConfig(base, {
     approvedDirectories: [approved],
     stateDirectory: join(base, `state-${id}`),
@@ -70,7 +75,8 @@ async function start(env: Record<string, string> = {}): Promise<RunningServer> {
     ...(process.env as Record<string, string>),
     DROID_MCP_TEST_TAG: TAG,
     DROID_MCP_LOG_LEVEL: 'warn',
-    MOCK_DROID_STATE_DIR: join(base, `mock-sessions-${id}`),
+    HOME: home,
+    MOCK_DROID_STATE_DIR: join(factory, 'mock-sessions'),
     MOCK_DROID_LOG: frameLog,
     ...env,
   });
