@@ -5,13 +5,16 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ProgressEvent } from '../droid/turn-collector.js';
-import { emptyFailure, type ParentToWorker, type RenameOutcome, type TurnResult, type TurnSpec, type WorkerToParent } from './protocol.js';
+import { parseWorkerMessage } from './ipc.js';
+import { emptyFailure, type ParentToWorker, type RenameOutcome, type TurnResult, type TurnSpec } from './protocol.js';
 import { TextTail } from '../util/text.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export const WORKER_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
 const GROUP_POLL_MS = 25;
 const GROUP_GONE_TIMEOUT_MS = 10_000;
+/** Invalid IPC messages kept as diagnostics per turn (all are counted). */
+const MAX_IPC_PROBLEMS = 10;
 
 export interface WorkerOptions {
   onStarted?(droidSessionId: string): void;
@@ -21,6 +24,8 @@ export interface WorkerOptions {
   /** Environment of the worker process itself (droid gets spec.droidEnv). */
   env?: NodeJS.ProcessEnv;
   workerEntry?: string;
+  /** An IPC message from the worker failed validation and was ignored (for the log). */
+  onInvalidMessage?(problem: string): void;
 }
 
 export interface WorkerHandle {
@@ -60,16 +65,31 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
   // Backstop for a worker that ignores its own deadline.
   killGroupLater(spec.timeoutMs + spec.graceMs * 3);
 
-  child.on('message', (message: WorkerToParent) => {
-    if (message?.type === 'started') {
+  // Messages cross a process boundary: each is validated, and an invalid one is
+  // counted and kept as a diagnostic, never acted on. An invalid `terminal` is
+  // not the result: the turn then ends as worker_failed when the worker exits.
+  let invalidMessages = 0;
+  const ipcProblems: string[] = [];
+  const withIpcProblems = (r: TurnResult): TurnResult =>
+    ipcProblems.length ? { ...r, diagnostics: [...r.diagnostics, ...ipcProblems] } : r;
+  child.on('message', (raw: unknown) => {
+    const parsed = parseWorkerMessage(raw);
+    if (!parsed.ok) {
+      const problem = `ipc_invalid_message #${++invalidMessages} from the worker, ignored: ${parsed.problem}`;
+      if (ipcProblems.length < MAX_IPC_PROBLEMS) ipcProblems.push(problem);
+      options.onInvalidMessage?.(problem);
+      return;
+    }
+    const message = parsed.message;
+    if (message.type === 'started') {
       startedSession = message.droidSessionId;
       options.onStarted?.(message.droidSessionId);
     }
-    else if (message?.type === 'progress') options.onProgress?.(message.event);
-    else if (message?.type === 'rename') options.onRename?.(message.outcome);
-    else if (message?.type === 'terminal' && !gotResult) {
+    else if (message.type === 'progress') options.onProgress?.(message.event);
+    else if (message.type === 'rename') options.onRename?.(message.outcome);
+    else if (message.type === 'terminal' && !gotResult) {
       gotResult = true;
-      settle(message.result);
+      settle(withIpcProblems(message.result));
     }
   });
 
@@ -81,9 +101,12 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
   const cleanedUp = exited.then(async (how) => {
     if (!gotResult) {
       gotResult = true;
-      const error = { code: 'worker_failed', message: `the turn's worker exited (${how}) without a result`, retryable: false };
-      // After `started`, the prompt reached droid: the turn may have had effects.
-      settle(emptyFailure(error, { submitted: startedSession !== null, droidSessionId: startedSession, stderrTail: stderr.toString() }));
+      const invalid = invalidMessages ? ` (it sent ${invalidMessages} invalid IPC message(s), see diagnostics)` : '';
+      const error = { code: 'worker_failed', message: `the turn's worker exited (${how}) without a valid result${invalid}`, retryable: false };
+      // After `started`, the prompt reached droid: the turn may have had effects. An invalid
+      // message may have been that `started`, so in doubt the turn counts as submitted.
+      const submitted = startedSession !== null || invalidMessages > 0;
+      settle(withIpcProblems(emptyFailure(error, { submitted, droidSessionId: startedSession, stderrTail: stderr.toString() })));
     }
     // droid shares the worker's group; anything left in it goes now.
     killGroup(pid, 'SIGKILL');
