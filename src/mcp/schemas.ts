@@ -109,6 +109,9 @@ export const workspacesOutput = z.object({
     runTimeoutMs: z.number(),
     replyBack: z.boolean(),
   }),
+  droid: z.object({
+    version: z.string().nullable().describe('Version of the droid CLI that runs the turns (droid --version); null when it could not be read.'),
+  }),
 });
 
 export const modelsOutput = z.object({

@@ -16,6 +16,8 @@ export interface ToolContext {
   policy: HostPolicy;
   runTimeoutMs: number;
   replyBack: boolean;
+  /** The droid CLI's version, or null when `droid --version` could not be read. */
+  droidVersion(): Promise<string | null>;
 }
 
 export interface ToolDefinition<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
@@ -162,13 +164,13 @@ export const TOOLS: readonly ToolDefinition[] = [
     title: 'Approved workspaces and capacity',
     description:
       "List this host's approved workspace roots (canonical absolute paths; pass one, or a directory inside one, as " +
-      'workspace), the run capacity {maximum, active, queued, available} and the launch policy (default model, default ' +
-      'and maximum autonomy, reasoning effort).\n' +
+      'workspace), the run capacity {maximum, active, queued, available}, the launch policy (default model, default ' +
+      'and maximum autonomy, reasoning effort) and the version of the droid CLI that runs the turns.\n' +
       'Example: {}',
     input: s.emptyInput,
     output: s.workspacesOutput,
     readOnly: true,
-    handler: (_args, ctx) => ({
+    handler: async (_args, ctx) => ({
       workspaces: [...ctx.approvedRoots],
       capacity: ctx.controller.capacity(),
       policy: {
@@ -179,6 +181,7 @@ export const TOOLS: readonly ToolDefinition[] = [
         runTimeoutMs: ctx.runTimeoutMs,
         replyBack: ctx.replyBack,
       },
+      droid: { version: await ctx.droidVersion() },
     }),
   }),
   tool({
