@@ -538,6 +538,7 @@ export class SessionController {
           if (turn.record(event, this.now().toISOString())) this.changed();
         },
         onRename: (outcome) => void this.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => this.deps.log.error({ err }, 'rename record failed')),
+        onInvalidMessage: (problem) => this.deps.log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),
         onStuck: (members, waitedMs) =>
           this.deps.log.warn({ run: turn.runId, members, waitedMs }, "the turn's processes survive SIGKILL; its workspace lock stays held"),
       });

@@ -6,10 +6,12 @@
 //
 // Scenario: a marker `<<mock:NAME>>` in the prompt of add_user_message.
 //   crash | malformed | wrong-turn | silence | permission | permission-no-once
-//   | ask | unknown-request | slow        (none → a normal turn)
+//   | ask | unknown-request | slow | auth-error-0215   (none → a normal turn)
 //   | deaf    like silence, but interrupt_session is never even answered
 //   | linger  a normal turn, then the process never goes: close_session is
 //             never answered, and stdin EOF and SIGTERM are ignored
+//   | auth-error-0215  a missing Factory login as droid 0.215.0 reports it
+//             (AuthenticationError notification, then reason `error`)
 // Env:
 //   MOCK_DROID_STATE_DIR      sessions persist here as <sessionId>.json
 //   MOCK_DROID_INIT_DELAY_MS  delay before answering initialize_session
@@ -206,7 +208,7 @@ async function askTurn(messageId, signal) {
 /** Runs one turn; returns normally when it completed or was cancelled. */
 async function runTurn(prompt, messageId, requestId) {
   if (!session) return; // closed while this turn was queued
-  const scenario = /<<mock:([a-z-]+)>>/.exec(prompt)?.[1] ?? '';
+  const scenario = /<<mock:([a-z0-9-]+)>>/.exec(prompt)?.[1] ?? '';
   const abort = new AbortController();
   const signal = abort.signal;
   const started = now();
@@ -250,6 +252,13 @@ async function runTurn(prompt, messageId, requestId) {
         // Bounded wait so a client that never answers still gets a completed turn.
         await ask('droid.some_future_method', { note: 'a method this client does not know' }, signal, 10_000);
         break;
+      case 'auth-error-0215': {
+        const text = 'No access token available';
+        notify({ type: 'error', message: text, errorType: 'Error', timestamp: new Date().toISOString(), error: { name: 'AuthenticationError', message: text } });
+        addMessage({ id: randomUUID(), role: 'system', content: [{ type: 'text', text: 'Authentication failed. Please log in.' }], parentId: messageId });
+        complete(messageId, 'error', zeroUsage(), started);
+        return;
+      }
       case 'slow': {
         const id = randomUUID();
         state('streaming_assistant_message');

@@ -172,6 +172,12 @@ describe('worker + mock droid faults', () => {
     expect(turn.renames).toEqual([{ title: 'New title', ok: false, error: expect.stringContaining('-32601') }]);
   });
 
+  it('a missing login as droid 0.215.0 reports it (reason error after AuthenticationError) is droid_auth_failed', async () => {
+    const result = await runWorkerTurn(spec({ prompt: '<<mock:auth-error-0215>>' }), tag).done;
+    expect(result).toMatchObject({ outcome: 'failed', reason: 'error', submitted: true, error: { code: 'droid_auth_failed', retryable: false } });
+    expect(result.transcript).toEqual([]);
+  });
+
   it('an invalid turn spec is a named failure', async () => {
     const bad = spec({});
     (bad as unknown as { workspace: string }).workspace = 'relative/path';
