@@ -332,7 +332,8 @@ describe('admission', () => {
     expect(done.every((s) => s.latestRun.state === 'succeeded')).toBe(true);
     expect(peak).toBe(2);
     expect(distinct).toBe(6);
-  });
+    // Six slow turns, two at a time: a generous budget on a loaded 2-core host.
+  }, 150_000);
 
   it('reader/writer locks: nested paths serialize writers both ways, readers share, siblings run in parallel', async () => {
     server = await ctx.start({ maxConcurrentRuns: 4 });
@@ -384,7 +385,8 @@ describe('admission', () => {
     expect(livedTogether(readerOnParent, readerOnChild!)).toBe(true);
     expect(livedTogether(readerOnParent, writerOnChild!)).toBe(false);
     expect(livedTogether(readerOnChild!, writerOnChild!)).toBe(false);
-  });
+    // Seven slow turns, partly serialized by design: generous on a loaded 2-core host.
+  }, 150_000);
 });
 
 describe('sandbox', () => {
