@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { messageText, prose, script } from '../support/model-server.js';
 import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
-import { liveDroids, makeContext, type E2EContext } from './context.js';
+import { droidProcesses, liveDroids, makeContext, type E2EContext } from './context.js';
 
 interface RunView {
   run: string;
@@ -92,6 +92,7 @@ interface DroidLife {
 function sampleDroids() {
   const seen = new Map<number, { first: number; last: number }>();
   const droids = new Map<number, { cwd: string; worker: number }>();
+  const nested = new Set<number>();
   let peak = 0;
   let running = true;
   const loop = (async () => {
@@ -102,7 +103,11 @@ function sampleDroids() {
         if (life) life.last = at;
         else seen.set(pid, { first: at, last: at });
       }
-      const pids = liveDroids(TAG);
+      // A nested process (bwrap's inner half, a droid fork) is reparented for a moment when the
+      // process above it is killed: it was seen nested before and is never a turn of its own.
+      const tree = droidProcesses(TAG);
+      for (const [pid, parent] of tree) if (tree.has(parent)) nested.add(pid);
+      const pids = [...tree.keys()].filter((pid) => !nested.has(pid));
       for (const pid of pids) {
         if (droids.has(pid)) continue;
         try {
