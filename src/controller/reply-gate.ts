@@ -12,6 +12,7 @@
  * Anything else (another conversation, a missing or unproven handle, extra
  * or missing fields, any other action) is denied, at every autonomy level.
  */
+import { isReplyHandle as isHandle } from '../droid/amp-tools.js';
 
 export type ReplyAction = 'send' | 'read_reply';
 
@@ -37,8 +38,6 @@ export interface GateRoute {
   proven: ReadonlySet<string>;
 }
 
-/** Longest handle accepted; Amp's are short, and a handle is also shown in status. */
-export const MAX_HANDLE_CHARS = 512;
 const MAX_MESSAGE_CHARS = 100_000;
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -47,10 +46,6 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 
 function onlyKeys(v: Record<string, unknown>, allowed: readonly string[]): boolean {
   return Object.keys(v).every((k) => allowed.includes(k));
-}
-
-function isHandle(v: unknown): v is string {
-  return typeof v === 'string' && v.length > 0 && v.length <= MAX_HANDLE_CHARS && !/[\u0000-\u001f\u007f]/.test(v);
 }
 
 const deny = (code: GateDenial, reason: string): GateVerdict => ({ approve: false, code, reason });
@@ -84,31 +79,4 @@ export function decideReplyCall(route: GateRoute, input: unknown): GateVerdict {
     return { approve: true, action: 'read_reply', handle: params.replyHandle };
   }
   return deny('reply_call_malformed', `action ${JSON.stringify(String(action)).slice(0, 60)} is not allowed; only send and read_reply`);
-}
-
-/**
- * The handle an approved send's result proves: a top-level string
- * `replyHandle` of a JSON object, given as the result string itself or as
- * text blocks. Anything else (no handle, two different ones, another
- * format) proves nothing: null.
- */
-export function parseReplyHandle(content: unknown): string | null {
-  const texts: string[] = [];
-  if (typeof content === 'string') texts.push(content);
-  else if (Array.isArray(content)) {
-    for (const block of content) {
-      if (isRecord(block) && block.type === 'text' && typeof block.text === 'string') texts.push(block.text);
-    }
-  } else return null;
-  const found = new Set<string>();
-  for (const text of texts) {
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      continue;
-    }
-    if (isRecord(value) && isHandle(value.replyHandle)) found.add(value.replyHandle);
-  }
-  return found.size === 1 ? [...found][0]! : null;
 }

@@ -93,3 +93,43 @@ export function classifyAttachFailure(probe: EndpointProbe): AttachFailureCode {
   if (probe.status === 401 || probe.status === 403) return 'amp_mcp_auth_required';
   return 'amp_mcp_not_started';
 }
+
+// ── results of puck calls ──────────────────────────────────────────────────
+
+/** Longest reply handle accepted; Amp's are short. */
+export const MAX_HANDLE_CHARS = 512;
+
+export function isReplyHandle(v: unknown): v is string {
+  return typeof v === 'string' && v.length > 0 && v.length <= MAX_HANDLE_CHARS && !/[\u0000-\u001f\u007f]/.test(v);
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * The handle an approved send's result proves: a top-level string
+ * `replyHandle` of a JSON object, given as the result string itself or as
+ * text blocks. Anything else (no handle, two different ones, another
+ * format) proves nothing: null.
+ */
+export function parseReplyHandle(content: unknown): string | null {
+  const texts: string[] = [];
+  if (typeof content === 'string') texts.push(content);
+  else if (Array.isArray(content)) {
+    for (const block of content) {
+      if (isRecord(block) && block.type === 'text' && typeof block.text === 'string') texts.push(block.text);
+    }
+  } else return null;
+  const found = new Set<string>();
+  for (const text of texts) {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      continue;
+    }
+    if (isRecord(value) && isReplyHandle(value.replyHandle)) found.add(value.replyHandle);
+  }
+  return found.size === 1 ? [...found][0]! : null;
+}

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { decideReplyCall, parseReplyHandle, MAX_HANDLE_CHARS, type GateRoute } from '../../src/controller/reply-gate.js';
+import { decideReplyCall, type GateRoute } from '../../src/controller/reply-gate.js';
+import { MAX_HANDLE_CHARS, parseReplyHandle } from '../../src/droid/amp-tools.js';
 import { isConversationId, nextRoute, provenHandles, type Route } from '../../src/controller/reply-route.js';
 import { coordinationInstructions } from '../../src/controller/coordination.js';
 
