@@ -5,11 +5,14 @@
  */
 import { hostname } from 'node:os';
 import { realpath, stat } from 'node:fs/promises';
-import { DroidClient, SHUTDOWN_BUDGET, settingsFor } from '../droid/client.js';
+import { DroidClient, disabledToolIdsOf, SHUTDOWN_BUDGET, settingsFor, type McpServerSpec } from '../droid/client.js';
 import { DroidError, toErrorInfo, type ErrorInfo } from '../droid/errors.js';
+import { AMP_SERVER } from '../droid/amp-tools.js';
+import { droidAutonomy } from '../droid/permission-policy.js';
 import { assertDroidExecutable } from '../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../droid/turn-collector.js';
-import type { RenameOutcome, TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
+import type { RenameOutcome, ReplyCall, ReplyEvent, TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
+import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
 import { assertBwrapExecutable, bwrapArgs, factoryDirOf, prepareTurnPaths } from './sandbox.js';
@@ -19,6 +22,10 @@ export interface TurnHooks {
   onProgress(event: ProgressEvent): void;
   /** Resolves when the controller asks to stop this turn. */
   cancelled: Promise<void>;
+  /** Routed turns: the controller's reply gate. Absent: every puck call is denied. */
+  replyGate?(call: ReplyCall): Promise<boolean>;
+  /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
+  onReply?(event: ReplyEvent): void;
 }
 
 type Stop = { kind: 'cancel' } | { kind: 'deadline' };
@@ -110,6 +117,17 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const launcher = confine(spec, state);
   const client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace, ...(launcher && { launcher }) });
   state.client = client;
+  if (spec.replyBack) {
+    client.routeReplies({
+      caller: spec.autonomy,
+      gate: (call) => hooks.replyGate?.(call) ?? Promise.resolve(false),
+      observe: (event) => {
+        hooks.onReply?.(event);
+        // droid ran an Amp tool without asking: the gate is not in control, so stop the turn.
+        if (event.kind === 'bypass') client.interrupt().catch(() => undefined);
+      },
+    });
+  }
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
@@ -165,7 +183,13 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number):
 }
 
 async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
-  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(spec.autonomy) };
+  // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
+  const autonomy = droidAutonomy(spec.autonomy, spec.replyBack !== undefined);
+  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(autonomy) };
+  // Routed turns only, on create and on every resume (droid does not keep it).
+  const mcpServers: McpServerSpec[] | undefined = spec.replyBack ? [{ name: AMP_SERVER, type: 'http', url: spec.replyBack.url }] : undefined;
+  let id: string;
+  let saved: string[];
   if (spec.session.mode === 'create') {
     const created = await client.initializeSession({
       machineId: spec.machineId ?? hostname(),
@@ -174,19 +198,26 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
       ...(spec.session.title ? { title: spec.session.title } : {}),
       // droid 0.225 takes tags as objects ({name}), not strings (measured).
       ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
+      ...(mcpServers && { mcpServers }),
     });
-    return created.sessionId;
+    id = created.sessionId;
+    saved = disabledToolIdsOf(created.settings);
+  } else {
+    const loaded = await client.loadSession(spec.session.droidSessionId, mcpServers);
+    // A session recorded elsewhere must never run its tools in this workspace.
+    if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
+      throw new DroidError(
+        'resume_cwd_mismatch',
+        'the droid session was recorded in a different working directory than this workspace; nothing was submitted',
+      );
+    }
+    await client.updateSettings(settings);
+    id = spec.session.droidSessionId;
+    saved = disabledToolIdsOf(loaded.settings);
   }
-  const loaded = await client.loadSession(spec.session.droidSessionId);
-  // A session recorded elsewhere must never run its tools in this workspace.
-  if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
-    throw new DroidError(
-      'resume_cwd_mismatch',
-      'the droid session was recorded in a different working directory than this workspace; nothing was submitted',
-    );
-  }
-  await client.updateSettings(settings);
-  return spec.session.droidSessionId;
+  if (spec.replyBack) await preflightAmp(client, spec.replyBack.url, saved);
+  else await dropStaleAmpDisables(client, saved);
+  return id;
 }
 
 /** bwrap in front of droid, with this turn's binds; null when the operator turned the sandbox off. */
