@@ -668,6 +668,8 @@ export class SessionController {
    * can prove a handle; a misroute is recorded before droid hears no.
    */
   private async onReplyCall(turn: Turn, call: ReplyCall): Promise<boolean> {
+    // A controller that stops or cannot record state approves nothing.
+    if (this.halted || this.stopped) return false;
     const run = this.run(turn.runId);
     if (!run.reply || TERMINAL_STATES.includes(run.state)) return false;
     const session = this.session(run.sessionId);

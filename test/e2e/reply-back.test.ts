@@ -117,9 +117,27 @@ function storedState(): string {
   return out.join('\n');
 }
 
+describe('configuration and input', () => {
+  it('without ampMcp: replyBack false and routed creates refused; a malformed replyTo is refused anyway', async () => {
+    server = await ctx.start();
+    const listed = await server.ok<{ policy: { replyBack: boolean } }>('droid_list_workspaces');
+    expect(listed.policy.replyBack).toBe(false);
+    const refused = await server.call('droid_create_session', { requestKey: key(), workspace: ctx.root, prompt: 'p', replyTo: A });
+    expect(refused.structured.error).toMatchObject({ code: 'reply_back_unavailable', action: expect.stringContaining('replyTo: null') });
+    for (const replyTo of ['T-1', A.toUpperCase(), `${A}?threadID=x`, '']) {
+      const bad = await server.call('droid_create_session', { requestKey: key(), workspace: ctx.root, prompt: 'p', replyTo });
+      expect(bad.structured.error, replyTo).toMatchObject({ code: 'invalid_arguments' });
+    }
+    const missing = await server.call('droid_create_session', { requestKey: key(), workspace: ctx.root, prompt: 'p' });
+    expect(missing.structured.error).toMatchObject({ code: 'invalid_arguments' });
+  });
+});
+
 describe('reporting back', () => {
   it('a routed report is accepted: Amp sees exactly one send, to the session’s conversation, and history shows it', async () => {
     server = await start();
+    const listed = await server.ok<{ policy: { replyBack: boolean } }>('droid_list_workspaces');
+    expect(listed.policy.replyBack).toBe(true);
     const ws = ctx.workspace('report');
     const sendsBefore = amp.sends().length;
     const a = await create(server, { workspace: ws, replyTo: A, autonomy: 'low', prompt: `report-marker-1 ${steps(sendTo(A, 'progress: done with step 1'))}` });
