@@ -65,7 +65,10 @@ export async function probeEndpoint(url: string, timeoutMs = PROBE_TIMEOUT_MS): 
   }
 }
 
-async function list(client: DroidClient): Promise<ListedTool[]> {
+/** The two droid calls the preflight makes. */
+export type PreflightClient = Pick<DroidClient, 'listTools' | 'setDisabledToolIds'>;
+
+async function list(client: PreflightClient): Promise<ListedTool[]> {
   const tools = listedTools(await client.listTools());
   if (!tools) throw fail('amp_mcp_setup_failed', 'droid.list_tools returned no tool list');
   return tools;
@@ -87,7 +90,7 @@ export interface PreflightOptions {
  * `saved` is the session's disabledToolIds as droid reported them on
  * initialize/load.
  */
-export async function preflightAmp(client: DroidClient, url: string, saved: readonly string[], options: PreflightOptions = {}): Promise<void> {
+export async function preflightAmp(client: PreflightClient, url: string, saved: readonly string[], options: PreflightOptions = {}): Promise<void> {
   let tools: ListedTool[];
   try {
     tools = await list(client);
@@ -144,7 +147,7 @@ export async function preflightAmp(client: DroidClient, url: string, saved: read
  * attached), which breaks `list_tools`. Drop exactly those; nothing is
  * contacted.
  */
-export async function dropStaleAmpDisables(client: DroidClient, saved: readonly string[]): Promise<void> {
+export async function dropStaleAmpDisables(client: PreflightClient, saved: readonly string[]): Promise<void> {
   if (!saved.some(isServerToolId)) return;
   await client.setDisabledToolIds(saved.filter((id) => !isServerToolId(id)));
 }

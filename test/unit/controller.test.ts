@@ -713,6 +713,17 @@ describe('SessionController reply-back', () => {
     expect((await controller.send({ requestKey: 'k3', session, prompt: 'p' })).metadata.replayed).toBe(true);
   });
 
+  it('approves nothing once the controller is stopping', async () => {
+    const { controller, turns } = setup({ ampMcpUrl: AMP });
+    await routed(controller, 'k1');
+    await tick();
+    expect(await gate(turns[0]!, 'call_1', send(A))).toBe(true);
+    const stopping = controller.shutdown(1_000);
+    expect(await gate(turns[0]!, 'call_2', send(A))).toBe(false);
+    turns[0]!.finish({ outcome: 'interrupted', reason: 'cancelled' });
+    await stopping;
+  });
+
   it('a routed session whose host no longer offers reply-back fails its turn unsubmitted', async () => {
     const first = setup({ ampMcpUrl: AMP });
     const a = await routed(first.controller, 'k1');
