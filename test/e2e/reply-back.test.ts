@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { replyHandleFor, startFakeAmp, UNKNOWN_TOOL, type FakeAmp } from '../support/fake-amp.js';
-import { messageText, script, type Script } from '../support/model-server.js';
+import { messageText, prose, script, type Script } from '../support/model-server.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { makeContext, type E2EContext } from './context.js';
@@ -164,10 +164,16 @@ describe('reporting back', () => {
     server = await start();
     const ws = ctx.workspace('spec');
     const before = amp.sends().length;
-    const a = await create(server, { workspace: ws, replyTo: B, autonomy: 'off', prompt: `spec report ${steps(sendTo(B, 'CHECKPOINT Q1: which table?'))}` });
+    const long = `CHECKPOINT Q1: which table? ${prose(1_500, 'evidence')}`;
+    const a = await create(server, { workspace: ws, replyTo: B, autonomy: 'off', prompt: `spec report ${steps(sendTo(B, long))}` });
     const [done] = await settle(server, a.metadata.session);
     expect(done).toMatchObject({ notification: 'accepted', latestRun: { state: 'succeeded', autonomy: 'off' } });
-    expect(amp.sends().slice(before).map((c) => (c.arguments.params as { conversationID: string }).conversationID)).toEqual([B]);
+    expect(amp.sends().slice(before).map((c) => c.arguments.params)).toEqual([{ conversationID: B, message: long }]);
+    // History shows the send with its message text bounded.
+    const send = (await history(server, a.metadata.session)).find((i) => i.tool === PUCK)!;
+    expect(long.length).toBeGreaterThan(10_000);
+    expect(send.input!.length).toBeLessThanOrEqual(4_000 + '…[+99999 chars]'.length);
+    expect(send.input).toMatch(/CHECKPOINT Q1.*…\[\+\d+ chars\]$/s);
   });
 
   it('a misroute at caller autonomy high is denied before it reaches Amp, and never fails the run', async () => {
