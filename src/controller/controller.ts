@@ -34,7 +34,9 @@ import { SessionReader, type ReadableStore } from './session-reader.js';
 import { applySessionUpdate, normalizeLabels, type SessionUpdate } from './metadata.js';
 import type { UsageScope, UsageSummary } from './usage.js';
 import type { Log } from '../util/logger.js';
+import { errnoOf } from '../store/errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { crashPoint } from '../util/crash-point.js';
 import { isConversationId, nextRoute, provenHandles, type Route } from './reply-route.js';
 import { decideReplyCall } from './reply-gate.js';
 
@@ -254,6 +256,7 @@ export class SessionController {
         factoryTitle: null,
       };
       await this.commit({ sessions: [session], runs: [run] });
+      crashPoint('accepted');
       return this.enqueue(run, workspace, input.prompt);
     });
   }
@@ -307,6 +310,7 @@ export class SessionController {
       const stopping = interrupt ? this.markCancelling(runs) : [];
       const updated: SessionRecord = { ...current, headRunId: run.id, updatedAt: at, archived: false, replyTo: route.replyTo, replyRouteId: route.routeId ?? undefined };
       await this.commit({ sessions: [updated], runs: [run, ...superseded, ...stopping] });
+      crashPoint('accepted');
       // Committed: now memory follows.
       this.forgetQueued(superseded);
       for (const r of stopping) this.turns.get(r.id)?.requestStop();
@@ -565,6 +569,7 @@ export class SessionController {
           if (turn.record(event, this.now().toISOString())) this.changed();
         },
         onRename: (outcome) => void this.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => this.deps.log.error({ err }, 'rename record failed')),
+        onInvalidMessage: (problem) => this.deps.log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),
         onStuck: (members, waitedMs) =>
           this.deps.log.warn({ run: turn.runId, members, waitedMs }, "the turn's processes survive SIGKILL; its workspace lock stays held"),
         onReplyCall: (call) => this.serialized(() => this.onReplyCall(turn, call)),
@@ -577,12 +582,16 @@ export class SessionController {
       return;
     }
     turn.attach(handle);
+    crashPoint('spawned');
     if (this.stopped || this.halted) turn.stopUnrequested();
 
     const result = await handle.result;
+    crashPoint('terminal-received');
     await started;
     // Durable before the worker hears it was: then it may exit.
-    if (await this.recordTerminal(turn, result)) handle.acknowledge();
+    const recorded = await this.recordTerminal(turn, result);
+    crashPoint('terminal-persisted');
+    if (recorded) handle.acknowledge();
     await handle.cleanedUp;
   }
 
@@ -608,6 +617,7 @@ export class SessionController {
     const next: RunRecord = run.state === 'starting' ? { ...run, state: 'running' } : run;
     const sessions = session.droidSessionId === droidSessionId ? [] : [{ ...session, droidSessionId }];
     await this.commit({ runs: [next], sessions });
+    crashPoint('started');
     this.changed();
   }
 
@@ -742,10 +752,11 @@ export class SessionController {
    */
   private halt(cause: unknown): void {
     if (this.halted) return;
-    const detail = cause instanceof Error ? cause.message : String(cause);
+    // The errno only: the store's message names the state directory, which callers never see.
+    const errno = errnoOf(cause) ?? errnoOf((cause as { cause?: unknown } | null)?.cause);
     const error = new ControllerError(
       'state_unwritable',
-      `the controller could not record state and stopped accepting work (${detail})`,
+      `the controller could not record state and stopped accepting work${errno ? ` (${errno})` : ''}`,
       'Fix the state directory (disk space, permissions), then restart the controller; turns that were in flight will read as unknown or queue_lost.',
     );
     const inFlight = [...this.turns.keys()].map((id) => this.run(id)).filter((r) => !TERMINAL_STATES.includes(r.state));

@@ -11,6 +11,7 @@ export type DroidErrorCode =
   | 'droid_rpc_error'
   | 'droid_auth_failed'
   | 'droid_turn_failed'
+  | 'droid_version_unreadable'
   | 'droid_session_not_found'
   | 'resume_cwd_mismatch'
   | 'workspace_changed'

@@ -133,6 +133,9 @@ export const workspacesOutput = z.object({
       detail: z.string().nullable(),
     }),
   }),
+  droid: z.object({
+    version: z.string().nullable().describe('Version of the droid CLI that runs the turns (droid --version); null when it could not be read.'),
+  }),
 });
 
 export const modelsOutput = z.object({

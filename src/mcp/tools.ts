@@ -16,6 +16,8 @@ export interface ToolContext {
   policy: HostPolicy;
   runTimeoutMs: number;
   replyBack: boolean;
+  /** The droid CLI's version, or null when `droid --version` could not be read. */
+  droidVersion(): Promise<string | null>;
   sandbox: SandboxStatus;
 }
 
@@ -180,15 +182,15 @@ export const TOOLS: readonly ToolDefinition[] = [
     title: 'Approved workspaces and capacity',
     description:
       "List this host's approved workspace roots (canonical absolute paths; pass one, or a directory inside one, as " +
-      'workspace), the run capacity {maximum, active, queued, available} and the launch policy (default model, default ' +
+      'workspace), the run capacity {maximum, active, queued, available}, the launch policy (default model, default ' +
       'and maximum autonomy, reasoning effort, and the sandbox: with mode bwrap a writer turn can write only its workspace ' +
-      'and a read-only turn nothing; available:false means every turn fails with sandbox_unavailable). replyBack:true ' +
-      'means sessions may be created with a replyTo conversation.\n' +
+      'and a read-only turn nothing; available:false means every turn fails with sandbox_unavailable; replyBack:true ' +
+      'means sessions may be created with a replyTo conversation) and the version of the droid CLI that runs the turns.\n' +
       'Example: {}',
     input: s.emptyInput,
     output: s.workspacesOutput,
     readOnly: true,
-    handler: (_args, ctx) => ({
+    handler: async (_args, ctx) => ({
       workspaces: [...ctx.approvedRoots],
       capacity: ctx.controller.capacity(),
       policy: {
@@ -200,6 +202,7 @@ export const TOOLS: readonly ToolDefinition[] = [
         replyBack: ctx.replyBack,
         sandbox: ctx.sandbox,
       },
+      droid: { version: await ctx.droidVersion() },
     }),
   }),
   tool({

@@ -15,6 +15,10 @@ export interface LineScan {
   lines: number;
   /** Bytes follow the last newline: the file ends in a partial line, which was not handed out. */
   partial: boolean;
+  /** Bytes read up to and including the last newline: where a partial last line starts. */
+  completeBytes: number;
+  /** Bytes read in all. */
+  totalBytes: number;
 }
 
 export interface LineHandlers {
@@ -33,12 +37,14 @@ export async function forEachLine(handle: FileHandle, handlers: LineHandlers): P
   let carry: Buffer[] = [];
   let carryBytes = 0;
   let lineNumber = 0;
+  let bytesTotal = 0;
   const limitOf = (n: number): number => (n === 1 && handlers.firstLineMaxBytes !== undefined ? handlers.firstLineMaxBytes : Infinity);
   const tooLong = (n: number): Error => handlers.refuse(n, `line ${n} is longer than ${limitOf(n)} bytes`);
 
   for (;;) {
     const { bytesRead } = await handle.read(chunk, 0, READ_CHUNK_BYTES, null);
     if (bytesRead === 0) break;
+    bytesTotal += bytesRead;
     const data = chunk.subarray(0, bytesRead);
     let start = 0;
     for (let newline = data.indexOf(NEWLINE, start); newline !== -1; newline = data.indexOf(NEWLINE, start)) {
@@ -62,5 +68,5 @@ export async function forEachLine(handle: FileHandle, handlers: LineHandlers): P
       if (carryBytes > limitOf(lineNumber + 1)) throw tooLong(lineNumber + 1);
     }
   }
-  return { lines: lineNumber, partial: carryBytes > 0 };
+  return { lines: lineNumber, partial: carryBytes > 0, completeBytes: bytesTotal - carryBytes, totalBytes: bytesTotal };
 }

@@ -2,6 +2,8 @@
  * Reads and fully validates the state directory without writing anything, so
  * a refusal leaves the directory exactly as found. Anything unexpected refuses:
  * guessing at damaged state could lose or invent a user's work.
+ * The one exception is a torn last journal line (see `TornTail`): it is
+ * reported, not refused, and the store drops it once it owns the directory.
  *
  * Both files are streamed a line at a time, and each record is validated and
  * copied into its lean frozen form (see pool.ts) before the next line is
@@ -33,8 +35,31 @@ export interface LoadedState {
   index: StateIndex;
   /** No snapshot exists yet: a new state directory. */
   fresh: boolean;
-  /** Lines currently in the journal, applied or not. */
+  /** Complete lines currently in the journal, applied or not. */
   journalLines: number;
+  /** Bytes of those complete lines: where the next commit goes once a torn tail is dropped. */
+  journalBytes: number;
+  /** The journal ends in a torn line (see `TornTail`), left out of the state above. */
+  tornTail: TornTail | undefined;
+}
+
+/**
+ * The journal's last line, cut short: the bytes after the journal's last
+ * newline, when it does not end with one. A commit is acknowledged only after
+ * its whole line, newline included, was written and fdatasynced, so such a
+ * line was never acknowledged (a crash or kill in the middle of its write)
+ * and dropping it loses nothing anyone was told was stored. Anything else that
+ * does not read back is corruption and refuses start-up, including a last line
+ * that does end with a newline but does not parse: its write completed, so
+ * something other than a cut-short append damaged it.
+ */
+export interface TornTail {
+  /** Byte offset where the torn line starts (the journal's length after the last newline). */
+  offset: number;
+  /** Its length in bytes. */
+  bytes: number;
+  /** Its line number. */
+  line: number;
 }
 
 type Refuse = (problem: string) => StoreError;
@@ -62,7 +87,7 @@ export async function loadState(dir: string): Promise<LoadedState> {
     if (journalSize > 0 || results.length > 0) {
       throw refuse(`${statePath} is missing, but ${journalSize > 0 ? journalPath : join(dir, RESULTS_DIR)} has content`);
     }
-    return { seq: 0, index: new StateIndex(), fresh: true, journalLines: 0 };
+    return { seq: 0, index: new StateIndex(), fresh: true, journalLines: 0, journalBytes: 0, tornTail: undefined };
   }
 
   const sessions = new Map<string, SessionRecord>();
@@ -83,6 +108,8 @@ export async function loadState(dir: string): Promise<LoadedState> {
   /** Journal line that last set each record; records not here come from the snapshot. */
   const journalOrigin = { session: new Map<string, number>(), run: new Map<string, number>() };
   let journalLines = 0;
+  let journalBytes = 0;
+  let tornTail: TornTail | undefined;
   const journalFile = await openIfExists(journalPath);
   if (journalFile !== undefined) {
     let firstSeq: number | undefined;
@@ -119,16 +146,10 @@ export async function loadState(dir: string): Promise<LoadedState> {
     } finally {
       await journalFile.close();
     }
-    // A complete journal ends with a newline.
-    if (scan.partial) {
-      throw new StoreError(
-        'state_corrupt',
-        `${journalPath} line ${scan.lines + 1} is incomplete (the file does not end with a newline)`,
-        `Nothing was changed. This is usually a crash in the middle of a write that was never acknowledged. ` +
-          `Back up ${dir}, then delete that last partial line from ${JOURNAL_FILE}; or restore ${dir} from a backup`,
-      );
-    }
+    // Left for the caller to drop once it owns the directory: loading writes nothing.
+    if (scan.partial) tornTail = { offset: scan.completeBytes, bytes: scan.totalBytes - scan.completeBytes, line: scan.lines + 1 };
     journalLines = scan.lines;
+    journalBytes = scan.completeBytes;
   }
 
   // ---- cross-record invariants ----
@@ -139,7 +160,7 @@ export async function loadState(dir: string): Promise<LoadedState> {
     const where = journalLine !== undefined ? `${journalPath} line ${journalLine}` : `${statePath} line ${snapshotLine(kind, id, sessions, runs)}`;
     throw refuse(`${where}: ${kind} ${id} ${text}`);
   }
-  return { seq, index: adopted.index, fresh: false, journalLines };
+  return { seq, index: adopted.index, fresh: false, journalLines, journalBytes, tornTail };
 }
 
 /** Reads the snapshot's header and records into the maps; returns the header. */

@@ -11,21 +11,40 @@
  * owner lock, write the record) or `abandon`s, leaving the directory as found.
  * The startup lock serializes that decide-then-claim sequence between racing
  * start-ups, which is what makes recovering a dead owner safe.
+ *
+ * The record binds the directory to a host, a HOME and droid's Factory home
+ * (FACTORY_HOME_OVERRIDE, inherited by every droid the controller starts):
+ * the droid sessions the state names live there, so a controller that differs
+ * in any of them is refused. The previous owner counts as dead, and its lock
+ * is recovered, when
+ *   - its pid is gone from this host;
+ *   - its pid is alive but its lock has not been refreshed for OWNER_STALE_MS
+ *     (a live owner refreshes it every OWNER_STALE_MS / 2, so the pid was
+ *     reused after a crash, or the owner is hung and will find its lock taken
+ *     and stop writing: see Ownership.compromised);
+ *   - its pid is our own pid but this process does not hold the directory:
+ *     an earlier incarnation with the same pid, as when a container restarts
+ *     and node is pid 1 again.
  */
-import { rm, stat } from 'node:fs/promises';
+import { realpath, rm, stat } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { z } from 'zod';
 import { writeFileAtomic } from './atomic.js';
+import type { StoreFs } from './fs.js';
 import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 import type { Log } from '../util/logger.js';
 import { readJsonFile } from './json-file.js';
+import { describeIssue } from './schemas.js';
 
 export const OWNER_FILE = 'owner.json';
 export const OWNER_LOCK = 'owner.lock';
 export const STARTUP_LOCK = 'startup.lock';
+
+/** Version of the owner record's format; records of any other version (or none) are refused. */
+export const OWNER_RECORD_VERSION = 1;
 
 /** A live owner refreshes its lock every STALE/2 ms; older than this, it is presumed gone. */
 export const OWNER_STALE_MS = 10_000;
@@ -34,19 +53,52 @@ const STARTUP_STALE_MS = 10_000;
 const STARTUP_RETRIES = { retries: 30, factor: 1.5, minTimeout: 100, maxTimeout: 500 };
 
 export interface OwnerRecord {
+  version: typeof OWNER_RECORD_VERSION;
   pid: number;
   hostname: string;
   home: string;
+  /** FACTORY_HOME_OVERRIDE of the owner, null when it was unset (droid then uses ~/.factory). */
+  factoryHomeOverride: string | null;
   startedAt: string;
 }
 
+/** Where this process's droid sessions live: what an owner record binds. */
+export interface OwnerIdentity {
+  hostname: string;
+  home: string;
+  factoryHomeOverride: string | null;
+}
+
+export function currentIdentity(): OwnerIdentity {
+  return { hostname: hostname(), home: homedir(), factoryHomeOverride: process.env.FACTORY_HOME_OVERRIDE ?? null };
+}
+
 const ownerRecordSchema = z
+  .object({
+    version: z.literal(OWNER_RECORD_VERSION),
+    pid: z.number().int().min(1),
+    hostname: z.string(),
+    home: z.string(),
+    factoryHomeOverride: z.string().nullable(),
+    startedAt: z.string(),
+  })
+  .strict();
+
+/** The record of builds before the format had a version: it does not say which Factory home was used. */
+const unversionedRecordSchema = z
   .object({ pid: z.number().int().min(1), hostname: z.string(), home: z.string(), startedAt: z.string() })
   .strict();
+
+/**
+ * Directories (real paths) this process holds. A record naming our own pid
+ * for a directory not in here was left by an earlier process with that pid.
+ */
+const heldHere = new Set<string>();
 
 export interface OwnershipOptions {
   now: () => Date;
   logger: Log;
+  fs: StoreFs;
 }
 
 type Release = () => Promise<void>;
@@ -60,8 +112,10 @@ export class Ownership {
     readonly record: OwnerRecord,
     release: Release,
     private readonly lockState: { compromised: boolean },
+    private readonly realDir: string,
   ) {
     this.#release = release;
+    heldHere.add(realDir);
   }
 
   /** True once the lock could not be kept fresh (or was taken): writing on would risk two owners. */
@@ -69,12 +123,14 @@ export class Ownership {
     return this.lockState.compromised;
   }
 
-  /** Removes the owner lock. The owner record stays: it binds the directory to this host and HOME. */
+  /** Removes the owner lock. The owner record stays: it binds the directory to this host, HOME and Factory home. */
   async release(): Promise<void> {
     const release = this.#release;
     this.#release = undefined;
+    if (!release) return;
+    heldHere.delete(this.realDir);
     // A compromised lock may now be someone else's: leave it alone.
-    if (!release || this.lockState.compromised) return;
+    if (this.lockState.compromised) return;
     await release();
   }
 }
@@ -85,9 +141,11 @@ export class PendingOwnership {
 
   constructor(
     private readonly dir: string,
+    private readonly realDir: string,
+    private readonly identity: OwnerIdentity,
     private readonly releaseStartup: Release,
     /** The previous owner's lock, left by a process that is gone. */
-    private readonly deadLock: { pid: number | null } | undefined,
+    private readonly deadLock: DeadOwner | undefined,
     private readonly opts: OwnershipOptions,
   ) {}
 
@@ -98,9 +156,9 @@ export class PendingOwnership {
     try {
       if (this.deadLock) {
         await rm(lockPath, { recursive: true, force: true });
-        logger.warn({ dir: this.dir, pid: this.deadLock.pid }, 'recovered the state directory from a dead owner');
+        logger.warn({ dir: this.dir, pid: this.deadLock.pid, why: this.deadLock.why }, 'recovered the state directory from a dead owner');
       }
-      const record: OwnerRecord = { pid: process.pid, hostname: hostname(), home: homedir(), startedAt: now().toISOString() };
+      const record: OwnerRecord = { version: OWNER_RECORD_VERSION, pid: process.pid, ...this.identity, startedAt: now().toISOString() };
       const lockState = { compromised: false };
       let release: Release;
       try {
@@ -120,9 +178,9 @@ export class PendingOwnership {
         if (errCode(err) === 'ELOCKED') throw lockedByUnknown(this.dir);
         throw err;
       }
-      const ownership = new Ownership(this.dir, record, release, lockState);
+      const ownership = new Ownership(this.dir, record, release, lockState, this.realDir);
       try {
-        await writeFileAtomic(join(this.dir, OWNER_FILE), JSON.stringify(record, null, 2) + '\n');
+        await writeFileAtomic(join(this.dir, OWNER_FILE), JSON.stringify(record, null, 2) + '\n', this.opts.fs);
       } catch (err) {
         await ownership.release();
         throw err;
@@ -174,57 +232,109 @@ export async function beginOwnership(dir: string, opts: OwnershipOptions): Promi
   const releaseStartup: Release = () =>
     unlockStartup().catch((err: unknown) => opts.logger.warn({ dir, err }, 'could not release the startup lock'));
   try {
+    const realDir = await realpath(dir);
     const previous = await readOwnerRecord(dir);
-    const here = { hostname: hostname(), home: homedir() };
-    if (previous && (previous.hostname !== here.hostname || previous.home !== here.home)) {
-      throw new StoreError(
-        'state_owned_elsewhere',
-        `state directory ${dir} belongs to a controller on host ${previous.hostname} with HOME ${previous.home} ` +
-          `(this is host ${here.hostname}, HOME ${here.home}); its droid sessions live there`,
-        `Run the controller on that host as that user, or use another stateDirectory here. ` +
-          `Only if the directory was moved on purpose and no controller uses it, remove ${join(dir, OWNER_FILE)}`,
-      );
-    }
+    const here = currentIdentity();
+    if (previous) refuseOtherIdentity(dir, previous, here);
     const lockPath = join(dir, OWNER_LOCK);
-    let deadLock: { pid: number | null } | undefined;
+    let deadLock: DeadOwner | undefined;
     if (await exists(lockPath)) {
+      const fresh = (): Promise<boolean> => lockfile.check(lockPath, { lockfilePath: lockPath, realpath: false, stale: OWNER_STALE_MS });
       if (previous === undefined) {
         // A lock without a record: its holder died before writing one, or is not us.
-        const fresh = await lockfile.check(lockPath, { lockfilePath: lockPath, realpath: false, stale: OWNER_STALE_MS });
-        if (fresh) throw lockedByUnknown(dir);
-        deadLock = { pid: null };
-      } else if (pidAlive(previous.pid)) {
-        // Also taken when the pid was reused after a crash: refusing is safer than two owners.
-        const self = previous.pid === process.pid;
+        if (await fresh()) throw lockedByUnknown(dir);
+        deadLock = { pid: null, why: 'lock without owner record, not refreshed' };
+      } else if (previous.pid === process.pid) {
+        if (heldHere.has(realDir)) {
+          throw new StoreError(
+            'state_locked',
+            `state directory ${dir} is already open in this process (pid ${previous.pid})`,
+            'Close the other store first',
+          );
+        }
+        deadLock = { pid: previous.pid, why: 'our own pid, left by an earlier process (a restart that reused the pid)' };
+      } else if (!pidAlive(previous.pid)) {
+        // No one can be refreshing the lock: recover now rather than waiting for it to turn stale.
+        deadLock = { pid: previous.pid, why: 'pid no longer running' };
+      } else if (!(await fresh())) {
+        deadLock = { pid: previous.pid, why: `pid running but lock not refreshed for ${OWNER_STALE_MS / 1000} s (reused pid or hung owner)` };
+      } else {
         throw new StoreError(
           'state_locked',
-          self
-            ? `state directory ${dir} is already open in this process (pid ${previous.pid})`
-            : `state directory ${dir} is in use by controller pid ${previous.pid} (started ${previous.startedAt})`,
-          self
-            ? 'Close the other store first'
-            : `Stop that controller first (kill ${previous.pid}), or use another stateDirectory. ` +
-              `If pid ${previous.pid} is not a droid-mcp controller (pid reused after a crash), remove ${lockPath}`,
+          `state directory ${dir} is in use by controller pid ${previous.pid} (started ${previous.startedAt})`,
+          `Stop that controller first (kill ${previous.pid}), or use another stateDirectory. ` +
+            `If pid ${previous.pid} is not a droid-mcp controller, its lock turns stale ${OWNER_STALE_MS / 1000} s after the real owner died; start again then`,
         );
-      } else {
-        // The pid is gone from this host, so no one can be refreshing the lock: recover now
-        // rather than waiting for it to turn stale.
-        deadLock = { pid: previous.pid };
       }
     }
-    return new PendingOwnership(dir, releaseStartup, deadLock, opts);
+    return new PendingOwnership(dir, realDir, here, releaseStartup, deadLock, opts);
   } catch (err) {
     await releaseStartup();
     throw err;
   }
 }
 
-function readOwnerRecord(dir: string): Promise<OwnerRecord | undefined> {
-  return readJsonFile(join(dir, OWNER_FILE), {
-    schema: ownerRecordSchema,
-    what: 'owner record',
-    action: `If no controller is using ${dir}, restore ${OWNER_FILE} from backup or remove it, then start again`,
-  });
+interface DeadOwner {
+  pid: number | null;
+  /** Why it counts as dead, for the log. */
+  why: string;
+}
+
+/** Refuses a record made on another host, as another user (HOME) or with another Factory home. */
+function refuseOtherIdentity(dir: string, previous: OwnerRecord, here: OwnerIdentity): void {
+  const recordPath = join(dir, OWNER_FILE);
+  if (previous.hostname !== here.hostname || previous.home !== here.home) {
+    throw new StoreError(
+      'state_owned_elsewhere',
+      `state directory ${dir} belongs to a controller on host ${previous.hostname} with HOME ${previous.home} ` +
+        `(this is host ${here.hostname}, HOME ${here.home}); its droid sessions live there`,
+      `Run the controller on that host as that user, or use another stateDirectory here. ` +
+        `Only if the directory was moved on purpose and no controller uses it, remove ${recordPath}`,
+    );
+  }
+  if (previous.factoryHomeOverride !== here.factoryHomeOverride) {
+    throw new StoreError(
+      'state_owned_elsewhere',
+      `state directory ${dir} belongs to a controller that ran with ${describeFactoryHome(previous.factoryHomeOverride)} ` +
+        `(this one runs with ${describeFactoryHome(here.factoryHomeOverride)}); its droid sessions live in that Factory home`,
+      `Start the controller with ${previous.factoryHomeOverride === null ? 'FACTORY_HOME_OVERRIDE unset' : `FACTORY_HOME_OVERRIDE=${previous.factoryHomeOverride}`}, ` +
+        `or use another stateDirectory. Only if the sessions were moved to this Factory home on purpose and no controller uses the directory, remove ${recordPath}`,
+    );
+  }
+}
+
+function describeFactoryHome(value: string | null): string {
+  return value === null ? 'FACTORY_HOME_OVERRIDE unset (~/.factory)' : `FACTORY_HOME_OVERRIDE=${value}`;
+}
+
+async function readOwnerRecord(dir: string): Promise<OwnerRecord | undefined> {
+  const path = join(dir, OWNER_FILE);
+  const action = `If no controller is using ${dir}, restore ${OWNER_FILE} from backup or remove it, then start again`;
+  const raw = await readJsonFile(path, { schema: z.unknown(), what: 'owner record', action });
+  if (raw === undefined) return undefined;
+  const record = ownerRecordSchema.safeParse(raw);
+  if (record.success) return record.data;
+  // Told apart explicitly: no silent migration, and no guessing at the Factory home it was used with.
+  const unversioned = unversionedRecordSchema.safeParse(raw);
+  if (unversioned.success) {
+    const { hostname: host, home } = unversioned.data;
+    throw new StoreError(
+      'state_version_unsupported',
+      `owner record ${path} has no version: an earlier build wrote it, and it does not say which FACTORY_HOME_OVERRIDE ` +
+        `(where droid keeps the sessions this state names) its controller used (host ${host}, HOME ${home})`,
+      `Nothing was changed. Stop any controller using ${dir}; if the last one ran on this host as this user with ` +
+        `${describeFactoryHome(currentIdentity().factoryHomeOverride)}, like this one, remove ${path} and start again; ` +
+        `otherwise start this controller with the FACTORY_HOME_OVERRIDE it used`,
+    );
+  }
+  if (typeof raw === 'object' && raw !== null && 'version' in raw && raw.version !== OWNER_RECORD_VERSION) {
+    throw new StoreError(
+      'state_version_unsupported',
+      `owner record ${path} has version ${JSON.stringify(raw.version)}; this controller reads only version ${OWNER_RECORD_VERSION}`,
+      `Nothing was changed. Run the controller release that wrote it, or, if no controller is using ${dir}, remove ${path}`,
+    );
+  }
+  throw new StoreError('state_corrupt', `owner record ${path} is unreadable (${describeIssue(record.error)})`, action);
 }
 
 function lockedByUnknown(dir: string): StoreError {

@@ -13,6 +13,7 @@
  */
 import { join } from 'node:path';
 import { writeLinesAtomic } from './atomic.js';
+import { nodeStoreFs, type StoreFs } from './fs.js';
 import { STATE_VERSION, type RunRecord, type SessionRecord } from './records.js';
 
 export const STATE_FILE = 'state.jsonl';
@@ -30,8 +31,14 @@ export interface RecordSet<T> {
 }
 
 /** Atomically replaces the snapshot in `dir`; streamed, so its size costs no memory. */
-export async function writeSnapshot(dir: string, seq: number, sessions: RecordSet<SessionRecord>, runs: RecordSet<RunRecord>): Promise<void> {
-  await writeLinesAtomic(join(dir, STATE_FILE), snapshotLines(seq, sessions, runs));
+export async function writeSnapshot(
+  dir: string,
+  seq: number,
+  sessions: RecordSet<SessionRecord>,
+  runs: RecordSet<RunRecord>,
+  fs: StoreFs = nodeStoreFs,
+): Promise<void> {
+  await writeLinesAtomic(join(dir, STATE_FILE), snapshotLines(seq, sessions, runs), fs);
 }
 
 function* snapshotLines(seq: number, sessions: RecordSet<SessionRecord>, runs: RecordSet<RunRecord>): Generator<string> {

@@ -4,15 +4,15 @@
  * directory others can read rather than silently chmod it: the user may have
  * shared it on purpose, and other files in it may already have leaked.
  */
-import { mkdir, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { dirname, isAbsolute } from 'node:path';
-import { fsyncDir } from './atomic.js';
+import { nodeStoreFs, type StoreFs } from './fs.js';
 import { errCode, sharedMode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 
 export const DIR_MODE = 0o700;
 
-export async function prepareStateDir(dir: string): Promise<void> {
+export async function prepareStateDir(dir: string, fs: StoreFs = nodeStoreFs): Promise<void> {
   if (!isAbsolute(dir)) {
     throw new StoreError(
       'state_dir_not_private',
@@ -23,12 +23,12 @@ export async function prepareStateDir(dir: string): Promise<void> {
   // Parents created here get 0700 too; that is stricter than needed, never looser.
   let created: string | undefined;
   try {
-    created = await mkdir(dir, { recursive: true, mode: DIR_MODE });
+    created = await fs.mkdir(dir, { recursive: true, mode: DIR_MODE });
   } catch (err) {
     // EEXIST here means a non-directory is in the way; the check below names it.
     if (errCode(err) !== 'EEXIST') throw err;
   }
-  if (created !== undefined) await fsyncCreated(created, dir);
+  if (created !== undefined) await fsyncCreated(fs, created, dir);
   const info = await stat(dir);
   if (!info.isDirectory()) {
     throw new StoreError(
@@ -56,9 +56,9 @@ export async function prepareStateDir(dir: string): Promise<void> {
 }
 
 /** Makes newly created directories durable: each one's entry lives in its parent. */
-async function fsyncCreated(first: string, last: string): Promise<void> {
+async function fsyncCreated(fs: StoreFs, first: string, last: string): Promise<void> {
   for (let path = last; ; path = dirname(path)) {
-    await fsyncDir(dirname(path));
+    await fs.syncDir(dirname(path));
     if (path === first || dirname(path) === path) return;
   }
 }

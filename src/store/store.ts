@@ -9,6 +9,8 @@
  *                      holding the full new version of each changed record
  *   results/<run>.json one result file per finished run
  *   owner.json, owner.lock   see owner.ts
+ *   journal.torn-<time>      bytes of an incomplete last journal line dropped at
+ *                      start-up (see torn-tail.ts); kept for inspection only
  *
  * A commit appends one journal line and fsyncs it, so its cost does not grow
  * with the history kept. The journal is folded into a new snapshot at open and
@@ -19,12 +21,13 @@
  * a lean, frozen form (pool.ts), so memory follows the records kept, not the
  * size of the files.
  */
-import { mkdir, open, readdir, unlink, type FileHandle } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
-import { appendDurable, FILE_MODE, fsyncDir, TEMP_SUFFIX, writeFileAtomic } from './atomic.js';
+import { appendDurable, FILE_MODE, TEMP_SUFFIX, writeFileAtomic } from './atomic.js';
 import { errCode } from '../util/errno.js';
-import { StoreError } from './errors.js';
+import { StoreError, writeFailure } from './errors.js';
+import { nodeStoreFs, type StoreFileHandle, type StoreFs } from './fs.js';
 import { StateIndex, type StoreChange } from './indexes.js';
 import { JOURNAL_FILE, loadState, RESULTS_DIR } from './load.js';
 import { createLogger, type Log } from '../util/logger.js';
@@ -36,9 +39,11 @@ import { readJsonFile } from './json-file.js';
 import { describeIssue, runRecordSchema, runResultFileSchema, sessionRecordSchema } from './schemas.js';
 import { writeSnapshot } from './snapshot.js';
 import { DIR_MODE, prepareStateDir } from './state-dir.js';
+import { dropTornTail } from './torn-tail.js';
 
 export type { StoreChange } from './indexes.js';
 export type { RecoverySummary } from './recovery.js';
+export type { StoreFileHandle, StoreFs } from './fs.js';
 
 /** Below this many journal lines compaction is never worth its full rewrite. */
 export const COMPACT_MIN_LINES = 1000;
@@ -52,6 +57,10 @@ const SAFE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/;
 export interface StoreOptions {
   now?: () => Date;
   logger?: Log;
+  /** Every write, sync, rename and removal goes through this; node:fs unless a test records or fails them. */
+  fs?: StoreFs;
+  /** Journal lines below which compaction never runs (COMPACT_MIN_LINES); lower only to test compaction. */
+  compactMinLines?: number;
 }
 
 /**
@@ -64,7 +73,7 @@ export class StateStore {
   #seq: number;
   #journalLines: number;
   /** Journal size after the last good commit; a failed append is cut back to it. */
-  #journalBytes = 0;
+  #journalBytes: number;
   #chain: Promise<void> = Promise.resolve();
   #closed = false;
   #broken: StoreError | undefined;
@@ -76,14 +85,17 @@ export class StateStore {
   private constructor(
     readonly dir: string,
     private readonly owner: Ownership,
-    private readonly journal: FileHandle,
-    loaded: { seq: number; index: StateIndex; journalLines: number },
+    private readonly journal: StoreFileHandle,
+    loaded: { seq: number; index: StateIndex; journalLines: number; journalBytes: number },
     private readonly now: () => Date,
     private readonly logger: Log,
+    private readonly fs: StoreFs,
+    private readonly compactMinLines: number,
   ) {
     this.#index = loaded.index;
     this.#seq = loaded.seq;
     this.#journalLines = loaded.journalLines;
+    this.#journalBytes = loaded.journalBytes;
   }
 
   /**
@@ -94,8 +106,17 @@ export class StateStore {
   static async open(dir: string, opts: StoreOptions = {}): Promise<StateStore> {
     const now = opts.now ?? (() => new Date());
     const logger = opts.logger ?? createLogger('droid-mcp.store');
-    await prepareStateDir(dir);
-    const pending = await beginOwnership(dir, { now, logger });
+    const fs = opts.fs ?? nodeStoreFs;
+    /** I/O errors of start-up as `state_write_failed`; none of them changes the stored state. */
+    const step = async <T>(what: string, job: () => Promise<T>): Promise<T> => {
+      try {
+        return await job();
+      } catch (err) {
+        throw writeFailure(err, what, dir, 'unchanged');
+      }
+    };
+    await step(`preparing state directory ${dir}`, () => prepareStateDir(dir, fs));
+    const pending = await step(`taking ownership of ${dir}`, () => beginOwnership(dir, { now, logger, fs }));
     let loaded;
     try {
       loaded = await loadState(dir);
@@ -105,17 +126,22 @@ export class StateStore {
     }
 
     // From here on the state is known good and we may write.
-    const owner = await pending.claim();
-    let journal: FileHandle | undefined;
+    const owner = await step(`taking ownership of ${dir}`, () => pending.claim());
+    let journal: StoreFileHandle | undefined;
     try {
-      if (loaded.fresh) await writeSnapshot(dir, 0, new Map(), new Map());
-      await mkdir(join(dir, RESULTS_DIR), { mode: DIR_MODE }).catch((err: unknown) => {
-        if (errCode(err) !== 'EEXIST') throw err;
-      });
-      journal = await open(join(dir, JOURNAL_FILE), 'a', FILE_MODE);
+      if (loaded.fresh) await writeSnapshot(dir, 0, new Map(), new Map(), fs);
+      await step(`creating ${join(dir, RESULTS_DIR)}`, () =>
+        fs.mkdir(join(dir, RESULTS_DIR), { recursive: false, mode: DIR_MODE }).catch((err: unknown) => {
+          if (errCode(err) !== 'EEXIST') throw err;
+          return undefined;
+        }),
+      );
+      const journalPath = join(dir, JOURNAL_FILE);
+      journal = await step(`opening ${journalPath}`, () => fs.open(journalPath, 'a', FILE_MODE));
       // Makes the journal's and results directory's names durable if they were just created.
-      await fsyncDir(dir);
-      const store = new StateStore(dir, owner, journal, loaded, now, logger);
+      await step(`syncing directory ${dir}`, () => fs.syncDir(dir));
+      if (loaded.tornTail) await dropTornTail({ dir, journal, tail: loaded.tornTail, now, logger, fs });
+      const store = new StateStore(dir, owner, journal, loaded, now, logger, fs, opts.compactMinLines ?? COMPACT_MIN_LINES);
       if (loaded.journalLines > 0) await store.#enqueue(() => store.#compact());
       await store.#removeTempFiles();
       store.#recovery = await store.#recoverAfterCrash();
@@ -173,7 +199,7 @@ export class StateStore {
       if (!this.#index.runs.has(copy.runId)) {
         throw new StoreError('invalid_change', `result for run ${copy.runId}, which does not exist`, 'Commit the run before its result');
       }
-      await writeFileAtomic(this.#resultPath(copy.runId), JSON.stringify(copy));
+      await writeFileAtomic(this.#resultPath(copy.runId), JSON.stringify(copy), this.fs);
     });
   }
 
@@ -224,8 +250,17 @@ export class StateStore {
     try {
       await appendDurable(this.journal, line);
     } catch (err) {
-      await this.#undoAppend(err);
-      throw new StoreError('state_write_failed', `could not write ${join(this.dir, JOURNAL_FILE)}: ${String(err)}`, 'Nothing was stored; check the disk and retry', {
+      const what = `appending commit ${seq} to ${this.#journalPath}`;
+      const undo = await this.#undoAppend();
+      if (undo === undefined) throw writeFailure(err, what, this.dir, 'unchanged');
+      this.#broken = new StoreError(
+        'state_write_failed',
+        `the store stopped writing: ${what} failed (${messageOf(err)}) and cutting the journal back to its last commit failed too (${messageOf(undo)})`,
+        `Restart the controller once the disk is fixed: start-up drops an incomplete last journal line and refuses anything else it cannot read`,
+        { cause: err },
+      );
+      this.logger.error({ dir: this.dir, err, undo }, 'journal could not be restored after a failed write; the store refuses further writes');
+      throw new StoreError('state_write_failed', `${what} failed: ${messageOf(err)}`, `The commit may or may not be on disk. ${this.#broken.action}`, {
         cause: err,
       });
     }
@@ -236,39 +271,57 @@ export class StateStore {
     this.#maybeCompact();
   }
 
-  /** Cuts a possibly partial line off, so later lines do not follow garbage. */
-  async #undoAppend(cause: unknown): Promise<void> {
+  /**
+   * After a failed append: cuts whatever part of the line reached the file
+   * back off and syncs that, so the failed commit is durably absent and the
+   * next line does not follow garbage. The store then keeps serving: every
+   * earlier commit was synced before it was acknowledged. Returns the error
+   * if that fails; the store must then refuse further writes, because the
+   * journal may end in a partial or unacknowledged line and the next commit
+   * would reuse its seq.
+   */
+  async #undoAppend(): Promise<unknown> {
     try {
       await this.journal.truncate(this.#journalBytes);
       await this.journal.datasync();
+      return undefined;
     } catch (err) {
-      this.#broken = new StoreError(
-        'state_write_failed',
-        `a write to ${join(this.dir, JOURNAL_FILE)} failed (${String(cause)}) and could not be undone (${String(err)})`,
-        'Restart the controller: start-up validates the journal and says how to repair it',
-      );
-      this.logger.error({ dir: this.dir, err }, 'journal could not be restored; the store refuses further writes');
+      return err;
     }
   }
 
   #maybeCompact(): void {
     const records = this.#index.sessions.size + this.#index.runs.size;
-    if (this.#compactionQueued || this.#journalLines <= COMPACT_MIN_LINES || this.#journalLines <= records) return;
+    if (this.#compactionQueued || this.#journalLines <= this.compactMinLines || this.#journalLines <= records) return;
     this.#compactionQueued = true;
     // Runs after the commit that triggered it has resolved; a failure keeps the (valid) journal.
     this.#enqueue(() => this.#compact()).catch((err: unknown) => this.logger.warn({ dir: this.dir, err }, 'state compaction failed; will retry later'));
   }
 
-  /** Snapshot first, then truncate: a crash between leaves lines the next load skips by seq. */
+  /**
+   * Snapshot first, then truncate: a crash between leaves lines the next load
+   * skips by seq. writeSnapshot returns only once the new snapshot is durable
+   * (file and directory synced), so once the journal is cut, every line it
+   * held is in a snapshot that survives a crash. A failure at any step leaves
+   * a consistent pair: the old or the new snapshot, with the whole journal,
+   * or the new snapshot with the journal emptied (durably or not).
+   */
   async #compact(): Promise<void> {
     this.#compactionQueued = false;
     this.#assertWritable();
     // Streamed from the maps: no commit can change them meanwhile, as this runs in the write queue.
-    await writeSnapshot(this.dir, this.#seq, this.#index.sessions, this.#index.runs);
-    await this.journal.truncate(0);
-    await this.journal.datasync();
-    this.#journalLines = 0;
-    this.#journalBytes = 0;
+    await writeSnapshot(this.dir, this.#seq, this.#index.sessions, this.#index.runs, this.fs);
+    try {
+      await this.journal.truncate(0);
+      // The file is now empty, whether or not the sync below succeeds; a later undo must cut back to 0.
+      this.#journalLines = 0;
+      this.#journalBytes = 0;
+      // Not needed for consistency (the durable snapshot covers every line the journal held,
+      // and the next commit's fdatasync covers the new size too); it just settles the size now.
+      await this.journal.datasync();
+    } catch (err) {
+      throw writeFailure(err, `emptying ${this.#journalPath} after writing the snapshot`, this.dir, 'unchanged');
+    }
   }
 
   async #recoverAfterCrash(): Promise<RecoverySummary> {
@@ -284,9 +337,13 @@ export class StateStore {
   async #removeTempFiles(): Promise<void> {
     for (const folder of [this.dir, join(this.dir, RESULTS_DIR)]) {
       for (const name of await readdir(folder)) {
-        if (name.startsWith('.') && name.endsWith(TEMP_SUFFIX)) await unlink(join(folder, name)).catch(() => undefined);
+        if (name.startsWith('.') && name.endsWith(TEMP_SUFFIX)) await this.fs.unlink(join(folder, name)).catch(() => undefined);
       }
     }
+  }
+
+  get #journalPath(): string {
+    return join(this.dir, JOURNAL_FILE);
   }
 
   #resultPath(runId: string): string {
@@ -307,6 +364,10 @@ export class StateStore {
       );
     }
   }
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 /** The schema's copy of `value` if it is a valid record. */

@@ -3,7 +3,8 @@
  * for the controller to acknowledge the durable result, and exits.
  */
 import { toErrorInfo } from '../droid/errors.js';
-import { emptyFailure, turnSpecSchema, type ParentToWorker, type RenameOutcome, type ReplyCall, type TurnResult, type WorkerToParent } from './protocol.js';
+import { parseParentMessage, runEnvelopeSchema } from './ipc.js';
+import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WorkerToParent } from './protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
 import { ACK_WAIT_MS } from './timeline.js';
@@ -55,14 +56,31 @@ process.on('disconnect', () => {
   stopOrphanedGroup();
 });
 
-process.on('message', (raw: ParentToWorker) => {
-  if (raw?.type === 'cancel') return cancel();
-  if (raw?.type === 'ack') return acknowledge();
-  if (raw?.type === 'reply_decision') return gateWaits.get(String(raw.id))?.(raw.approve === true);
-  if (raw?.type !== 'run' || running) return;
-  running = true;
-  void execute(raw.spec);
+process.on('message', (raw: unknown) => {
+  const parsed = parseParentMessage(raw);
+  if (parsed.ok) {
+    const message = parsed.message;
+    if (message.type === 'cancel') return cancel();
+    if (message.type === 'ack') return acknowledge();
+    // An unknown id (a decision that came after the wait gave up) is ignored: that call was already denied.
+    if (message.type === 'reply_decision') return gateWaits.get(message.id)?.(message.approve);
+    return start(message.spec);
+  }
+  // A run with a bad spec still gets its named answer (turn_spec_invalid), so the controller is not left waiting.
+  const run = runEnvelopeSchema.safeParse(raw);
+  if (run.success) return start(run.data.spec);
+  // Anything else is never acted on: not an ack, not a cancel (the controller's kill backstop still holds).
+  process.stderr.write(`worker: ignored invalid IPC message from the controller (${parsed.problem})\n`);
 });
+
+function start(spec: unknown): void {
+  if (running) {
+    process.stderr.write('worker: ignored a second run message; a worker runs exactly one turn\n');
+    return;
+  }
+  running = true;
+  void execute(spec);
+}
 
 async function execute(rawSpec: unknown): Promise<void> {
   const parsed = turnSpecSchema.safeParse(rawSpec);

@@ -1,6 +1,7 @@
 /**
  * The IPC contract between the controller and a per-turn worker. Validated on
- * both sides: a malformed message is a named failure, never a guess.
+ * both sides against the schemas in ipc.ts: a malformed message is reported
+ * and ignored, never a guess.
  */
 import { z } from 'zod';
 import type { ErrorInfo } from '../droid/errors.js';

@@ -40,6 +40,8 @@ interface TurnState {
 }
 
 const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
+/** `error.name` of droid's notification when it has no usable login or key. */
+const AUTHENTICATION_ERROR = 'AuthenticationError';
 
 export interface FinishedTurn {
   result: TurnResult;
@@ -109,7 +111,7 @@ function evidence(state: TurnState) {
   };
 }
 
-type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null };
+export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null };
 
 async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>): Promise<Verdict> {
   assertDroidExecutable(spec.droidPath);
@@ -274,10 +276,18 @@ function diedMidTurn(err: Error): Verdict {
   return { outcome: 'failed', reason: null, error: toErrorInfo(err, 'droid_exited') };
 }
 
-function fromReason(reason: string, collector: TurnCollector): Verdict {
-  const outcome = REASON_OUTCOMES[reason];
+/**
+ * How droid's `agent_turn_completed.reason` becomes our verdict. A missing
+ * Factory login ends `model_authentication_failed` on droid 0.225.x but `error`
+ * on 0.215.0; both send an `AuthenticationError` notification first, which is
+ * what marks a generic `error` as an authentication failure.
+ */
+export function fromReason(reason: string, collector: Pick<TurnCollector, 'droidErrors'>): Verdict {
+  // Own keys only: a reason such as `constructor` is not an outcome.
+  const outcome = Object.hasOwn(REASON_OUTCOMES, reason) ? REASON_OUTCOMES[reason] : undefined;
   if (outcome) return { outcome, reason, error: null };
-  if (reason === 'model_authentication_failed') {
+  const authError = collector.droidErrors.some((e) => e.name === AUTHENTICATION_ERROR);
+  if (reason === 'model_authentication_failed' || (reason === 'error' && authError)) {
     return {
       outcome: 'failed',
       reason,
@@ -288,11 +298,10 @@ function fromReason(reason: string, collector: TurnCollector): Verdict {
       },
     };
   }
-  const detail = collector.droidErrors.at(-1);
+  const detail = collector.droidErrors.at(-1)?.text;
   return {
     outcome: 'failed',
     reason,
     error: { code: 'droid_turn_failed', message: `droid ended the turn with reason ${reason}${detail ? ` (${detail})` : ''}`, retryable: false },
   };
 }
-

@@ -4,7 +4,7 @@ import { appendFile, chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, utimes,
 import { hostname, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { StoreError } from '../../src/store/errors.js';
 import type { Log } from '../../src/util/logger.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
@@ -87,6 +87,12 @@ async function readSnapshot(dir: string): Promise<{ header: Record<string, unkno
     sessions: lines.filter((l) => 'session' in l).map((l) => l.session as SessionRecord),
     runs: lines.filter((l) => 'run' in l).map((l) => l.run as RunRecord),
   };
+}
+
+/** A logger that keeps the warnings. */
+function capture(): { log: Log; warnings: Array<{ obj: Record<string, unknown>; msg: string }> } {
+  const warnings: Array<{ obj: Record<string, unknown>; msg: string }> = [];
+  return { warnings, log: { info() {}, error() {}, warn: (obj, msg) => warnings.push({ obj: obj as Record<string, unknown>, msg }) } };
 }
 
 async function openStore(dir: string, now = () => new Date(T0)): Promise<StateStore> {
@@ -544,6 +550,71 @@ describe('crash recovery', () => {
   });
 });
 
+describe('torn last journal line', () => {
+  const journalPath = (dir: string): string => join(dir, 'journal.jsonl');
+  const tornCopy = (dir: string): string => join(dir, 'journal.torn-2030-01-01T00-00-00.000Z');
+
+  /** The first `keep` bytes of a terminal commit's journal line: 20 events of 4,000 characters, far more than a page. */
+  function tornLine(keep: number): Buffer {
+    const events = Array.from({ length: 20 }, (_, i) => ({ at: T0, kind: 'tool_result', detail: String(i).padEnd(4000, 'x') }));
+    const line = Buffer.from(JSON.stringify({ seq: 3, sessions: [], runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2', events })] }) + '\n');
+    expect(line.length).toBeGreaterThan(80_000);
+    return line.subarray(0, keep);
+  }
+
+  it('is dropped at start-up, keeping its bytes beside the state; the state before it loads intact', async () => {
+    const dir = await seeded();
+    const expected = await openStore(dir);
+    const sessions = [...expected.sessions.values()];
+    const runs = [...expected.runs.values()];
+    await expected.close();
+    // Compacted by that open; the kill -9 hits the next commit, after one more good one.
+    const good = await openStore(dir);
+    await good.commit({ runs: [run('r1', 's1', 1, { state: 'succeeded', preview: 'kept' })] });
+    await good.close();
+    const torn = tornLine(60_000);
+    expect(torn.length).toBeGreaterThan(4096);
+    await appendFile(journalPath(dir), torn);
+
+    const { log, warnings } = capture();
+    const store = await StateStore.open(dir, { now: () => new Date(T0), logger: log });
+    expect([...store.sessions.values()]).toEqual(sessions);
+    expect(store.runs.get('r1')).toEqual({ ...runs[0]!, preview: 'kept' });
+    expect(store.runs.get('r2')).toEqual(runs[1]);
+    expect(store.runs.get('r2')?.events).toEqual([]);
+    expect(await readFile(tornCopy(dir))).toEqual(torn);
+    expect((await stat(tornCopy(dir))).mode & 0o777).toBe(0o600);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.msg).toMatch(/dropped an incomplete last journal line/);
+    expect(warnings[0]!.obj).toMatchObject({ journal: journalPath(dir), line: 2, bytes: torn.length, copy: tornCopy(dir) });
+    // The next commit follows the good lines (the journal was folded into the snapshot at open).
+    await store.commit({ runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2', preview: 'after' })] });
+    await store.close();
+
+    const again = capture();
+    const second = await StateStore.open(dir, { now: () => new Date(T0), logger: again.log });
+    expect(again.warnings).toEqual([]);
+    expect(second.runs.get('r1')?.preview).toBe('kept');
+    expect(second.runs.get('r2')?.preview).toBe('after');
+    await second.close();
+    expect((await readdir(dir)).filter((n) => n.startsWith('journal.torn-'))).toEqual(['journal.torn-2030-01-01T00-00-00.000Z']);
+  });
+
+  it('is dropped when it is all the journal holds, without replacing an earlier copy', async () => {
+    const dir = await seeded();
+    await (await openStore(dir)).close(); // journal now empty
+    await writeFile(tornCopy(dir), 'an earlier copy', { mode: 0o600 });
+    const torn = tornLine(5000);
+    await writeFile(journalPath(dir), torn);
+    const store = await openStore(dir);
+    expect(store.runs.size).toBe(2);
+    await store.close();
+    expect(await readFile(tornCopy(dir), 'utf8')).toBe('an earlier copy');
+    expect(await readFile(tornCopy(dir) + '.1')).toEqual(torn);
+    expect(await readFile(journalPath(dir), 'utf8')).toBe('');
+  });
+});
+
 describe('ownership', () => {
   it('refuses a second store in this process', async () => {
     const dir = await stateDir();
@@ -604,6 +675,94 @@ describe('ownership', () => {
     await expectRefusedUntouched(dir, 'state_owned_elsewhere');
   });
 
+  it('recovers a lock recorded under our own pid by an earlier process (a restart that reused the pid)', async () => {
+    const dir = await seeded();
+    const record = JSON.parse(await readFile(join(dir, 'owner.json'), 'utf8'));
+    expect(record.pid).toBe(process.pid);
+    // As a container restart leaves it: node was pid 1 before and is pid 1 again; the lock is fresh.
+    await mkdir(join(dir, 'owner.lock'));
+    const { log, warnings } = capture();
+    const store = await StateStore.open(dir, { now: () => new Date(T0), logger: log });
+    expect(store.runs.size).toBe(2);
+    expect(warnings).toEqual([{ obj: expect.objectContaining({ pid: process.pid, why: expect.stringMatching(/our own pid/) }), msg: 'recovered the state directory from a dead owner' }]);
+    // This process does hold it now: a second store is still refused.
+    await expectRefusedUntouched(dir, 'state_locked');
+    await store.close();
+  });
+
+  it('refuses a live pid whose lock is fresh, and recovers it once the lock is not refreshed', async () => {
+    const dir = await seeded();
+    const sleeper = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)'], { stdio: 'ignore' });
+    children.push(sleeper);
+    await once(sleeper, 'spawn');
+    const ownerPath = join(dir, 'owner.json');
+    const record = JSON.parse(await readFile(ownerPath, 'utf8'));
+    await writeFile(ownerPath, JSON.stringify({ ...record, pid: sleeper.pid }));
+    await mkdir(join(dir, 'owner.lock'));
+    const err = await expectRefusedUntouched(dir, 'state_locked');
+    expect(err.message).toContain(`in use by controller pid ${sleeper.pid}`);
+
+    // A live owner refreshes its lock every 5 s; this one was last touched a minute ago.
+    const longAgo = new Date(Date.now() - 60_000);
+    await utimes(join(dir, 'owner.lock'), longAgo, longAgo);
+    const { log, warnings } = capture();
+    const store = await StateStore.open(dir, { now: () => new Date(T0), logger: log });
+    expect(store.runs.size).toBe(2);
+    expect(warnings).toEqual([{ obj: expect.objectContaining({ pid: sleeper.pid, why: expect.stringMatching(/not refreshed/) }), msg: 'recovered the state directory from a dead owner' }]);
+    expect(JSON.parse(await readFile(ownerPath, 'utf8')).pid).toBe(process.pid);
+    expect(sleeper.exitCode).toBeNull();
+    await store.close();
+  });
+
+  it('refuses state used with another FACTORY_HOME_OVERRIDE, as it refuses another HOME', async () => {
+    try {
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', '/srv/factory-a');
+      const dir = await seeded();
+      expect(JSON.parse(await readFile(join(dir, 'owner.json'), 'utf8'))).toMatchObject({ version: 1, factoryHomeOverride: '/srv/factory-a' });
+
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', '/srv/factory-b');
+      let err = await expectRefusedUntouched(dir, 'state_owned_elsewhere');
+      expect(err.message).toContain('ran with FACTORY_HOME_OVERRIDE=/srv/factory-a (this one runs with FACTORY_HOME_OVERRIDE=/srv/factory-b)');
+      expect(err.action).toContain('Start the controller with FACTORY_HOME_OVERRIDE=/srv/factory-a');
+
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', undefined);
+      err = await expectRefusedUntouched(dir, 'state_owned_elsewhere');
+      expect(err.message).toContain('this one runs with FACTORY_HOME_OVERRIDE unset');
+
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', '/srv/factory-a');
+      const store = await openStore(dir);
+      expect(store.runs.size).toBe(2);
+      await store.close();
+
+      // And the other way round: state made without it refuses a controller that sets it.
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', undefined);
+      const plain = await seeded();
+      vi.stubEnv('FACTORY_HOME_OVERRIDE', '/srv/factory-a');
+      err = await expectRefusedUntouched(plain, 'state_owned_elsewhere');
+      expect(err.action).toContain('Start the controller with FACTORY_HOME_OVERRIDE unset');
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+
+  it('refuses an owner record without a version (which Factory home it used is unknown), saying how to proceed', async () => {
+    const dir = await seeded();
+    const ownerPath = join(dir, 'owner.json');
+    const { pid, hostname: host, home, startedAt } = JSON.parse(await readFile(ownerPath, 'utf8'));
+    await writeFile(ownerPath, JSON.stringify({ pid, hostname: host, home, startedAt }));
+    let err = await expectRefusedUntouched(dir, 'state_version_unsupported');
+    expect(err.message).toContain(`owner record ${ownerPath} has no version`);
+    expect(err.action).toContain(`remove ${ownerPath} and start again`);
+    await writeFile(ownerPath, JSON.stringify({ version: 2, pid, hostname: host, home, startedAt }));
+    err = await expectRefusedUntouched(dir, 'state_version_unsupported');
+    expect(err.message).toContain('has version 2');
+    // Doing what the first refusal says:
+    await rm(ownerPath);
+    const store = await openStore(dir);
+    expect(store.runs.size).toBe(2);
+    await store.close();
+  });
+
   it('refuses a state directory others can read, and relative paths', async () => {
     const dir = await stateDir();
     await mkdir(dir, { mode: 0o755 });
@@ -642,14 +801,25 @@ describe('refusing damaged state, leaving it untouched', () => {
     expect(err.message).toContain('version 2');
   });
 
-  it('truncated last journal line', async () => {
+  it('a newline-terminated last journal line that does not parse (corruption, not a torn write)', async () => {
     const dir = await damaged(async (d) => {
-      const text = await readFile(journalPath(d), 'utf8');
-      await writeFile(journalPath(d), text.slice(0, -20));
+      const lines = (await readFile(journalPath(d), 'utf8')).split('\n');
+      lines[1] = '{"seq":2,"sessions":[';
+      await writeFile(journalPath(d), lines.join('\n'));
+    });
+    expect((await readFile(journalPath(dir), 'utf8')).endsWith('[\n')).toBe(true);
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain(`${journalPath(dir)} line 2 is not valid JSON`);
+  });
+
+  it('a corrupt middle line, even when a torn last line follows it', async () => {
+    const dir = await damaged(async (d) => {
+      const lines = (await readFile(journalPath(d), 'utf8')).split('\n');
+      lines[0] = '{"seq":1,"sessions":[';
+      await writeFile(journalPath(d), lines.join('\n') + '{"seq":3,"sess');
     });
     const err = await expectRefusedUntouched(dir, 'state_corrupt');
-    expect(err.message).toContain(`${journalPath(dir)} line 2`);
-    expect(err.action).toMatch(/partial line/);
+    expect(err.message).toContain(`${journalPath(dir)} line 1`);
   });
 
   it('unparsable journal line in the middle', async () => {
