@@ -53,7 +53,7 @@ describe('scripts/verify-route', () => {
     expect(amp.http.filter((h) => h.rpc.includes('tools/list'))).toHaveLength(2);
     // No session id or credential is printed.
     expect(out).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/);
-  });
+  }, 120_000);
 
   it('fails, naming the cause, when droid cannot start the server or keep other tools disabled', async () => {
     const unauthorized = await startFakeAmp({ mode: 'unauthorized' });
@@ -65,7 +65,7 @@ describe('scripts/verify-route', () => {
     const exposed = await verify(odd.url);
     expect(exposed.code).toBe(1);
     expect(exposed.out).toMatch(/^FAIL fresh: amp_mcp_admin_tool_exposed/m);
-  });
+  }, 180_000); // two full runs of four droid processes each
 
   it('refuses a config without ampMcp', async () => {
     const config = ctx.config();
