@@ -7,7 +7,7 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync, mkdirSy
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { replyHandleFor, startFakeAmp, UNKNOWN_TOOL, type FakeAmp } from '../support/fake-amp.js';
 import { messageText, prose, script, type Script } from '../support/model-server.js';
 import type { RunningServer } from '../support/mcp-server.js';
@@ -52,6 +52,8 @@ let amp: FakeAmp;
 let server: RunningServer | undefined;
 const extraAmps: FakeAmp[] = [];
 const TAG = `e2e-reply-${process.pid}-${Date.now()}`;
+// Several real droid turns per test (four, and a restart, for handles): measured up to ~45 s on a loaded 2-core machine.
+vi.setConfig({ testTimeout: 150_000 });
 
 beforeAll(async () => {
   ctx = await makeContext(TAG);
