@@ -37,7 +37,7 @@ import type { Log } from '../util/logger.js';
 import { errnoOf } from '../store/errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { crashPoint } from '../util/crash-point.js';
-import { isConversationId, nextRoute, provenHandles, type Route } from './reply-route.js';
+import { isConversationId, nextRoute, provenHandles, routeOf, withReply } from './reply-route.js';
 import { decideReplyCall } from './reply-gate.js';
 
 export const MAX_QUEUED_TOTAL = 64;
@@ -801,24 +801,6 @@ export class SessionController {
     await Promise.race([Promise.all([...this.owners]), sleep(timeoutMs)]);
     await this.chain;
   }
-}
-
-function routeOf(session: SessionRecord): Route {
-  return { replyTo: session.replyTo, routeId: session.replyRouteId ?? null };
-}
-
-/**
- * The run's reply record for `route`: kept when the route is the one it
- * already has, fresh on a new route, absent when detached.
- */
-function withReply(run: RunRecord, route: Route): RunRecord {
-  if (route.routeId === null) {
-    const { reply: _dropped, ...detached } = run;
-    return detached;
-  }
-  if (run.reply?.routeId === route.routeId) return run;
-  const reply: RunReply = { routeId: route.routeId, accepted: 0, handles: [], failure: null };
-  return { ...run, reply };
 }
 
 function workspaceChanged(): ControllerError {

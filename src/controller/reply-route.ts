@@ -8,7 +8,7 @@
  * even if the turn that changed the route is later cancelled and even if the
  * session is later routed back to the same conversation.
  */
-import type { RunRecord } from '../store/records.js';
+import type { RunRecord, RunReply, SessionRecord } from '../store/records.js';
 
 /** An Amp conversation (thread) id: `T-` followed by a lowercase UUID. */
 export const CONVERSATION_ID = /^T-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -47,4 +47,23 @@ export function provenHandles(runs: readonly Pick<RunRecord, 'reply'>[], routeId
     for (const h of run.reply?.handles ?? []) if (h.routeId === routeId) handles.add(h.handle);
   }
   return handles;
+}
+
+export function routeOf(session: Pick<SessionRecord, 'replyTo' | 'replyRouteId'>): Route {
+  return { replyTo: session.replyTo, routeId: session.replyRouteId ?? null };
+}
+
+/**
+ * The run's reply record for `route`: kept while the route is the one it
+ * already has, fresh (nothing accepted, no handles) on a new route, absent
+ * when detached.
+ */
+export function withReply(run: RunRecord, route: Route): RunRecord {
+  if (route.routeId === null) {
+    const { reply: _dropped, ...detached } = run;
+    return detached;
+  }
+  if (run.reply?.routeId === route.routeId) return run;
+  const reply: RunReply = { routeId: route.routeId, accepted: 0, handles: [], failure: null };
+  return { ...run, reply };
 }

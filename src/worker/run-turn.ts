@@ -186,12 +186,9 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number):
 
 async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
   // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
-  const autonomy = droidAutonomy(spec.autonomy, spec.replyBack !== undefined);
-  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(autonomy) };
+  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
   // Routed turns only, on create and on every resume (droid does not keep it).
   const mcpServers: McpServerSpec[] | undefined = spec.replyBack ? [{ name: AMP_SERVER, type: 'http', url: spec.replyBack.url }] : undefined;
-  let id: string;
-  let saved: string[];
   if (spec.session.mode === 'create') {
     const created = await client.initializeSession({
       machineId: spec.machineId ?? hostname(),
@@ -202,24 +199,29 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
       ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
       ...(mcpServers && { mcpServers }),
     });
-    id = created.sessionId;
-    saved = disabledToolIdsOf(created.settings);
-  } else {
-    const loaded = await client.loadSession(spec.session.droidSessionId, mcpServers);
-    // A session recorded elsewhere must never run its tools in this workspace.
-    if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
-      throw new DroidError(
-        'resume_cwd_mismatch',
-        'the droid session was recorded in a different working directory than this workspace; nothing was submitted',
-      );
-    }
-    await client.updateSettings(settings);
-    id = spec.session.droidSessionId;
-    saved = disabledToolIdsOf(loaded.settings);
+    await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
+    return created.sessionId;
   }
-  if (spec.replyBack) await preflightAmp(client, spec.replyBack.url, saved);
-  else await dropStaleAmpDisables(client, saved);
-  return id;
+  const loaded = await client.loadSession(spec.session.droidSessionId, mcpServers);
+  // A session recorded elsewhere must never run its tools in this workspace.
+  if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
+    throw new DroidError(
+      'resume_cwd_mismatch',
+      'the droid session was recorded in a different working directory than this workspace; nothing was submitted',
+    );
+  }
+  await client.updateSettings(settings);
+  await prepareAmpTools(spec, client, disabledToolIdsOf(loaded.settings));
+  return spec.session.droidSessionId;
+}
+
+/**
+ * Before any prompt: a routed turn's preflight (puck the only usable Amp
+ * tool, or a named failure); a detached turn only drops disables of Amp
+ * tools a previous routed turn left in the session.
+ */
+function prepareAmpTools(spec: TurnSpec, client: DroidClient, saved: readonly string[]): Promise<void> {
+  return spec.replyBack ? preflightAmp(client, spec.replyBack.url, saved) : dropStaleAmpDisables(client, saved);
 }
 
 /** bwrap in front of droid, with this turn's binds; null when the operator turned the sandbox off. */

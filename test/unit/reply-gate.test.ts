@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { decideReplyCall, type GateRoute } from '../../src/controller/reply-gate.js';
 import { MAX_HANDLE_CHARS, parseReplyHandle } from '../../src/droid/amp-tools.js';
-import { isConversationId, nextRoute, provenHandles, type Route } from '../../src/controller/reply-route.js';
+import { isConversationId, nextRoute, provenHandles, routeOf, withReply, type Route } from '../../src/controller/reply-route.js';
+import { runRecord } from '../support/records.js';
 import { coordinationInstructions } from '../../src/controller/coordination.js';
 
 const A = 'T-11111111-2222-4333-8444-555555555555';
@@ -116,6 +117,23 @@ describe('reply routes', () => {
     ];
     expect(provenHandles(runs, 'r2')).toEqual(new Set(['h2', 'h3']));
     expect(provenHandles(runs, null)).toEqual(new Set());
+  });
+});
+
+describe('withReply', () => {
+  const run = runRecord({ sessionId: 's', seq: 1 });
+  const proven = { routeId: 'r1', accepted: 2, handles: [{ handle: 'h', routeId: 'r1' }], failure: null };
+
+  it('keeps what a run proved while its route stays, starts fresh on a new route, and drops it when detached', () => {
+    expect(withReply({ ...run, reply: proven }, { replyTo: A, routeId: 'r1' }).reply).toBe(proven);
+    expect(withReply({ ...run, reply: proven }, { replyTo: B, routeId: 'r2' }).reply).toEqual({ routeId: 'r2', accepted: 0, handles: [], failure: null });
+    expect(withReply({ ...run, reply: proven }, { replyTo: null, routeId: null })).not.toHaveProperty('reply');
+    expect(withReply(run, { replyTo: A, routeId: 'r1' }).reply).toEqual({ routeId: 'r1', accepted: 0, handles: [], failure: null });
+  });
+
+  it('reads a session written before reply-back as detached', () => {
+    expect(routeOf({ replyTo: null })).toEqual({ replyTo: null, routeId: null });
+    expect(routeOf({ replyTo: A, replyRouteId: 'r1' })).toEqual({ replyTo: A, routeId: 'r1' });
   });
 });
 
