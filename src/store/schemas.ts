@@ -5,10 +5,7 @@
  * assertions at the bottom make the compiler fail if the two drift apart.
  */
 import { z } from 'zod';
-import type { ErrorInfo } from '../droid/errors.js';
-import type { TokenUsage } from '../droid/notifications.js';
-import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
-import type { TranscriptEntry } from '../droid/turn-collector.js';
+import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../droid/schemas.js';
 import type {
   CancelReason,
   EffectiveSettings,
@@ -25,22 +22,7 @@ const id = z.string().min(1);
 
 // The shared shapes below are also the public output shapes of the MCP tools.
 
-export const errorInfo = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() }).strict();
-
-export const tokenUsage = z
-  .object({
-    inputTokens: z.number(),
-    outputTokens: z.number(),
-    cacheCreationTokens: z.number(),
-    cacheReadTokens: z.number(),
-    thinkingTokens: z.number(),
-    factoryCredits: z.number().nullable(),
-  })
-  .strict();
-
-export const permissionRecord = z.object({ tool: z.string(), summary: z.string() }).strict();
-
-export const questionRecord = z.object({ topic: z.string(), question: z.string(), options: z.array(z.string()) }).strict();
+export { errorInfo, permissionRecord, questionRecord, tokenUsage } from '../droid/schemas.js';
 
 export const runState = z.enum([
   'queued',
@@ -134,21 +116,6 @@ export const runRecordSchema = z
   })
   .strict();
 
-const transcriptEntry = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('assistant'), text: z.string() }).strict(),
-  z
-    .object({
-      kind: z.literal('tool'),
-      toolUseId: z.string(),
-      name: z.string(),
-      input: z.string(),
-      status: z.enum(['open', 'done', 'aborted']),
-      isError: z.boolean(),
-      result: z.string().optional(),
-    })
-    .strict(),
-]);
-
 export const runResultFileSchema = z
   .object({
     runId: id,
@@ -192,10 +159,6 @@ export function describeIssue(error: z.ZodError): string {
 
 // ---- compile-time proof that the schemas and records.ts agree ----
 // Identity of types (not mere assignability), so a missing optional field also fails.
-type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-function agree<T extends true>(): T | undefined {
-  return undefined;
-}
 agree<Same<z.infer<typeof sessionRecordSchema>, SessionRecord>>();
 agree<Same<z.infer<typeof runRecordSchema>, RunRecord>>();
 agree<Same<z.infer<typeof runResultFileSchema>, RunResultFile>>();
@@ -205,8 +168,3 @@ agree<Same<z.infer<typeof effectiveSettings>, EffectiveSettings>>();
 agree<Same<z.infer<typeof progressRecord>, ProgressRecord>>();
 agree<Same<z.infer<typeof runReply>, RunReply>>();
 agree<Same<z.infer<typeof replyHandleRecord>, ReplyHandleRecord>>();
-agree<Same<z.infer<typeof errorInfo>, ErrorInfo>>();
-agree<Same<z.infer<typeof tokenUsage>, TokenUsage>>();
-agree<Same<z.infer<typeof permissionRecord>, PermissionRecord>>();
-agree<Same<z.infer<typeof questionRecord>, QuestionRecord>>();
-agree<Same<z.infer<typeof transcriptEntry>, TranscriptEntry>>();
