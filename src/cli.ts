@@ -105,7 +105,7 @@ async function main(): Promise<number> {
     droidEnv,
     sandbox: sandbox.spec,
     sandboxUnavailable: sandbox.status.available ? null : (sandbox.status.detail ?? 'unknown'),
-    replyBackConfigured: config.ampMcp !== undefined,
+    ampMcpUrl: config.ampMcp?.url ?? null,
     log,
   });
   const toolContext: ToolContext = {

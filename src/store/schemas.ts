@@ -10,7 +10,9 @@ import type {
   CancelReason,
   EffectiveSettings,
   ProgressRecord,
+  ReplyHandleRecord,
   RunRecord,
+  RunReply,
   RunResultFile,
   RunState,
   SessionRecord,
@@ -57,9 +59,27 @@ export const sessionRecordSchema = z
     labels: z.array(z.string()),
     archived: z.boolean(),
     replyTo: z.string().nullable(),
+    // Optional: absent on detached sessions, including all written before reply-back.
+    replyRouteId: id.optional(),
     droidSessionId: z.string().nullable(),
     headRunId: id,
     factoryTitle: z.string().nullable(),
+  })
+  .strict()
+  // A routed session without its route (or a route without a recipient) is incomplete.
+  .refine((s) => (s.replyTo === null) === (s.replyRouteId === undefined), {
+    message: 'replyRouteId must be present exactly when replyTo is set',
+    path: ['replyRouteId'],
+  });
+
+export const replyHandleRecord = z.object({ handle: z.string().min(1), routeId: id }).strict();
+
+export const runReply = z
+  .object({
+    routeId: id,
+    accepted: z.number().int().min(0),
+    handles: z.array(replyHandleRecord),
+    failure: errorInfo.nullable(),
   })
   .strict();
 
@@ -91,6 +111,8 @@ export const runRecordSchema = z
       .nullable(),
     events: z.array(progressRecord),
     hasResult: z.boolean(),
+    // Optional: absent on detached turns, including all written before reply-back.
+    reply: runReply.optional(),
   })
   .strict();
 
@@ -144,3 +166,5 @@ agree<Same<z.infer<typeof runState>, RunState>>();
 agree<Same<z.infer<typeof cancelReason>, CancelReason>>();
 agree<Same<z.infer<typeof effectiveSettings>, EffectiveSettings>>();
 agree<Same<z.infer<typeof progressRecord>, ProgressRecord>>();
+agree<Same<z.infer<typeof runReply>, RunReply>>();
+agree<Same<z.infer<typeof replyHandleRecord>, ReplyHandleRecord>>();

@@ -16,6 +16,7 @@ import {
   turnSpecSchema,
   type ParentToWorker,
   type RenameOutcome,
+  type ReplyEvent,
   type TurnOutcome,
   type TurnResult,
   type WorkerToParent,
@@ -62,17 +63,28 @@ export const turnResultSchema = z
 
 const renameOutcome = z.object({ title: z.string().min(1), ok: z.boolean(), error: z.string().nullable() }).strict();
 
+/** A puck call droid asked permission for; `input` is droid's tool input, judged by the controller's gate. */
+const replyCall = z.object({ toolUseId: z.string().min(1), input: z.unknown() }).strict();
+
+export const replyEventSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('send_result'), toolUseId: z.string().min(1), ok: z.boolean(), handle: z.string().min(1).nullable() }).strict(),
+  z.object({ kind: z.literal('bypass'), tool: z.string(), toolUseId: z.string().min(1) }).strict(),
+]);
+
 export const workerToParentSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('started'), droidSessionId: z.string().min(1), submittedAt: z.iso.datetime() }).strict(),
   z.object({ type: z.literal('progress'), event: progressEventSchema }).strict(),
   z.object({ type: z.literal('terminal'), result: turnResultSchema }).strict(),
   z.object({ type: z.literal('rename'), outcome: renameOutcome }).strict(),
+  z.object({ type: z.literal('reply_call'), id: z.string().min(1), call: replyCall }).strict(),
+  z.object({ type: z.literal('reply_event'), event: replyEventSchema }).strict(),
 ]);
 
 export const parentToWorkerSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('run'), spec: turnSpecSchema }).strict(),
   z.object({ type: z.literal('cancel') }).strict(),
   z.object({ type: z.literal('ack') }).strict(),
+  z.object({ type: z.literal('reply_decision'), id: z.string().min(1), approve: z.boolean() }).strict(),
 ]);
 
 /**
@@ -119,4 +131,5 @@ agree<Same<z.infer<typeof parentToWorkerSchema>, ParentToWorker>>();
 agree<Same<z.infer<typeof turnResultSchema>, TurnResult>>();
 agree<Same<z.infer<typeof turnOutcome>, TurnOutcome>>();
 agree<Same<z.infer<typeof renameOutcome>, RenameOutcome>>();
+agree<Same<z.infer<typeof replyEventSchema>, ReplyEvent>>();
 agree<Same<z.infer<typeof progressEventSchema>, ProgressEvent>>();

@@ -4,7 +4,7 @@
  */
 import { toErrorInfo } from '../droid/errors.js';
 import { parseParentMessage, runEnvelopeSchema } from './ipc.js';
-import { emptyFailure, turnSpecSchema, type RenameOutcome, type TurnResult, type WorkerToParent } from './protocol.js';
+import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WorkerToParent } from './protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
 import { ACK_WAIT_MS } from './timeline.js';
@@ -27,8 +27,30 @@ let acknowledge!: () => void;
 const acknowledged = new Promise<void>((resolve) => (acknowledge = resolve));
 let running = false;
 
+/** Puck calls waiting for the controller's reply gate, by request id. */
+const gateWaits = new Map<string, (approve: boolean) => void>();
+let gateIds = 0;
+/** A gate that never answers denies: droid's permission request must not hang the turn. */
+const GATE_WAIT_MS = 30_000;
+
+function askGate(call: ReplyCall): Promise<boolean> {
+  if (!process.connected) return Promise.resolve(false);
+  const id = `g${++gateIds}`;
+  return new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => settle(false), GATE_WAIT_MS);
+    const settle = (approve: boolean) => {
+      clearTimeout(timer);
+      gateWaits.delete(id);
+      resolve(approve);
+    };
+    gateWaits.set(id, settle);
+    void send({ type: 'reply_call', id, call });
+  });
+}
+
 // The controller is gone: nobody can record this turn, so stop droid now.
 process.on('disconnect', () => {
+  for (const settle of [...gateWaits.values()]) settle(false);
   cancel();
   acknowledge();
   stopOrphanedGroup();
@@ -40,6 +62,8 @@ process.on('message', (raw: unknown) => {
     const message = parsed.message;
     if (message.type === 'cancel') return cancel();
     if (message.type === 'ack') return acknowledge();
+    // An unknown id (a decision that came after the wait gave up) is ignored: that call was already denied.
+    if (message.type === 'reply_decision') return gateWaits.get(message.id)?.(message.approve);
     return start(message.spec);
   }
   // A run with a bad spec still gets its named answer (turn_spec_invalid), so the controller is not left waiting.
@@ -71,6 +95,8 @@ async function execute(rawSpec: unknown): Promise<void> {
         cancelled,
         onStarted: (droidSessionId) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString() }),
         onProgress: (event) => void send({ type: 'progress', event }),
+        replyGate: askGate,
+        onReply: (event) => void send({ type: 'reply_event', event }),
       }));
     } catch (err) {
       result = emptyFailure(toErrorInfo(err));

@@ -5,11 +5,14 @@
  */
 import { hostname } from 'node:os';
 import { realpath, stat } from 'node:fs/promises';
-import { DroidClient, SHUTDOWN_BUDGET, settingsFor } from '../droid/client.js';
+import { DroidClient, disabledToolIdsOf, SHUTDOWN_BUDGET, settingsFor, type McpServerSpec } from '../droid/client.js';
 import { DroidError, toErrorInfo, type ErrorInfo } from '../droid/errors.js';
+import { AMP_SERVER } from '../droid/amp-tools.js';
+import { droidAutonomy } from '../droid/permission-policy.js';
 import { assertDroidExecutable } from '../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../droid/turn-collector.js';
-import type { RenameOutcome, TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
+import type { RenameOutcome, ReplyCall, ReplyEvent, TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
+import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
 import { assertBwrapExecutable, bwrapArgs, factoryDirOf, prepareTurnPaths } from './sandbox.js';
@@ -19,6 +22,10 @@ export interface TurnHooks {
   onProgress(event: ProgressEvent): void;
   /** Resolves when the controller asks to stop this turn. */
   cancelled: Promise<void>;
+  /** Routed turns: the controller's reply gate. Absent: every puck call is denied. */
+  replyGate?(call: ReplyCall): Promise<boolean>;
+  /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
+  onReply?(event: ReplyEvent): void;
 }
 
 type Stop = { kind: 'cancel' } | { kind: 'deadline' };
@@ -112,6 +119,17 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const launcher = confine(spec, state);
   const client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace, ...(launcher && { launcher }) });
   state.client = client;
+  if (spec.replyBack) {
+    client.routeReplies({
+      caller: spec.autonomy,
+      gate: (call) => hooks.replyGate?.(call) ?? Promise.resolve(false),
+      observe: (event) => {
+        hooks.onReply?.(event);
+        // droid ran an Amp tool without asking: the gate is not in control, so stop the turn.
+        if (event.kind === 'bypass') client.interrupt().catch(() => undefined);
+      },
+    });
+  }
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
@@ -167,7 +185,10 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number):
 }
 
 async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
-  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(spec.autonomy) };
+  // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
+  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
+  // Routed turns only, on create and on every resume (droid does not keep it).
+  const mcpServers: McpServerSpec[] | undefined = spec.replyBack ? [{ name: AMP_SERVER, type: 'http', url: spec.replyBack.url }] : undefined;
   if (spec.session.mode === 'create') {
     const created = await client.initializeSession({
       machineId: spec.machineId ?? hostname(),
@@ -176,10 +197,12 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
       ...(spec.session.title ? { title: spec.session.title } : {}),
       // droid 0.225 takes tags as objects ({name}), not strings (measured).
       ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
+      ...(mcpServers && { mcpServers }),
     });
+    await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
     return created.sessionId;
   }
-  const loaded = await client.loadSession(spec.session.droidSessionId);
+  const loaded = await client.loadSession(spec.session.droidSessionId, mcpServers);
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
     throw new DroidError(
@@ -188,7 +211,17 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
     );
   }
   await client.updateSettings(settings);
+  await prepareAmpTools(spec, client, disabledToolIdsOf(loaded.settings));
   return spec.session.droidSessionId;
+}
+
+/**
+ * Before any prompt: a routed turn's preflight (puck the only usable Amp
+ * tool, or a named failure); a detached turn only drops disables of Amp
+ * tools a previous routed turn left in the session.
+ */
+function prepareAmpTools(spec: TurnSpec, client: DroidClient, saved: readonly string[]): Promise<void> {
+  return spec.replyBack ? preflightAmp(client, spec.replyBack.url, saved) : dropStaleAmpDisables(client, saved);
 }
 
 /** bwrap in front of droid, with this turn's binds; null when the operator turned the sandbox off. */

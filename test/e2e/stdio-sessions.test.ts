@@ -426,7 +426,7 @@ describe('validation', () => {
     expect((outside.structured.error as { action: string }).action).toContain('approvedDirectories');
     const traversal = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: `${ws}/../../..`, prompt: 'p' });
     expect(traversal.structured.error).toMatchObject({ code: 'workspace_not_approved' });
-    const replyTo = await server.call('droid_create_session', { requestKey: key(), replyTo: 'T-123', workspace: ws, prompt: 'p' });
+    const replyTo = await server.call('droid_create_session', { requestKey: key(), replyTo: 'T-11111111-2222-4333-8444-555555555555', workspace: ws, prompt: 'p' });
     expect(replyTo.structured.error).toMatchObject({ code: 'reply_back_unavailable' });
     for (const r of [over, model, effort, outside, traversal, replyTo]) {
       expect(r.text).not.toContain(ctx.stateDir);
