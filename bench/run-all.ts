@@ -8,6 +8,8 @@ import { main as stateTransition } from './state-transition.js';
 import { main as sessionScale } from './session-scale.js';
 import { main as findSessions } from './find-sessions.js';
 import { main as httpStatus } from './http-status.js';
+import { main as soak } from './soak.js';
+import { main as lineReader } from './line-reader.js';
 
 const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['start-up latency', latency],
@@ -16,6 +18,8 @@ const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['find over 10k sessions (in process)', findSessions],
   ['server at 10k sessions / 100k runs', sessionScale],
   ['status over HTTP vs stdio', httpStatus],
+  ['soak: 300 mixed turns, 8 sessions, 4 slots (mock droid)', () => soak([])],
+  ['one long frame line', lineReader],
 ];
 
 for (const [name, run] of benches) {

@@ -20,6 +20,7 @@ import { StoreError } from './store/errors.js';
 import { StateStore } from './store/store.js';
 import { startWorker } from './worker/runner.js';
 import { createLogger } from './util/logger.js';
+import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 
 const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json (droid-mcp --help lists init and doctor)';
 
@@ -65,6 +66,19 @@ async function main(): Promise<number> {
   }
 
   const config = await loadConfig(configPath);
+  const droidEnv = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => typeof e[1] === 'string'));
+  // Read in the background (it must not delay start-up); logged once known and whenever it changes.
+  const droidVersion = new DroidVersionProbe(
+    () => readDroidVersion(config.droidPath, droidEnv),
+    config.modelCacheTtlMs,
+    ({ version, previous, error }) => {
+      const droid = { path: config.droidPath, version };
+      if (version === null) log.warn({ droid, err: error }, 'could not read the droid CLI version (droid --version); turns may still run');
+      else if (previous === undefined || previous === null) log.info({ droid }, 'droid CLI version');
+      else log.info({ droid, previous }, 'droid CLI version changed');
+    },
+  );
+  void droidVersion.current();
   // HTTP refuses a bad token file before any state is opened.
   const token = config.transport === 'http' ? await readTokenFile(requiredTokenFile(config)) : undefined;
   const store = await StateStore.open(config.stateDirectory);
@@ -76,7 +90,6 @@ async function main(): Promise<number> {
   if (sandbox.status.available) log.info({ sandbox: sandbox.status.mode }, 'turn sandbox ready');
   else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
 
-  const droidEnv = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => typeof e[1] === 'string'));
   const catalog = new ModelCatalog(
     droidCatalogFetcher(config.droidPath, droidEnv),
     config.modelCacheTtlMs,
@@ -102,7 +115,7 @@ async function main(): Promise<number> {
     droidEnv,
     sandbox: sandbox.spec,
     sandboxUnavailable: sandbox.status.available ? null : (sandbox.status.detail ?? 'unknown'),
-    replyBackConfigured: config.ampMcp !== undefined,
+    ampMcpUrl: config.ampMcp?.url ?? null,
     log,
   });
   const toolContext: ToolContext = {
@@ -113,6 +126,7 @@ async function main(): Promise<number> {
     runTimeoutMs: config.runTimeoutMs,
     replyBack: config.ampMcp !== undefined,
     sandbox: sandbox.status,
+    droidVersion: () => droidVersion.current(),
   };
 
   let listener: HttpListener | undefined;

@@ -95,7 +95,7 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     port: file.port,
     ...(file.tokenFile !== undefined && { tokenFile: normalize(file.tokenFile) }),
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
-    ...(file.ampMcp !== undefined && { ampMcp: { url: AMP_MCP_URL } }),
+    ...(file.ampMcp !== undefined && { ampMcp: { url: file.ampMcp.url ?? AMP_MCP_URL } }),
     sandbox,
   };
 }

@@ -15,9 +15,9 @@
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import type { CatalogModel } from '../droid/client.js';
-import { acceptedRun, TERMINAL_STATES, type RunRecord, type RunResultFile, type SessionRecord } from '../store/records.js';
+import { acceptedRun, TERMINAL_STATES, type RunRecord, type RunReply, type RunResultFile, type SessionRecord } from '../store/records.js';
 import { planCrashRecovery } from '../store/recovery.js';
-import { emptyFailure, RENAME_SKIPPED, type RenameOutcome, type TurnResult, type TurnSpec } from '../worker/protocol.js';
+import { emptyFailure, RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from '../worker/protocol.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/runner.js';
 import { SANDBOX_ACTION, type SandboxSpec } from '../worker/sandbox.js';
 import { explainQueued, selectRunnable, type Admission, type LockClaim, type QueuedTurn } from './admission.js';
@@ -36,12 +36,17 @@ import type { UsageScope, UsageSummary } from './usage.js';
 import type { Log } from '../util/logger.js';
 import { errnoOf } from '../store/errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { crashPoint } from '../util/crash-point.js';
+import { isConversationId, nextRoute, provenHandles, routeOf, withReply } from './reply-route.js';
+import { decideReplyCall } from './reply-gate.js';
 
 export const MAX_QUEUED_TOTAL = 64;
 export const MAX_QUEUED_PER_SESSION = 8;
 export const MAX_WAIT_SESSIONS = 10;
 const TERMINAL_WRITE_ATTEMPTS = 3;
 const TERMINAL_WRITE_BACKOFF_MS = 200;
+/** Handles kept per run: a turn is told never to resend, so this is only a bound. */
+const MAX_REPLY_HANDLES = 50;
 
 /** The part of the durable store the controller needs. */
 export interface ControllerStore extends ReadableStore {
@@ -64,7 +69,8 @@ export interface ControllerDeps {
   /** How turns are confined; `sandboxUnavailable` says why the configured sandbox cannot run (every turn then fails). */
   sandbox: SandboxSpec;
   sandboxUnavailable: string | null;
-  replyBackConfigured: boolean;
+  /** The configured Amp MCP endpoint; null: reply-back is off and routed requests are refused. */
+  ampMcpUrl: string | null;
   log: Log;
   now?: () => Date;
 }
@@ -83,6 +89,8 @@ export interface SendInput extends Requested {
   session: string;
   prompt: string;
   interrupt?: boolean;
+  /** Omitted: keep the route; a conversation: retarget; null: detach. */
+  replyTo?: string | null;
 }
 
 export type { Admission } from './admission.js';
@@ -222,20 +230,12 @@ export class SessionController {
   // ── commands ──────────────────────────────────────────────────────────
 
   async create(input: CreateInput): Promise<Acceptance> {
-    if (input.replyTo !== null) {
-      throw new ControllerError(
-        'reply_back_unavailable',
-        this.deps.replyBackConfigured
-          ? 'reply-back to a conversation is not supported by this controller build'
-          : 'reply-back is not configured on this host',
-        'Pass replyTo: null for detached work and collect results with droid_wait_for_sessions.',
-      );
-    }
+    this.assertRoutable(input.replyTo);
     // I/O first, outside the chain: a slow catalog must not hold up anyone's cancel.
     const workspace = await this.deps.resolveWorkspace(input.workspace);
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
-    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: null, title, labels };
+    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels };
     // A replay never consults the catalog.
     const early = this.replay(input.requestKey, intent, input);
     if (early) return early;
@@ -250,17 +250,21 @@ export class SessionController {
       const settings = resolveLaunchSettings(input, null, this.deps.policy, catalog);
       const at = this.now().toISOString();
       const sessionId = randomUUID();
-      const run = acceptedRun({
-        id: randomUUID(),
-        sessionId,
-        seq: 1,
-        kind: 'create',
-        requestKey: input.requestKey,
-        fingerprint: fingerprint(intent),
-        interrupt: false,
-        settings,
-        acceptedAt: at,
-      });
+      const route = nextRoute({ replyTo: null, routeId: null }, input.replyTo, randomUUID).route;
+      const run = withReply(
+        acceptedRun({
+          id: randomUUID(),
+          sessionId,
+          seq: 1,
+          kind: 'create',
+          requestKey: input.requestKey,
+          fingerprint: fingerprint(intent),
+          interrupt: false,
+          settings,
+          acceptedAt: at,
+        }),
+        route,
+      );
       const session: SessionRecord = {
         id: sessionId,
         createdAt: at,
@@ -269,12 +273,14 @@ export class SessionController {
         title,
         labels,
         archived: false,
-        replyTo: null,
+        replyTo: route.replyTo,
+        replyRouteId: route.routeId ?? undefined,
         droidSessionId: null,
         headRunId: run.id,
         factoryTitle: null,
       };
       await this.commit({ sessions: [session], runs: [run] });
+      crashPoint('accepted');
       return this.enqueue(run, workspace, input.prompt, []);
     });
     return this.report(accepted);
@@ -283,10 +289,11 @@ export class SessionController {
   async send(input: SendInput): Promise<Acceptance> {
     const session = this.session(input.session);
     const interrupt = input.interrupt ?? false;
-    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: session.replyTo, title: null, labels: [] };
+    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: input.replyTo, title: null, labels: [] };
     const early = this.replay(input.requestKey, intent, input);
     if (early) return early;
     this.assertRunning();
+    this.assertRoutable(input.replyTo === undefined ? session.replyTo : input.replyTo);
     // The workspace is fixed for the session: it must still be approved and
     // still resolve to the same directory (no symlink swapped in since).
     if ((await this.deps.resolveWorkspace(session.workspace)) !== session.workspace) throw workspaceChanged();
@@ -307,22 +314,28 @@ export class SessionController {
       this.assertQueueRoom(interrupt ? null : session.id);
       const settings = resolveLaunchSettings(input, runs[runs.length - 1]!.settings, this.deps.policy, catalog);
       const at = this.now().toISOString();
-      const run = acceptedRun({
-        id: randomUUID(),
-        sessionId: session.id,
-        seq: runs.length + 1,
-        kind: 'send',
-        requestKey: input.requestKey,
-        fingerprint: fingerprint(intent),
-        interrupt,
-        settings,
-        acceptedAt: at,
-      });
+      const current = this.session(session.id);
+      // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
+      const route = nextRoute(routeOf(current), input.replyTo, randomUUID).route;
+      const run = withReply(
+        acceptedRun({
+          id: randomUUID(),
+          sessionId: session.id,
+          seq: runs.length + 1,
+          kind: 'send',
+          requestKey: input.requestKey,
+          fingerprint: fingerprint(intent),
+          interrupt,
+          settings,
+          acceptedAt: at,
+        }),
+        route,
+      );
       const superseded = interrupt ? this.dropQueued(runs, 'superseded', at) : [];
       const stopping = interrupt ? this.markCancelling(runs) : [];
-      const current = this.session(session.id);
-      const updated: SessionRecord = { ...current, headRunId: run.id, updatedAt: at, archived: false };
+      const updated: SessionRecord = { ...current, headRunId: run.id, updatedAt: at, archived: false, replyTo: route.replyTo, replyRouteId: route.routeId ?? undefined };
       await this.commit({ sessions: [updated], runs: [run, ...superseded, ...stopping] });
+      crashPoint('accepted');
       // Committed: now memory follows.
       this.forgetQueued(superseded);
       for (const r of stopping) this.turns.get(r.id)?.requestStop();
@@ -371,6 +384,21 @@ export class SessionController {
     if (this.halted) throw this.halted.error;
     if (this.stopped) {
       throw new ControllerError('controller_stopping', 'the controller is shutting down', 'Retry with the same requestKey once it has restarted.', true);
+    }
+  }
+
+  /** A route needs reply-back configured, and a conversation id. Checked before anything is recorded. */
+  private assertRoutable(replyTo: string | null | undefined): void {
+    if (replyTo === null || replyTo === undefined) return;
+    if (this.deps.ampMcpUrl === null) {
+      throw new ControllerError(
+        'reply_back_unavailable',
+        'reply-back is not configured on this host',
+        'Pass replyTo: null for detached work and collect results with droid_wait_for_sessions (the operator enables reply-back with "ampMcp" in the config).',
+      );
+    }
+    if (!isConversationId(replyTo)) {
+      throw new ControllerError('invalid_arguments', 'replyTo must be an Amp conversation id: T- followed by a lowercase UUID', 'Pass the conversation id, or null for detached work.');
     }
   }
 
@@ -550,6 +578,12 @@ export class SessionController {
       await this.recordTerminal(turn, emptyFailure({ code: moved.code, message: `${moved.message} Nothing was submitted.`, retryable: false }));
       return;
     }
+    // A routed session never runs unrouted because the host stopped offering reply-back.
+    if (session.replyTo !== null && this.deps.ampMcpUrl === null) {
+      const message = 'this session reports back to a conversation but reply-back is no longer configured on this host; nothing was submitted. Send with replyTo: null to detach it, or have the operator set "ampMcp" again';
+      await this.recordTerminal(turn, emptyFailure({ code: 'reply_back_unavailable', message, retryable: false }));
+      return;
+    }
     // Never a silent fallback to an unconfined droid.
     if (this.deps.sandboxUnavailable !== null) {
       const message = `the configured sandbox cannot run (${this.deps.sandboxUnavailable}); nothing was submitted. ${SANDBOX_ACTION}`;
@@ -594,8 +628,12 @@ export class SessionController {
           if (turn.record(event, this.now().toISOString())) this.changed();
         },
         onRename: (outcome) => void this.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => this.deps.log.error({ err }, 'rename record failed')),
+        onInvalidMessage: (problem) => this.deps.log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),
         onStuck: (members, waitedMs) =>
           this.deps.log.warn({ run: turn.runId, members, waitedMs }, "the turn's processes survive SIGKILL; its workspace lock stays held"),
+        onReplyCall: (call) => this.serialized(() => this.onReplyCall(turn, call)),
+        onReplyEvent: (event) =>
+          void this.serialized(() => this.onReplyEvent(turn, event)).catch((err) => this.deps.log.error({ err, run: turn.runId }, 'could not record a reply-back result')),
       });
     } catch (err) {
       const error = { code: 'worker_spawn_failed', message: `could not start the turn's worker: ${(err as Error).message}`, retryable: true };
@@ -603,12 +641,16 @@ export class SessionController {
       return;
     }
     turn.attach(handle);
+    crashPoint('spawned');
     if (this.stopped || this.halted) turn.stopUnrequested();
 
     const result = await handle.result;
+    crashPoint('terminal-received');
     await started;
     // Durable before the worker hears it was: then it may exit.
-    if (await this.recordTerminal(turn, result)) handle.acknowledge();
+    const recorded = await this.recordTerminal(turn, result);
+    crashPoint('terminal-persisted');
+    if (recorded) handle.acknowledge();
     await handle.cleanedUp;
   }
 
@@ -621,7 +663,8 @@ export class SessionController {
       turn.phase = 'queued';
       return null;
     }
-    const run: RunRecord = { ...current, state: 'starting', startedAt: this.now().toISOString() };
+    // The turn reports on the session's route as it is now (a retarget may have come since acceptance).
+    const run: RunRecord = withReply({ ...current, state: 'starting', startedAt: this.now().toISOString() }, routeOf(this.session(current.sessionId)));
     await this.commit({ runs: [run] });
     this.changed();
     return run;
@@ -634,6 +677,7 @@ export class SessionController {
     const sessions = session.droidSessionId === droidSessionId ? [] : [{ ...session, droidSessionId }];
     await this.commit({ runs: [next], sessions });
     this.deps.log.info({ session: run.sessionId, run: runId }, 'turn running: prompt submitted to droid');
+    crashPoint('started');
     this.changed();
   }
 
@@ -684,6 +728,66 @@ export class SessionController {
     await this.commit({ runs: changedRuns, sessions });
     this.forgetQueued(changedRuns.slice(1));
     this.deps.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
+    this.changed();
+  }
+
+  /**
+   * The reply gate (reply-gate.ts) for one puck call of a live routed turn,
+   * against the session's route as it is now, ordered with route changes by
+   * the chain. An approved send is remembered so that only its own result
+   * can prove a handle; a misroute is recorded before droid hears no.
+   */
+  private async onReplyCall(turn: Turn, call: ReplyCall): Promise<boolean> {
+    // A controller that stops or cannot record state approves nothing.
+    if (this.halted || this.stopped) return false;
+    const run = this.run(turn.runId);
+    if (!run.reply || TERMINAL_STATES.includes(run.state)) return false;
+    const session = this.session(run.sessionId);
+    const routeId = session.replyRouteId ?? null;
+    const verdict = decideReplyCall({ replyTo: session.replyTo, proven: provenHandles(this.deps.store.runsBySession(session.id), routeId) }, call.input);
+    this.deps.log.info({ run: run.id, approve: verdict.approve, ...(verdict.approve ? { action: verdict.action } : { code: verdict.code }) }, 'reply gate');
+    if (verdict.approve) {
+      if (verdict.action === 'send') turn.approvedSends.set(call.toolUseId, routeId!);
+      return true;
+    }
+    if (verdict.code === 'reply_misrouted') {
+      await this.recordReplyFailure(run, { code: 'reply_misrouted', message: verdict.reason, retryable: false }).catch((err) =>
+        this.deps.log.error({ err, run: run.id }, 'could not record a misrouted report; it was denied'),
+      );
+    }
+    return false;
+  }
+
+  /** What an approved send returned, or an Amp tool droid ran unasked: durable at once. */
+  private async onReplyEvent(turn: Turn, event: ReplyEvent): Promise<void> {
+    const run = this.run(turn.runId);
+    if (!run.reply || TERMINAL_STATES.includes(run.state)) return;
+    if (event.kind === 'bypass') {
+      const message = `droid ran ${event.tool} without asking, so the reply gate could not judge it; the turn was interrupted`;
+      await this.recordReplyFailure(run, { code: 'reply_gate_bypassed', message, retryable: false });
+      return;
+    }
+    // Only the result of a send this gate approved in this turn proves anything.
+    const routeId = turn.approvedSends.get(event.toolUseId);
+    if (routeId === undefined) {
+      this.deps.log.warn({ run: run.id }, 'reply result for a send the gate did not approve in this turn; ignored');
+      return;
+    }
+    turn.approvedSends.delete(event.toolUseId);
+    if (!event.ok) {
+      await this.recordReplyFailure(run, { code: 'reply_send_failed', message: 'a report was sent but droid or Amp returned an error for it', retryable: false });
+      return;
+    }
+    const reply = run.reply;
+    const handles = event.handle !== null && reply.handles.length < MAX_REPLY_HANDLES ? [...reply.handles, { handle: event.handle, routeId }] : reply.handles;
+    await this.commit({ runs: [{ ...run, reply: { ...reply, accepted: reply.accepted + 1, handles } }] });
+    this.changed();
+  }
+
+  /** Keeps the first failure: the one that explains the rest. */
+  private async recordReplyFailure(run: RunRecord, failure: NonNullable<RunReply['failure']>): Promise<void> {
+    if (!run.reply || run.reply.failure) return;
+    await this.commit({ runs: [{ ...run, reply: { ...run.reply, failure } }] });
     this.changed();
   }
 

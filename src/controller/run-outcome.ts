@@ -50,7 +50,9 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     cancelReason === 'interrupt_unconfirmed' ||
     (state === 'interrupted' && !ctx.cancelRequested) ||
     result.permissionsDeclined.length > 0 ||
-    result.questions.length > 0;
+    result.questions.length > 0 ||
+    // A failed report needs attention; it never changes the run's state.
+    (run.reply?.failure ?? null) !== null;
   return {
     ...run,
     state,

@@ -3,7 +3,7 @@
  * the stored records plus what live turns have reported so far. It never
  * starts droid and never writes.
  */
-import type { ProgressRecord, RunRecord, RunResultFile, SessionRecord } from '../store/records.js';
+import { LIVE_STATES, type ProgressRecord, type RunRecord, type RunResultFile, type SessionRecord } from '../store/records.js';
 import type { Log } from '../util/logger.js';
 import { ControllerError } from './errors.js';
 import { findSessions, SessionIndex, type FindFilters } from './find.js';
@@ -82,7 +82,8 @@ export class SessionReader {
   status(sessionId: string): SessionView {
     const session = this.session(sessionId);
     const runs = this.runs(session.id).map((r) => {
-      const live = this.live.live(r.id);
+      // Only a live run's events are in memory alone; an ended run's record has them all.
+      const live = LIVE_STATES.includes(r.state) ? this.live.live(r.id) : undefined;
       return live ? { ...r, events: [...live.events] } : r;
     });
     return sessionView(session, runs);

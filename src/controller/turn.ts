@@ -39,6 +39,8 @@ export class Turn {
   readonly events: ProgressRecord[] = [];
   /** Latest assistant text: a running turn's only history. */
   partialText = '';
+  /** Puck sends the reply gate approved in this turn, by tool-use id, with the route they were approved on. */
+  readonly approvedSends = new Map<string, string>();
   /** Settles when the owner has released the claim. */
   readonly released: Promise<void>;
   private markReleased!: () => void;

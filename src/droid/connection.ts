@@ -5,7 +5,7 @@
 import type { Readable, Writable } from 'node:stream';
 import { DroidError, DroidRpcError, type RpcErrorBody } from './errors.js';
 import { classifyFrame, errorFrame, requestFrame, resultFrame, type Frame, type NotificationFrame } from './frames.js';
-import { LineReader } from './line-reader.js';
+import { LineReader, MAX_LINE_CHARS } from './line-reader.js';
 import { head } from '../util/text.js';
 
 /** How we answer droid's own requests (permissions, AskUser, …). */
@@ -17,7 +17,8 @@ export type ServerRequestHandler = (
 export type ServerRequestAnswer = { result: unknown } | { error: RpcErrorBody };
 
 export interface Diagnostic {
-  kind: 'stray_line' | 'invalid_frame' | 'protocol_error' | 'unmatched_response';
+  /** `stray_line`: not JSON; `line_too_long`: over MAX_LINE_CHARS, dropped up to its newline. */
+  kind: 'stray_line' | 'line_too_long' | 'invalid_frame' | 'protocol_error' | 'unmatched_response';
   detail: string;
   at: number;
 }
@@ -28,6 +29,8 @@ export interface ConnectionOptions {
   defaultTimeoutMs?: number;
   /** Diagnostics kept for the turn result; older ones are dropped. */
   maxDiagnostics?: number;
+  /** Longest frame line accepted (default MAX_LINE_CHARS); longer ones are dropped with a `line_too_long` diagnostic. */
+  maxLineChars?: number;
 }
 
 interface Pending {
@@ -54,10 +57,17 @@ export class DroidConnection {
   constructor(private readonly options: ConnectionOptions) {
     this.defaultTimeoutMs = options.defaultTimeoutMs ?? 30_000;
     this.maxDiagnostics = options.maxDiagnostics ?? 50;
-    this.reader = new LineReader({
-      value: (value) => this.onValue(value),
-      stray: (line, reason) => this.diagnose('stray_line', `${reason}: ${head(line, 300)}`),
-    });
+    const maxLineChars = options.maxLineChars ?? MAX_LINE_CHARS;
+    this.reader = new LineReader(
+      {
+        value: (value) => this.onValue(value),
+        stray: (stray) =>
+          stray.reason === 'line_too_long'
+            ? this.diagnose('line_too_long', `line of at least ${stray.length} characters dropped (limit ${maxLineChars}): ${stray.head}`)
+            : this.diagnose('stray_line', `not JSON: ${stray.head}`),
+      },
+      { maxLineChars },
+    );
     options.input.on('data', (chunk: Buffer) => this.reader.push(chunk));
     options.input.on('end', () => this.reader.end());
     // A write to a dead pipe must surface through `close`, not crash the worker.

@@ -43,9 +43,15 @@ export type ProgressEvent =
   | { kind: 'droid_error'; message: string }
   | { kind: 'ignored_turn_end'; turnId: string; reason: string };
 
+/** An `error` notification of this turn: droid's error class name (e.g. `AuthenticationError`) and its text. */
+export interface DroidErrorNote {
+  name: string | null;
+  text: string;
+}
+
 export class TurnCollector {
   readonly transcript: TranscriptEntry[] = [];
-  readonly droidErrors: string[] = [];
+  readonly droidErrors: DroidErrorNote[] = [];
   finalText = '';
   partialText = '';
   /** Set when the turn ended: matching notification seen. */
@@ -94,7 +100,8 @@ export class TurnCollector {
       case 'error': {
         const e = n as Extract<SessionNotification, { type: 'error' }>;
         const message = head([e.error?.name, e.error?.message ?? e.message].filter(Boolean).join(': '), FIELD_CHARS);
-        this.droidErrors.push(message);
+        const name = typeof e.error?.name === 'string' && e.error.name !== '' ? head(e.error.name, 200) : null;
+        this.droidErrors.push({ name, text: message });
         this.onProgress({ kind: 'droid_error', message });
         return;
       }

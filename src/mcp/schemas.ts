@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../store/schemas.js';
+import { CONVERSATION_ID } from '../controller/reply-route.js';
 
 export const autonomySchema = z.enum(['off', 'low', 'medium', 'high']);
 const requestKey = z.string().min(1).max(200).describe('Stable idempotency key: retry with the same key and identical arguments.');
@@ -11,13 +12,18 @@ const sessionHandle = z.string().min(1).max(100).describe('Session handle return
 const prompt = z.string().min(1).max(100_000).describe('The message for droid. Never stored by the controller.');
 const model = z.string().min(1).max(200).describe('Model id from droid_models. Omit to use the launch default.');
 const reasoningEffort = z.string().min(1).max(50).describe('Reasoning effort supported by the model (see droid_models).');
+const conversation = z.string().regex(CONVERSATION_ID, 'a conversation id is T- followed by a lowercase UUID');
 const label = z.string().min(1).max(50).regex(/^[a-z0-9][a-z0-9._:-]*$/, 'labels are lowercase letters, digits and . _ : -');
 
 export const createInput = z.strictObject({
   requestKey,
   workspace: z.string().min(1).max(4096).describe('Absolute path of an approved root or a directory inside one (see droid_list_workspaces).'),
   prompt,
-  replyTo: z.string().min(1).max(200).nullable().describe('Conversation to report back to, or null for detached work.'),
+  replyTo: conversation
+    .nullable()
+    .describe(
+      'Required. The Amp conversation (T- followed by a lowercase UUID) this session reports to through reply-back, or null for detached work. Never defaulted.',
+    ),
   model: model.optional(),
   autonomy: autonomySchema.optional().describe('off = read-only Spec mode; low/medium/high allow real actions, up to the host ceiling.'),
   reasoningEffort: reasoningEffort.optional(),
@@ -30,6 +36,12 @@ export const sendInput = z.strictObject({
   session: sessionHandle,
   prompt,
   interrupt: z.boolean().optional().describe('true: interrupt the running turn and run this next (steering). Default false: queue after it.'),
+  replyTo: conversation
+    .nullable()
+    .optional()
+    .describe(
+      "Omit to keep the session's route. A conversation id retargets reply-back to it and null detaches; either starts a new route, which invalidates every older reply handle (even if this turn is later cancelled).",
+    ),
   model: model.optional(),
   autonomy: autonomySchema.optional(),
   reasoningEffort: reasoningEffort.optional(),
@@ -83,7 +95,13 @@ export const sessionView = z.object({
   updatedAt: z.string(),
   agentState: z.enum(['working', 'idle', 'unknown']),
   needsAttention: z.boolean(),
-  notification: z.literal('disabled'),
+  notification: z
+    .enum(['disabled', 'pending', 'accepted', 'failed', 'not_sent'])
+    .describe(
+      'What the latest turn did about reporting back, as observed (the controller never sends): disabled = detached; pending = routed and queued or running; ' +
+        'accepted = Amp accepted a report (not proof it was read); failed = a report errored, a misroute was attempted, or an Amp tool ran unasked (needs attention, never fails the run); not_sent = ended without a report.',
+    ),
+  notificationError: z.object({ code: z.string(), message: z.string() }).nullable().describe('Why notification is failed (reply_misrouted, reply_send_failed, reply_gate_bypassed).'),
   queuedRuns: z.number(),
   preview: z.string(),
   latestRun: runView,
@@ -135,6 +153,9 @@ export const workspacesOutput = z.object({
       available: z.boolean(),
       detail: z.string().nullable(),
     }),
+  }),
+  droid: z.object({
+    version: z.string().nullable().describe('Version of the droid CLI that runs the turns (droid --version); null when it could not be read.'),
   }),
 });
 

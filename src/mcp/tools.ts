@@ -17,6 +17,8 @@ export interface ToolContext {
   policy: HostPolicy;
   runTimeoutMs: number;
   replyBack: boolean;
+  /** The droid CLI's version, or null when `droid --version` could not be read. */
+  droidVersion(): Promise<string | null>;
   sandbox: SandboxStatus;
 }
 
@@ -55,8 +57,10 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       'Start a new droid session in an approved workspace and submit its first turn. The turn runs in the background: ' +
       'keep metadata.session and poll it with droid_wait_for_sessions. requestKey makes the call idempotent; replyTo is ' +
-      'required (null = detached work). Omitted model, autonomy and reasoningEffort use the host launch defaults. ' +
-      'admission says whether the turn started at once or is queued, and behind what.\n' +
+      'required: null for detached work, or the Amp conversation (T-<uuid>) the session reports to when the host offers ' +
+      'reply-back (droid_list_workspaces policy.replyBack). A routed turn may message only that conversation, through ' +
+      'Amp\'s puck tool; notification in the status says what it did. Omitted model, autonomy and reasoningEffort use the ' +
+      'host launch defaults. admission says whether the turn started at once or is queued, and behind what.\n' +
       'Example: {"requestKey":"review-42","workspace":"/srv/repos/app","prompt":"Review the diff and report findings.","autonomy":"off","replyTo":null,"title":"Diff review"}',
     input: s.createInput,
     output: s.acceptanceOutput,
@@ -70,8 +74,9 @@ export const TOOLS: readonly ToolDefinition[] = [
       'Send a follow-up message to an existing session. When the session is idle it starts at once; when busy it is ' +
       'queued after the current turn (default interrupt:false). interrupt:true steers: older queued turns are superseded, ' +
       'the running turn is interrupted, and this message runs next in the same droid session. Settings default to the ' +
-      "session's last accepted ones. admission says what happened: started, queued (waitingFor: behind what) or " +
-      'interrupting.\n' +
+      "session's last accepted ones. replyTo: omit to keep the session's reply route, a conversation id to retarget, " +
+      'null to detach; a retarget or detach invalidates every older reply handle from the moment it is accepted. ' +
+      'admission says what happened: started, queued (waitingFor: behind what) or interrupting.\n' +
       'Example: {"requestKey":"review-42-fix","session":"5b3c…","prompt":"Now fix the first finding.","interrupt":false}',
     input: s.sendInput,
     output: s.acceptanceOutput,
@@ -82,7 +87,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'droid_get_session_status',
     title: 'Session status',
     description:
-      "Return a session's agentState (working, idle or unknown), needsAttention, a short output preview and its latest " +
+      "Return a session's agentState (working, idle or unknown), needsAttention, notification (what the latest turn did " +
+      'about reporting back), a short output preview and its latest ' +
       'run: state, effective settings, error, usage, declined permissions, declined questions and recent progress. ' +
       'Reading status never starts droid.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"}',
@@ -184,14 +190,15 @@ export const TOOLS: readonly ToolDefinition[] = [
     title: 'Approved workspaces and capacity',
     description:
       "List this host's approved workspace roots (canonical absolute paths; pass one, or a directory inside one, as " +
-      'workspace), the run capacity {maximum, active, queued, available} and the launch policy (default model, default ' +
+      'workspace), the run capacity {maximum, active, queued, available}, the launch policy (default model, default ' +
       'and maximum autonomy, reasoning effort, and the sandbox: with mode bwrap a writer turn can write only its workspace ' +
-      'and a read-only turn nothing; available:false means every turn fails with sandbox_unavailable).\n' +
+      'and a read-only turn nothing; available:false means every turn fails with sandbox_unavailable; replyBack:true ' +
+      'means sessions may be created with a replyTo conversation) and the version of the droid CLI that runs the turns.\n' +
       'Example: {}',
     input: s.emptyInput,
     output: s.workspacesOutput,
     readOnly: true,
-    handler: (_args, ctx) => ({
+    handler: async (_args, ctx) => ({
       workspaces: [...ctx.approvedRoots],
       capacity: ctx.controller.capacity(),
       policy: {
@@ -203,6 +210,7 @@ export const TOOLS: readonly ToolDefinition[] = [
         replyBack: ctx.replyBack,
         sandbox: ctx.sandbox,
       },
+      droid: { version: await ctx.droidVersion() },
     }),
   }),
   tool({

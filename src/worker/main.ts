@@ -3,7 +3,8 @@
  * for the controller to acknowledge the durable result, and exits.
  */
 import { toErrorInfo } from '../droid/errors.js';
-import { emptyFailure, turnSpecSchema, type ParentToWorker, type RenameOutcome, type TurnResult, type WorkerToParent } from './protocol.js';
+import { parseParentMessage, runEnvelopeSchema } from './ipc.js';
+import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WorkerToParent } from './protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
 import { ACK_WAIT_MS } from './timeline.js';
@@ -28,21 +29,61 @@ let running = false;
 /** Aborted when a follow-up waits for this turn's slot: the Factory title is left for a later turn. */
 const skipRename = new AbortController();
 
+/** Puck calls waiting for the controller's reply gate, by request id. */
+const gateWaits = new Map<string, (approve: boolean) => void>();
+let gateIds = 0;
+/** A gate that never answers denies: droid's permission request must not hang the turn. */
+const GATE_WAIT_MS = 30_000;
+
+function askGate(call: ReplyCall): Promise<boolean> {
+  if (!process.connected) return Promise.resolve(false);
+  const id = `g${++gateIds}`;
+  return new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => settle(false), GATE_WAIT_MS);
+    const settle = (approve: boolean) => {
+      clearTimeout(timer);
+      gateWaits.delete(id);
+      resolve(approve);
+    };
+    gateWaits.set(id, settle);
+    void send({ type: 'reply_call', id, call });
+  });
+}
+
 // The controller is gone: nobody can record this turn, so stop droid now.
 process.on('disconnect', () => {
+  for (const settle of [...gateWaits.values()]) settle(false);
   cancel();
   acknowledge();
   stopOrphanedGroup();
 });
 
-process.on('message', (raw: ParentToWorker) => {
-  if (raw?.type === 'cancel') return cancel();
-  if (raw?.type === 'ack') return acknowledge();
-  if (raw?.type === 'skip_rename') return skipRename.abort();
-  if (raw?.type !== 'run' || running) return;
-  running = true;
-  void execute(raw.spec);
+process.on('message', (raw: unknown) => {
+  const parsed = parseParentMessage(raw);
+  if (parsed.ok) {
+    const message = parsed.message;
+    if (message.type === 'cancel') return cancel();
+    if (message.type === 'ack') return acknowledge();
+    if (message.type === 'skip_rename') return skipRename.abort();
+    // An unknown id (a decision that came after the wait gave up) is ignored: that call was already denied.
+    if (message.type === 'reply_decision') return gateWaits.get(message.id)?.(message.approve);
+    return start(message.spec);
+  }
+  // A run with a bad spec still gets its named answer (turn_spec_invalid), so the controller is not left waiting.
+  const run = runEnvelopeSchema.safeParse(raw);
+  if (run.success) return start(run.data.spec);
+  // Anything else is never acted on: not an ack, not a cancel (the controller's kill backstop still holds).
+  process.stderr.write(`worker: ignored invalid IPC message from the controller (${parsed.problem})\n`);
 });
+
+function start(spec: unknown): void {
+  if (running) {
+    process.stderr.write('worker: ignored a second run message; a worker runs exactly one turn\n');
+    return;
+  }
+  running = true;
+  void execute(spec);
+}
 
 async function execute(rawSpec: unknown): Promise<void> {
   const parsed = turnSpecSchema.safeParse(rawSpec);
@@ -57,6 +98,8 @@ async function execute(rawSpec: unknown): Promise<void> {
         cancelled,
         onStarted: (droidSessionId) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString() }),
         onProgress: (event) => void send({ type: 'progress', event }),
+        replyGate: askGate,
+        onReply: (event) => void send({ type: 'reply_event', event }),
       }));
     } catch (err) {
       result = emptyFailure(toErrorInfo(err));

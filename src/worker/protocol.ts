@@ -1,6 +1,7 @@
 /**
  * The IPC contract between the controller and a per-turn worker. Validated on
- * both sides: a malformed message is a named failure, never a guess.
+ * both sides against the schemas in ipc.ts: a malformed message is reported
+ * and ignored, never a guess.
  */
 import { z } from 'zod';
 import type { ErrorInfo } from '../droid/errors.js';
@@ -39,6 +40,12 @@ export const turnSpecSchema = z
     ]),
     /** Factory title to apply after the turn (best effort), when it changed. */
     renameTo: z.string().min(1).max(200).optional(),
+    /**
+     * Present only on routed turns: attach the Amp MCP server at `url` as
+     * `amp-puck`, preflight it, and route every puck call through the reply
+     * gate (the controller). Detached turns never contact it.
+     */
+    replyBack: z.object({ url: z.string().min(1), replyTo: z.string().min(1) }).strict().optional(),
   })
   .strict();
 
@@ -75,14 +82,35 @@ export interface RenameOutcome {
   error: string | null;
 }
 
+/** A puck call droid asked permission for; the controller's reply gate answers. */
+export interface ReplyCall {
+  toolUseId: string;
+  /** The tool input from droid's permission request. */
+  input: unknown;
+}
+
+/** What the worker saw of puck calls after they ran. */
+export type ReplyEvent =
+  /** An approved send came back: ok unless droid or Amp reported an error; the handle it proves, if any. */
+  | { kind: 'send_result'; toolUseId: string; ok: boolean; handle: string | null }
+  /** A tool of the Amp server ran without the gate approving it (droid did not ask). */
+  | { kind: 'bypass'; tool: string; toolUseId: string };
+
 export type WorkerToParent =
   | { type: 'started'; droidSessionId: string; submittedAt: string }
   | { type: 'progress'; event: ProgressEvent }
   | { type: 'terminal'; result: TurnResult }
-  | { type: 'rename'; outcome: RenameOutcome };
+  | { type: 'rename'; outcome: RenameOutcome }
+  | { type: 'reply_call'; id: string; call: ReplyCall }
+  | { type: 'reply_event'; event: ReplyEvent };
 
 /** `skip_rename`: a follow-up waits for this turn's slot, so the Factory title is left for a later turn. */
-export type ParentToWorker = { type: 'run'; spec: TurnSpec } | { type: 'cancel' } | { type: 'ack' } | { type: 'skip_rename' };
+export type ParentToWorker =
+  | { type: 'run'; spec: TurnSpec }
+  | { type: 'cancel' }
+  | { type: 'ack' }
+  | { type: 'skip_rename' }
+  | { type: 'reply_decision'; id: string; approve: boolean };
 
 /** A result for a turn that produced no evidence at all (bad spec, dead worker). */
 export function emptyFailure(error: ErrorInfo, extra: Partial<TurnResult> = {}): TurnResult {

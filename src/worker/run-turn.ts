@@ -5,11 +5,14 @@
  */
 import { hostname } from 'node:os';
 import { realpath, stat } from 'node:fs/promises';
-import { DroidClient, SHUTDOWN_BUDGET, settingsFor } from '../droid/client.js';
+import { DroidClient, disabledToolIdsOf, SHUTDOWN_BUDGET, settingsFor, type McpServerSpec } from '../droid/client.js';
 import { DroidError, toErrorInfo, type ErrorInfo } from '../droid/errors.js';
+import { AMP_SERVER } from '../droid/amp-tools.js';
+import { droidAutonomy } from '../droid/permission-policy.js';
 import { assertDroidExecutable } from '../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../droid/turn-collector.js';
-import { RENAME_SKIPPED, type RenameOutcome, type TurnOutcome, type TurnResult, type TurnSpec } from './protocol.js';
+import { RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnOutcome, type TurnResult, type TurnSpec } from './protocol.js';
+import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
 import { assertBwrapExecutable, bwrapArgs, factoryDirOf, prepareTurnPaths } from './sandbox.js';
@@ -19,6 +22,10 @@ export interface TurnHooks {
   onProgress(event: ProgressEvent): void;
   /** Resolves when the controller asks to stop this turn. */
   cancelled: Promise<void>;
+  /** Routed turns: the controller's reply gate. Absent: every puck call is denied. */
+  replyGate?(call: ReplyCall): Promise<boolean>;
+  /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
+  onReply?(event: ReplyEvent): void;
 }
 
 type Stop = { kind: 'cancel' } | { kind: 'deadline' };
@@ -33,6 +40,8 @@ interface TurnState {
 }
 
 const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
+/** `error.name` of droid's notification when it has no usable login or key. */
+const AUTHENTICATION_ERROR = 'AuthenticationError';
 
 export interface FinishedTurn {
   result: TurnResult;
@@ -106,7 +115,7 @@ function evidence(state: TurnState) {
   };
 }
 
-type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null };
+export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null };
 
 async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>): Promise<Verdict> {
   assertDroidExecutable(spec.droidPath);
@@ -114,6 +123,17 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const launcher = confine(spec, state);
   const client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace, ...(launcher && { launcher }) });
   state.client = client;
+  if (spec.replyBack) {
+    client.routeReplies({
+      caller: spec.autonomy,
+      gate: (call) => hooks.replyGate?.(call) ?? Promise.resolve(false),
+      observe: (event) => {
+        hooks.onReply?.(event);
+        // droid ran an Amp tool without asking: the gate is not in control, so stop the turn.
+        if (event.kind === 'bypass') client.interrupt().catch(() => undefined);
+      },
+    });
+  }
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
@@ -180,7 +200,10 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number, 
 }
 
 async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
-  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(spec.autonomy) };
+  // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
+  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
+  // Routed turns only, on create and on every resume (droid does not keep it).
+  const mcpServers: McpServerSpec[] | undefined = spec.replyBack ? [{ name: AMP_SERVER, type: 'http', url: spec.replyBack.url }] : undefined;
   if (spec.session.mode === 'create') {
     const created = await client.initializeSession({
       machineId: spec.machineId ?? hostname(),
@@ -189,10 +212,12 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
       ...(spec.session.title ? { title: spec.session.title } : {}),
       // droid 0.225 takes tags as objects ({name}), not strings (measured).
       ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
+      ...(mcpServers && { mcpServers }),
     });
+    await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
     return created.sessionId;
   }
-  const loaded = await client.loadSession(spec.session.droidSessionId);
+  const loaded = await client.loadSession(spec.session.droidSessionId, mcpServers);
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
     throw new DroidError(
@@ -201,7 +226,17 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
     );
   }
   await client.updateSettings(settings);
+  await prepareAmpTools(spec, client, disabledToolIdsOf(loaded.settings));
   return spec.session.droidSessionId;
+}
+
+/**
+ * Before any prompt: a routed turn's preflight (puck the only usable Amp
+ * tool, or a named failure); a detached turn only drops disables of Amp
+ * tools a previous routed turn left in the session.
+ */
+function prepareAmpTools(spec: TurnSpec, client: DroidClient, saved: readonly string[]): Promise<void> {
+  return spec.replyBack ? preflightAmp(client, spec.replyBack.url, saved) : dropStaleAmpDisables(client, saved);
 }
 
 /** bwrap in front of droid, with this turn's binds; null when the operator turned the sandbox off. */
@@ -258,10 +293,18 @@ function diedMidTurn(err: Error): Verdict {
   return { outcome: 'failed', reason: null, error: toErrorInfo(err, 'droid_exited') };
 }
 
-function fromReason(reason: string, collector: TurnCollector): Verdict {
-  const outcome = REASON_OUTCOMES[reason];
+/**
+ * How droid's `agent_turn_completed.reason` becomes our verdict. A missing
+ * Factory login ends `model_authentication_failed` on droid 0.225.x but `error`
+ * on 0.215.0; both send an `AuthenticationError` notification first, which is
+ * what marks a generic `error` as an authentication failure.
+ */
+export function fromReason(reason: string, collector: Pick<TurnCollector, 'droidErrors'>): Verdict {
+  // Own keys only: a reason such as `constructor` is not an outcome.
+  const outcome = Object.hasOwn(REASON_OUTCOMES, reason) ? REASON_OUTCOMES[reason] : undefined;
   if (outcome) return { outcome, reason, error: null };
-  if (reason === 'model_authentication_failed') {
+  const authError = collector.droidErrors.some((e) => e.name === AUTHENTICATION_ERROR);
+  if (reason === 'model_authentication_failed' || (reason === 'error' && authError)) {
     return {
       outcome: 'failed',
       reason,
@@ -272,11 +315,10 @@ function fromReason(reason: string, collector: TurnCollector): Verdict {
       },
     };
   }
-  const detail = collector.droidErrors.at(-1);
+  const detail = collector.droidErrors.at(-1)?.text;
   return {
     outcome: 'failed',
     reason,
     error: { code: 'droid_turn_failed', message: `droid ended the turn with reason ${reason}${detail ? ` (${detail})` : ''}`, retryable: false },
   };
 }
-

@@ -7,12 +7,15 @@ import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ProgressEvent } from '../droid/turn-collector.js';
 import type { ErrorInfo } from '../droid/errors.js';
-import { emptyFailure, type ParentToWorker, type RenameOutcome, type TurnResult, type TurnSpec, type WorkerToParent } from './protocol.js';
+import { parseWorkerMessage } from './ipc.js';
+import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from './protocol.js';
 import { TextTail } from '../util/text.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from './timeline.js';
 
 export const WORKER_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
+/** Invalid IPC messages kept as diagnostics per turn (all are counted). */
+const MAX_IPC_PROBLEMS = 10;
 
 export interface WorkerOptions {
   onStarted?(droidSessionId: string): void;
@@ -21,9 +24,15 @@ export interface WorkerOptions {
   onRename?(outcome: RenameOutcome): void;
   /** A member of the group survives SIGKILL: the lock stays held; say so. */
   onStuck?(members: number[], waitedMs: number): void;
+  /** Routed turns: the reply gate's verdict on one puck call (absent, failing or not true: denied). */
+  onReplyCall?(call: ReplyCall): Promise<boolean>;
+  /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
+  onReplyEvent?(event: ReplyEvent): void;
   /** Environment of the worker process itself (droid gets spec.droidEnv). */
   env?: NodeJS.ProcessEnv;
   workerEntry?: string;
+  /** An IPC message from the worker failed validation and was ignored (for the log). */
+  onInvalidMessage?(problem: string): void;
 }
 
 export interface WorkerHandle {
@@ -74,17 +83,37 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
   // For a worker that ignores its own deadline.
   armBackstop('deadline', timeline.deadlineBackstopMs);
 
-  child.on('message', (message: WorkerToParent) => {
-    if (message?.type === 'started') {
+  // Messages cross a process boundary: each is validated, and an invalid one is
+  // counted and kept as a diagnostic, never acted on. An invalid `terminal` is
+  // not the result: the turn then ends as worker_failed when the worker exits.
+  let invalidMessages = 0;
+  const ipcProblems: string[] = [];
+  const withIpcProblems = (r: TurnResult): TurnResult =>
+    ipcProblems.length ? { ...r, diagnostics: [...r.diagnostics, ...ipcProblems] } : r;
+  child.on('message', (raw: unknown) => {
+    const parsed = parseWorkerMessage(raw);
+    if (!parsed.ok) {
+      const problem = `ipc_invalid_message #${++invalidMessages} from the worker, ignored: ${parsed.problem}`;
+      if (ipcProblems.length < MAX_IPC_PROBLEMS) ipcProblems.push(problem);
+      options.onInvalidMessage?.(problem);
+      return;
+    }
+    const message = parsed.message;
+    if (message.type === 'started') {
       startedSession = message.droidSessionId;
       options.onStarted?.(message.droidSessionId);
-    } else if (message?.type === 'progress') options.onProgress?.(message.event);
-    else if (message?.type === 'rename') options.onRename?.(message.outcome);
-    else if (message?.type === 'terminal' && !gotResult) {
+    } else if (message.type === 'progress') options.onProgress?.(message.event);
+    else if (message.type === 'rename') options.onRename?.(message.outcome);
+    else if (message.type === 'reply_call') {
+      const id = message.id;
+      const verdict = options.onReplyCall ? options.onReplyCall(message.call).catch(() => false) : Promise.resolve(false);
+      void verdict.then((approve) => post({ type: 'reply_decision', id, approve: approve === true }));
+    } else if (message.type === 'reply_event') options.onReplyEvent?.(message.event);
+    else if (message.type === 'terminal' && !gotResult) {
       gotResult = true;
       // From here the worker only renames and closes droid: its own window.
       armBackstop('after_result', timeline.afterResultMs);
-      settle(message.result);
+      settle(withIpcProblems(message.result));
     }
   });
 
@@ -96,9 +125,10 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
   const cleanedUp = exited.then(async (how) => {
     if (!gotResult) {
       gotResult = true;
-      // After `started`, the prompt reached droid: the turn may have had effects.
-      const evidence = { submitted: startedSession !== null, droidSessionId: startedSession, stderrTail: stderr.toString() };
-      settle(withoutResult(how, firedBackstop, cancelRequested, spec, evidence));
+      // After `started`, the prompt reached droid: the turn may have had effects. An invalid
+      // message may have been that `started`, so in doubt the turn counts as submitted.
+      const evidence = { submitted: startedSession !== null || invalidMessages > 0, droidSessionId: startedSession, stderrTail: stderr.toString() };
+      settle(withIpcProblems(withoutResult(how, firedBackstop, cancelRequested, invalidMessages, spec, evidence)));
     }
     // droid shares the worker's group; anything left in it goes now.
     await killGroupAndWait(pid, options.onStuck);
@@ -139,6 +169,7 @@ function withoutResult(
   how: string,
   backstop: Backstop | null,
   cancelRequested: boolean,
+  invalidMessages: number,
   spec: TurnSpec,
   evidence: Partial<TurnResult>,
 ): TurnResult {
@@ -155,5 +186,6 @@ function withoutResult(
     const error: ErrorInfo = { code: 'run_timed_out', message: `turn exceeded its ${spec.timeoutMs} ms deadline; its process group was killed`, retryable: true };
     return { ...emptyFailure(error, evidence), outcome: 'timed_out' };
   }
-  return emptyFailure({ code: 'worker_failed', message: `the turn's worker exited (${how}) without a result`, retryable: false }, evidence);
+  const invalid = invalidMessages ? ` (it sent ${invalidMessages} invalid IPC message(s), see diagnostics)` : '';
+  return emptyFailure({ code: 'worker_failed', message: `the turn's worker exited (${how}) without a valid result${invalid}`, retryable: false }, evidence);
 }

@@ -21,7 +21,9 @@
  * Runner backstops (SIGKILL of the worker's whole process group, when the
  * worker did not do its part in time):
  *   cancelBackstopMs   after a cancel with no result yet: G + SLACK
- *   deadlineBackstopMs after spawn with no result yet:    T + G + SLACK
+ *   deadlineBackstopMs after spawn with no result yet:    T + 2G + SLACK
+ *                      (the worker's own clock starts only once it is up,
+ *                      which on a loaded host can take a second or more)
  *   afterResultMs      after the result, for rename and close: rename + close + exit + SLACK
  * A forced stop after a cancel we asked for is recorded as a cancellation
  * (interrupt_unconfirmed), never as a worker failure.
@@ -57,7 +59,7 @@ export function turnTimeline(runTimeoutMs: number, cancelGraceMs: number): TurnT
     interruptWindowMs: cancelGraceMs,
     renameWindowMs,
     cancelBackstopMs: cancelGraceMs + SLACK_MS,
-    deadlineBackstopMs: runTimeoutMs + cancelGraceMs + SLACK_MS,
+    deadlineBackstopMs: runTimeoutMs + 2 * cancelGraceMs + SLACK_MS,
     afterResultMs: renameWindowMs + SHUTDOWN_BUDGET.closeMs + SHUTDOWN_BUDGET.exitWaitMs + SLACK_MS,
   };
 }

@@ -4,7 +4,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { messageText, prose, script } from '../support/model-server.js';
 import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
@@ -198,12 +198,23 @@ describe('tool surface', () => {
 
   it('lists workspaces, capacity and policy, and the live models', async () => {
     server = await ctx.start({ maxConcurrentRuns: 3 });
-    const ws = await server.ok<{ workspaces: string[]; capacity: object; policy: { defaultModel: string; sandbox: object } }>('droid_list_workspaces');
+    const ws = await server.ok<{ workspaces: string[]; capacity: object; policy: { defaultModel: string; sandbox: object }; droid: object }>('droid_list_workspaces');
     expect(ws.workspaces).toEqual([ctx.root]);
     expect(ws.capacity).toEqual({ maximum: 3, active: 0, queued: 0, available: 3 });
     expect(ws.policy.defaultModel).toBe(ctx.bed.modelId);
     // Every end-to-end turn here runs inside the sandbox (bubblewrap, found on PATH).
     expect(ws.policy.sandbox).toEqual({ mode: 'bwrap', available: true, detail: null });
+    // The CLI that runs the turns (pinned, or $DROID_MCP_TEST_DROID): the version of the npm package that installed it.
+    const installed = (JSON.parse(readFileSync(join(dirname(ctx.bed.droidPath), '..', 'package.json'), 'utf8')) as { version: string }).version;
+    expect(ws.droid).toEqual({ version: installed });
+    // The droid path is the operator's business: the log has it, the tool output does not.
+    expect(JSON.stringify(ws)).not.toContain(ctx.bed.droidPath);
+    const logged = server
+      .stderr()
+      .split('\n')
+      .filter((line) => line.includes('"msg":"droid CLI version"'))
+      .map((line) => (JSON.parse(line) as { droid: { path: string; version: string } }).droid);
+    expect(logged).toEqual([{ path: ctx.bed.droidPath, version: installed }]);
     const models = await server.ok<{ models: Array<{ id: string }> }>('droid_models');
     expect(models.models.map((m) => m.id)).toContain(ctx.bed.modelId);
   });
@@ -326,7 +337,8 @@ describe('admission', () => {
     expect(done.every((s) => s.latestRun.state === 'succeeded')).toBe(true);
     expect(peak).toBe(2);
     expect(distinct).toBe(6);
-  });
+    // Six slow turns, two at a time: a generous budget on a loaded 2-core host.
+  }, 150_000);
 
   it('reader/writer locks: nested paths serialize writers both ways, readers share, siblings run in parallel', async () => {
     server = await ctx.start({ maxConcurrentRuns: 4 });
@@ -378,7 +390,8 @@ describe('admission', () => {
     expect(livedTogether(readerOnParent, readerOnChild!)).toBe(true);
     expect(livedTogether(readerOnParent, writerOnChild!)).toBe(false);
     expect(livedTogether(readerOnChild!, writerOnChild!)).toBe(false);
-  });
+    // Seven slow turns, partly serialized by design: generous on a loaded 2-core host.
+  }, 150_000);
 });
 
 describe('sandbox', () => {
@@ -413,7 +426,7 @@ describe('validation', () => {
     expect((outside.structured.error as { action: string }).action).toContain('approvedDirectories');
     const traversal = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: `${ws}/../../..`, prompt: 'p' });
     expect(traversal.structured.error).toMatchObject({ code: 'workspace_not_approved' });
-    const replyTo = await server.call('droid_create_session', { requestKey: key(), replyTo: 'T-123', workspace: ws, prompt: 'p' });
+    const replyTo = await server.call('droid_create_session', { requestKey: key(), replyTo: 'T-11111111-2222-4333-8444-555555555555', workspace: ws, prompt: 'p' });
     expect(replyTo.structured.error).toMatchObject({ code: 'reply_back_unavailable' });
     for (const r of [over, model, effort, outside, traversal, replyTo]) {
       expect(r.text).not.toContain(ctx.stateDir);

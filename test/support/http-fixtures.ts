@@ -60,6 +60,10 @@ export function fakeContext(): FakeContext {
     policy: { defaultModel: 'model-a', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: null },
     runTimeoutMs: 3_600_000,
     replyBack: false,
+    droidVersion: async () => {
+      calls.push('droidVersion');
+      return '0.225.2';
+    },
   };
   const ctx = new Proxy(base, {
     get: (target, prop, receiver) => {

@@ -6,8 +6,12 @@
 //
 // Scenario: a marker `<<mock:NAME>>` in the prompt of add_user_message.
 //   crash | malformed | wrong-turn | silence | permission | permission-no-once
-//   | ask | unknown-request | slow | deaf (none → a normal turn)
-//   deaf: like silence, and interrupt_session is never even answered
+//   | ask | unknown-request | slow | auth-error-0215   (none → a normal turn)
+//   | deaf    like silence, but interrupt_session is never even answered
+//   | linger  a normal turn, then the process never goes: close_session is
+//             never answered, and stdin EOF and SIGTERM are ignored
+//   | auth-error-0215  a missing Factory login as droid 0.215.0 reports it
+//             (AuthenticationError notification, then reason `error`)
 // Env:
 //   MOCK_DROID_STATE_DIR      sessions persist here as <sessionId>.json
 //   MOCK_DROID_INIT_DELAY_MS  delay before answering initialize_session
@@ -64,6 +68,13 @@ function log(entry) {
 let session = null; // { sessionId, cwd, settings, messages, cumulative }
 let turn = null; // { messageId, abort: AbortController, ignoresInterrupt }
 let turnChain = Promise.resolve();
+let lingering = false; // set by the linger scenario: this process never leaves on its own
+
+function linger() {
+  lingering = true;
+  process.on('SIGTERM', () => {}); // only SIGKILL ends it
+  setInterval(() => {}, 60_000);
+}
 const pending = new Map(); // server request id → resolve(frame)
 
 function sessionFile(id) {
@@ -200,11 +211,12 @@ async function askTurn(messageId, signal) {
 /** Runs one turn; returns normally when it completed or was cancelled. */
 async function runTurn(prompt, messageId, requestId) {
   if (!session) return; // closed while this turn was queued
-  const scenario = /<<mock:([a-z-]+)>>/.exec(prompt)?.[1] ?? '';
+  const scenario = /<<mock:([a-z0-9-]+)>>/.exec(prompt)?.[1] ?? '';
   const abort = new AbortController();
   const signal = abort.signal;
   const started = now();
   turn = { messageId, abort, ignoresInterrupt: scenario === 'silence' || scenario === 'deaf', deaf: scenario === 'deaf' };
+  if (scenario === 'linger') linger();
   try {
     state('streaming_assistant_message');
     addMessage({ id: messageId, role: 'user', content: [{ type: 'text', text: prompt }], interactionMode: session.settings.interactionMode, parentId: 'root' }, { requestId });
@@ -243,6 +255,13 @@ async function runTurn(prompt, messageId, requestId) {
         // Bounded wait so a client that never answers still gets a completed turn.
         await ask('droid.some_future_method', { note: 'a method this client does not know' }, signal, 10_000);
         break;
+      case 'auth-error-0215': {
+        const text = 'No access token available';
+        notify({ type: 'error', message: text, errorType: 'Error', timestamp: new Date().toISOString(), error: { name: 'AuthenticationError', message: text } });
+        addMessage({ id: randomUUID(), role: 'system', content: [{ type: 'text', text: 'Authentication failed. Please log in.' }], parentId: messageId });
+        complete(messageId, 'error', zeroUsage(), started);
+        return;
+      }
       case 'slow': {
         const id = randomUUID();
         state('streaming_assistant_message');
@@ -264,7 +283,7 @@ async function runTurn(prompt, messageId, requestId) {
     complete(messageId, 'cancelled', zeroUsage(), started);
   } finally {
     turn = null;
-    if (stdinClosed) process.exit(0);
+    if (stdinClosed && !lingering) process.exit(0);
   }
 }
 
@@ -321,11 +340,12 @@ const methods = {
       .catch((e) => process.stderr.write(`mock-droid: turn failed: ${e?.stack ?? e}\n`));
   },
   'droid.interrupt_session'(id) {
-    if (turn?.deaf) return; // a hung CLI that does not even answer
+    if (turn?.deaf) return; // never answered: the request can only time out
     respond(id, {});
     if (turn && !turn.ignoresInterrupt) turn.abort.abort();
   },
   async 'droid.close_session'(id) {
+    if (lingering) return; // never answered
     // Let a running turn report its cancellation before the session goes away;
     // a hung (silence) turn is left hanging, session and all.
     if (turn && !turn.ignoresInterrupt) {
@@ -401,7 +421,7 @@ process.stdin.on('data', (chunk) => {
 let stdinClosed = false;
 process.stdin.on('end', () => {
   stdinClosed = true;
-  if (!turn) exitWhenIdle();
+  if (!turn && !lingering) exitWhenIdle();
 });
 /** MOCK_DROID_EXIT_DELAY_MS: linger after EOF like the real CLI (~1 s), logging a voluntary exit. */
 function exitWhenIdle() {

@@ -3,7 +3,7 @@
  * both from its TypeScript source and compiled under dist/ (benchmarks).
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 function findRepoRoot(): string {
@@ -18,8 +18,22 @@ function findRepoRoot(): string {
 }
 
 export const REPO_ROOT = findRepoRoot();
-/** The real droid CLI pinned as a dev dependency. */
-export const DROID_PATH = join(REPO_ROOT, 'node_modules/@factory/cli-linux-x64/bin/droid');
+/** The droid CLI pinned as a dev dependency. */
+export const PINNED_DROID_PATH = join(REPO_ROOT, 'node_modules/@factory/cli-linux-x64/bin/droid');
+/** Names another droid binary for the whole test bed (`npm run test:compat` sets it). */
+export const TEST_DROID_VAR = 'DROID_MCP_TEST_DROID';
+
+function testDroidPath(): string {
+  const chosen = process.env[TEST_DROID_VAR];
+  if (chosen === undefined || chosen === '') return PINNED_DROID_PATH;
+  if (!isAbsolute(chosen) || !existsSync(chosen)) {
+    throw new Error(`${TEST_DROID_VAR}=${chosen} is not an absolute path to an existing droid binary; unset it to use the pinned CLI`);
+  }
+  return chosen;
+}
+
+/** The real droid CLI the tests run: $DROID_MCP_TEST_DROID, else the pinned one. */
+export const DROID_PATH = testDroidPath();
 /** The built server and worker (`npm run build`). */
 export const SERVER_ENTRY = join(REPO_ROOT, 'dist/src/cli.js');
 export const WORKER_ENTRY = join(REPO_ROOT, 'dist/src/worker/main.js');

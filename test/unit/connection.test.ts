@@ -4,14 +4,14 @@ import { DroidConnection } from '../../src/droid/connection.js';
 import { DroidError } from '../../src/droid/errors.js';
 
 /** A connection wired to in-memory pipes; `peer` plays droid. */
-function pair(timeoutMs = 1_000) {
+function pair(timeoutMs = 1_000, maxLineChars?: number) {
   const toUs = new PassThrough();
   const toDroid = new PassThrough();
   const sent: Record<string, unknown>[] = [];
   toDroid.on('data', (chunk: Buffer) => {
     for (const line of chunk.toString().split('\n').filter(Boolean)) sent.push(JSON.parse(line));
   });
-  const connection = new DroidConnection({ input: toUs, output: toDroid, defaultTimeoutMs: timeoutMs });
+  const connection = new DroidConnection({ input: toUs, output: toDroid, defaultTimeoutMs: timeoutMs, maxLineChars });
   const peer = (frame: unknown) => toUs.write(JSON.stringify(frame) + '\n');
   return { connection, sent, peer, toUs };
 }
@@ -51,6 +51,18 @@ describe('DroidConnection', () => {
     await tick();
     expect(connection.diagnostics.map((d) => d.kind)).toEqual(['protocol_error', 'invalid_frame', 'stray_line']);
     expect(connection.diagnostics[0]!.detail).toContain('-32700');
+  });
+
+  it('drops a frame line over the bound as line_too_long and keeps reading the next frames', async () => {
+    const { connection, sent, peer, toUs } = pair(1_000, 500);
+    const call = connection.request('droid.list_models', {});
+    await tick();
+    toUs.write(JSON.stringify({ ...base, type: 'response', id: sent[0]!.id, result: { huge: 'h'.repeat(2_000) } }).slice(0, 300));
+    toUs.write(`${'h'.repeat(2_000)}"}}\n`);
+    peer({ ...base, type: 'response', id: sent[0]!.id, result: { models: [] } });
+    await expect(call).resolves.toEqual({ models: [] });
+    expect(connection.diagnostics.map((d) => d.kind)).toEqual(['line_too_long']);
+    expect(connection.diagnostics[0]!.detail).toMatch(/^line of at least \d+ characters dropped \(limit 500\): \{"jsonrpc"/);
   });
 
   it('answers unknown server requests with -32601 and known ones through the handler', async () => {

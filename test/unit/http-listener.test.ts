@@ -92,8 +92,9 @@ describe('the MCP endpoint, authorized', () => {
       workspaces: [ROOT],
       capacity: { maximum: 4, active: 0, queued: 0, available: 4 },
       policy: { defaultModel: 'model-a', maxAutonomy: 'high' },
+      droid: { version: '0.225.2' },
     });
-    expect(h.fake.calls).toEqual(['capacity']);
+    expect(h.fake.calls).toEqual(['capacity', 'droidVersion']);
     await client.close();
   });
 

@@ -126,6 +126,6 @@ it('lets nothing without the right token reach a tool, and keeps serving', async
   const ok = await rawRequest(port, { headers: mcpHeaders(TOKEN, port), body: toolCall('droid_list_workspaces') });
   expect(ok.status).toBe(200);
   expect(ok.body).toContain('/srv/repos/app');
-  expect(fake.calls).toEqual(['capacity']);
+  expect(fake.calls).toEqual(['capacity', 'droidVersion']);
   expect(fake.reads()).toBeGreaterThan(0);
 });

@@ -3,14 +3,17 @@ import { describe, expect, it } from 'vitest';
 import type { NotificationFrame } from '../../src/droid/frames.js';
 import { sessionNotification } from '../../src/droid/notifications.js';
 import { TurnCollector, type ProgressEvent } from '../../src/droid/turn-collector.js';
+import { fromReason } from '../../src/worker/run-turn.js';
 
 const FIXTURES = new URL('../fixtures/droid-cli-0.225.2/', import.meta.url);
+/** Recorded on droid 0.215.0, the previous CLI version we support. */
+const FIXTURES_0215 = new URL('../fixtures/droid-cli-0.215.0/', import.meta.url);
 
 /** Feeds droid's recorded notifications of one real transcript to a collector. */
-function replay(name: string, turnId = 'turn-1') {
+function replay(name: string, turnId = 'turn-1', fixtures = FIXTURES) {
   const events: ProgressEvent[] = [];
   const collector = new TurnCollector(turnId, (e) => events.push(e));
-  for (const line of readFileSync(new URL(name, FIXTURES), 'utf8').split('\n')) {
+  for (const line of readFileSync(new URL(name, fixtures), 'utf8').split('\n')) {
     if (!line.trim()) continue;
     const { dir, msg } = JSON.parse(line) as { dir: string; msg: NotificationFrame };
     if (dir !== 'in' || msg.type !== 'notification') continue;
@@ -52,7 +55,7 @@ describe('TurnCollector on recorded real transcripts', () => {
   it('auth failure ends with its reason and keeps droid error text', async () => {
     const { collector } = replay('auth-failed.jsonl');
     await expect(collector.ended).resolves.toMatchObject({ reason: 'model_authentication_failed' });
-    expect(collector.droidErrors[0]).toContain('AuthenticationError');
+    expect(collector.droidErrors[0]).toEqual({ name: 'AuthenticationError', text: 'AuthenticationError: No access token available' });
   });
 
   it('interrupted transcript ends cancelled', async () => {
@@ -80,5 +83,46 @@ describe('TurnCollector on recorded real transcripts', () => {
       reason: 'completed',
       usage: { inputTokens: 12, outputTokens: 3, cacheCreationTokens: 0, cacheReadTokens: 0, thinkingTokens: 0, factoryCredits: null },
     });
+  });
+});
+
+describe('fromReason: how droid 0.215.0 and 0.225.2 turn ends become verdicts', () => {
+  const AUTH = { outcome: 'failed', error: { code: 'droid_auth_failed', retryable: false } };
+
+  it('0.225.2: a missing login ends model_authentication_failed, which is droid_auth_failed', async () => {
+    const { collector } = replay('auth-failed.jsonl');
+    const end = await collector.ended;
+    expect(fromReason(end.reason, collector)).toMatchObject({ ...AUTH, reason: 'model_authentication_failed' });
+  });
+
+  it('0.215.0: a missing login ends with reason error after an AuthenticationError, which is droid_auth_failed too', async () => {
+    const { collector } = replay('auth-failed.jsonl', 'turn-1', FIXTURES_0215);
+    const end = await collector.ended;
+    expect(end.reason).toBe('error');
+    expect(collector.droidErrors).toEqual([{ name: 'AuthenticationError', text: 'AuthenticationError: No access token available' }]);
+    const verdict = fromReason(end.reason, collector);
+    expect(verdict).toMatchObject({ ...AUTH, reason: 'error' });
+    expect(verdict.error!.message).toContain('droid /login');
+  });
+
+  it('reason error without an AuthenticationError stays droid_turn_failed, quoting droid\'s last error', () => {
+    const collector = new TurnCollector('t1');
+    collector.handle({ type: 'error', message: 'socket hang up', error: { name: 'NetworkError', message: 'socket hang up' } });
+    expect(fromReason('error', collector)).toMatchObject({
+      outcome: 'failed',
+      reason: 'error',
+      error: { code: 'droid_turn_failed', message: 'droid ended the turn with reason error (NetworkError: socket hang up)' },
+    });
+  });
+
+  it('an AuthenticationError does not turn another reason into an auth failure', () => {
+    const collector = new TurnCollector('t1');
+    collector.handle({ type: 'error', error: { name: 'AuthenticationError', message: 'expired' } });
+    expect(fromReason('structured_output_missing', collector).error).toMatchObject({ code: 'droid_turn_failed' });
+    expect(fromReason('completed', collector)).toEqual({ outcome: 'succeeded', reason: 'completed', error: null });
+  });
+
+  it('a reason that names an Object property is not an outcome', () => {
+    expect(fromReason('constructor', new TurnCollector('t1'))).toMatchObject({ outcome: 'failed', error: { code: 'droid_turn_failed' } });
   });
 });

@@ -12,10 +12,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { RENAME_SKIPPED, type TurnSpec } from '../../src/worker/protocol.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
-import { startWorker } from '../../src/worker/runner.js';
 import { turnTimeline } from '../../src/worker/timeline.js';
 
-const STUBBORN_WORKER = fileURLToPath(new URL('../support/stubborn-worker.mjs', import.meta.url));
 
 let tag: string;
 let dir: string;
@@ -109,18 +107,6 @@ describe('worker + mock droid faults', () => {
     // The worker reports after its interrupt window (G), before the runner's backstop (G + slack).
     expect(tookMs).toBeLessThan(turnTimeline(spec({}).timeoutMs, 500).cancelBackstopMs);
     await turn.done;
-  });
-
-  it('a worker that ignores cancel is killed by the backstop with its whole group, and the turn reads cancelled', async () => {
-    const s = spec({ prompt: 'anything', graceMs: 300 });
-    const handle = startWorker(s, { workerEntry: STUBBORN_WORKER, env: { ...process.env, DROID_MCP_TEST_TAG: tag } });
-    // The worker and its sleep (a fixed 300 ms was not always enough on a loaded host).
-    await expect.poll(() => pidsWithEnvTag(tag).length, { timeout: 10_000 }).toBe(2);
-    handle.cancel();
-    const result = await handle.result;
-    expect(result).toMatchObject({ outcome: 'cancelled', submitted: true, droidSessionId: 'stubborn-session', error: { code: 'interrupt_unconfirmed' } });
-    await handle.cleanedUp;
-    expect(pidsWithEnvTag(tag)).toEqual([]);
   });
 
   it('a workspace that is no longer its canonical path is refused before droid starts', async () => {
@@ -238,6 +224,12 @@ describe('worker + mock droid faults', () => {
     const turn = runWorkerTurn(spec({ prompt: 'plain', renameTo: 'New title' }, { MOCK_DROID_RENAME_DELAY_MS: '0' }), tag);
     expect((await turn.done).outcome).toBe('succeeded');
     expect(turn.renames).toEqual([{ title: 'New title', ok: true, error: null }]);
+  });
+
+  it('a missing login as droid 0.215.0 reports it (reason error after AuthenticationError) is droid_auth_failed', async () => {
+    const result = await runWorkerTurn(spec({ prompt: '<<mock:auth-error-0215>>' }), tag).done;
+    expect(result).toMatchObject({ outcome: 'failed', reason: 'error', submitted: true, error: { code: 'droid_auth_failed', retryable: false } });
+    expect(result.transcript).toEqual([]);
   });
 
   it('an invalid turn spec is a named failure', async () => {

@@ -1,0 +1,104 @@
+/**
+ * IPC messages crossing the worker ↔ controller boundary are validated on
+ * both sides: an invalid one is counted and reported, never acted on.
+ */
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ProgressEvent } from '../../src/droid/turn-collector.js';
+import type { TurnResult } from '../../src/worker/protocol.js';
+import { startWorker } from '../../src/worker/runner.js';
+import { WORKER_ENTRY } from '../support/paths.js';
+import { waitForNoProcesses } from '../support/processes.js';
+import { baseSpec, newTag } from './harness.js';
+
+const FAKE_WORKER = fileURLToPath(new URL('./fake-worker.mjs', import.meta.url));
+let tag = newTag();
+
+afterEach(async () => {
+  await waitForNoProcesses(tag, 10_000);
+  tag = newTag();
+});
+
+function runFake(scenario: string) {
+  const started: string[] = [];
+  const progress: ProgressEvent[] = [];
+  const renames: unknown[] = [];
+  const invalid: string[] = [];
+  const handle = startWorker(baseSpec(tag, {}, {}), {
+    workerEntry: FAKE_WORKER,
+    env: { ...process.env, DROID_MCP_TEST_TAG: tag, FAKE_WORKER_SCENARIO: scenario },
+    onStarted: (id) => started.push(id),
+    onProgress: (e) => progress.push(e),
+    onRename: (r) => renames.push(r),
+    onInvalidMessage: (p) => invalid.push(p),
+  });
+  const done = handle.result.then(async (result: TurnResult) => {
+    handle.acknowledge();
+    await handle.cleanedUp;
+    return result;
+  });
+  return { done, started, progress, renames, invalid };
+}
+
+describe('controller side (runner)', () => {
+  it('an invalid terminal is not the result: the turn ends worker_failed, counted as submitted, with the problems as diagnostics', async () => {
+    const run = runFake('invalid-terminal');
+    const result = await run.done;
+    expect(result).toMatchObject({ outcome: 'failed', submitted: true, droidSessionId: null, finalText: '', error: { code: 'worker_failed' } });
+    expect(result.error!.message).toContain('without a valid result (it sent 3 invalid IPC message(s)');
+    expect(run.started).toEqual([]);
+    expect(run.progress).toEqual([{ kind: 'assistant_text', text: 'hello' }]);
+    expect(run.invalid).toHaveLength(3);
+    expect(result.diagnostics).toEqual(run.invalid);
+    expect(result.diagnostics[0]).toMatch(/^ipc_invalid_message #1 from the worker, ignored: type=started: droidSessionId: /);
+    expect(result.diagnostics[2]).toMatch(/^ipc_invalid_message #3 .*type=terminal: result\./);
+    expect(JSON.stringify(result)).not.toContain('forged answer');
+  });
+
+  it('malformed messages of every sort are ignored; the later valid terminal is the result, with them as diagnostics', async () => {
+    const run = runFake('invalid-then-valid');
+    const result = await run.done;
+    expect(result).toMatchObject({ outcome: 'succeeded', finalText: 'real answer', droidSessionId: 'sess-1', error: null });
+    expect(run.started).toEqual(['sess-1']);
+    expect(run.renames).toEqual([]);
+    expect(run.invalid.map((p) => p.replace(/^ipc_invalid_message #\d+ from the worker, ignored: /, '').split(':')[0])).toEqual([
+      'not an object (string)',
+      'not an object (null)',
+      'not an object (array)',
+      'type=rename',
+      'type=terminal',
+      'type=terminal',
+    ]);
+    expect(result.diagnostics).toEqual(['from the worker', ...run.invalid]);
+  });
+});
+
+describe('worker side (main)', () => {
+  it('ignores invalid controller messages (an ack or cancel with extra fields is neither), and answers a run without a spec with turn_spec_invalid', async () => {
+    const child = fork(WORKER_ENTRY, [], { env: { ...process.env, DROID_MCP_TEST_TAG: tag }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const terminal = new Promise<TurnResult>((resolve) =>
+      child.on('message', (m: { type?: string; result?: TurnResult }) => {
+        if (m.type === 'terminal') resolve(m.result!);
+      }),
+    );
+    child.send({ type: 'ack', now: true });
+    child.send({ type: 'cancel', reason: 'x' });
+    child.send({ type: 'launch' });
+    child.send({ type: 'run' });
+    const result = await terminal;
+    expect(result).toMatchObject({ outcome: 'failed', error: { code: 'turn_spec_invalid' } });
+    const ignored = () => stderr.split('\n').filter((l) => l.startsWith('worker: ignored invalid IPC message from the controller'));
+    for (let i = 0; i < 200 && ignored().length < 3; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(ignored()).toHaveLength(3);
+    expect(ignored()[0]).toContain('type=ack');
+    // Had the invalid ack counted, the worker would have exited right after its result.
+    const early = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running'), 500))]);
+    expect(early).toBe('still running');
+    child.send({ type: 'ack' });
+    expect(await exited).toBe(0);
+  });
+});
