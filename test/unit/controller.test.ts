@@ -839,3 +839,18 @@ describe('SessionController reply-back', () => {
     expect(second.store.runs.get(d.metadata.run)!.reply).toBeUndefined();
   });
 });
+
+describe('SessionController sandbox', () => {
+  it('a sandbox that cannot run fails every turn sandbox_unavailable and starts no worker (never an unconfined droid)', async () => {
+    const { controller, turns, store } = setup({ sandboxUnavailable: 'no bwrap executable was found on PATH' });
+    const a = await create(controller, 'k1');
+    await controller.waitForSessions([a.metadata.session], 5);
+    expect(turns).toEqual([]);
+    expect(store.runs.get(a.metadata.run)).toMatchObject({
+      state: 'failed',
+      needsAttention: true,
+      error: { code: 'sandbox_unavailable', retryable: false, message: expect.stringContaining('no bwrap executable was found on PATH') },
+    });
+    expect(controller.capacity().active).toBe(0);
+  });
+});
