@@ -43,6 +43,22 @@ export interface InitializeParams extends SessionSettings {
   cwd: string;
   title?: string;
   tags?: Array<{ name: string }>;
+  structuredOutputFormat?: StructuredOutputFormat;
+}
+
+/**
+ * Kept by the droid process, not the session: droid 0.225 honours it in
+ * initialize_session and load_session, and answers `{}` to it in
+ * update_session_settings but ignores it (docs/PROTOCOL-NOTES.md).
+ */
+export interface StructuredOutputFormat {
+  type: 'json_schema';
+  schema: Record<string, unknown>;
+}
+
+export interface ContextStatsResult {
+  used?: unknown;
+  limit?: unknown;
 }
 
 export interface InitializeResult {
@@ -104,8 +120,13 @@ export class DroidClient {
     return result;
   }
 
-  async loadSession(sessionId: string): Promise<LoadResult> {
-    return (await this.process.connection.request<LoadResult>('droid.load_session', { sessionId })) ?? {};
+  async loadSession(sessionId: string, extra: { structuredOutputFormat?: StructuredOutputFormat } = {}): Promise<LoadResult> {
+    return (await this.process.connection.request<LoadResult>('droid.load_session', { sessionId, ...extra })) ?? {};
+  }
+
+  /** Context window occupancy of the open session. */
+  async contextStats(timeoutMs: number): Promise<ContextStatsResult> {
+    return (await this.process.connection.request<ContextStatsResult>('droid.get_context_stats', {}, timeoutMs)) ?? {};
   }
 
   async updateSettings(settings: Partial<SessionSettings>): Promise<void> {

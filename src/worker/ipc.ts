@@ -15,8 +15,10 @@ import type { TokenUsage } from '../droid/notifications.js';
 import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
 import type { ProgressEvent, TranscriptEntry } from '../droid/turn-collector.js';
 import { head } from '../util/text.js';
+import type { ChangeSet } from './tree-state.js';
 import {
   turnSpecSchema,
+  type ContextStats,
   type ParentToWorker,
   type RenameOutcome,
   type TurnOutcome,
@@ -68,6 +70,19 @@ export const progressEventSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('ignored_turn_end'), turnId: z.string(), reason: z.string() }).strict(),
 ]);
 
+const changeSet = z
+  .object({
+    added: z.array(z.string()),
+    modified: z.array(z.string()),
+    deleted: z.array(z.string()),
+    renamed: z.array(z.object({ from: z.string(), to: z.string() }).strict()),
+    truncated: z.number().int().nonnegative(),
+    outsideWorkspace: z.boolean(),
+  })
+  .strict();
+
+const contextStats = z.object({ used: count, limit: count, fraction: count }).strict();
+
 const turnOutcome = z.enum(['succeeded', 'interrupted', 'cancelled', 'failed', 'timed_out']);
 
 export const turnResultSchema = z
@@ -88,6 +103,9 @@ export const turnResultSchema = z
     stderrTail: z.string(),
     // Wall-clock difference: a clock stepped back may make it negative, which is no reason to lose a result.
     durationMs: z.number().finite(),
+    structuredOutput: z.record(z.string(), z.unknown()).nullable().optional(),
+    changes: changeSet.nullable().optional(),
+    context: contextStats.nullable().optional(),
   })
   .strict()
   // A successful turn names its droid session and carries no error; anything else is not a success.
@@ -164,3 +182,5 @@ agree<Same<z.infer<typeof errorInfo>, ErrorInfo>>();
 agree<Same<z.infer<typeof tokenUsage>, TokenUsage>>();
 agree<Same<z.infer<typeof permissionRecord>, PermissionRecord>>();
 agree<Same<z.infer<typeof questionRecord>, QuestionRecord>>();
+agree<Same<z.infer<typeof changeSet>, ChangeSet>>();
+agree<Same<z.infer<typeof contextStats>, ContextStats>>();

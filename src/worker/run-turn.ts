@@ -13,6 +13,8 @@ import type { RenameOutcome, TurnOutcome, TurnResult, TurnSpec } from './protoco
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
 import { assertBwrapExecutable, bwrapArgs, factoryDirOf, prepareTurnPaths } from './sandbox.js';
+import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from './evidence.js';
+import type { Launcher } from './git-evidence.js';
 
 export interface TurnHooks {
   onStarted(droidSessionId: string): void;
@@ -30,6 +32,9 @@ interface TurnState {
   droidSessionId: string | null;
   collector?: TurnCollector;
   submitted: boolean;
+  /** The same confinement as droid's, with a read-only workspace: where git runs (git-evidence.ts). */
+  gitLauncher?: Launcher | null;
+  evidence?: EvidenceStart;
 }
 
 const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
@@ -67,8 +72,11 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
     clearTimeout(deadlineTimer);
   }
   state.collector?.abortOpenSpans('droid stopped before the tool reported a result');
+  // Evidence of submitted turns only: changes, context, and the structured-output check.
+  const extra = state.submitted && state.evidence ? await finishEvidence(spec, state.evidence, state.client, state.collector) : {};
+  if (state.submitted && spec.outputSchema) verdict = { ...verdict, ...judgeOutput(spec.outputSchema, verdict, state.collector) };
   return {
-    result: { ...verdict, ...evidence(state), durationMs: Date.now() - startedAt },
+    result: { ...verdict, ...evidence(state), ...extra, durationMs: Date.now() - startedAt },
     release: async () => {
       const client = state.client;
       let rename: RenameOutcome | null = null;
@@ -104,7 +112,7 @@ function evidence(state: TurnState) {
   };
 }
 
-export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null };
+export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null; structuredOutput?: Record<string, unknown> | null };
 
 async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>): Promise<Verdict> {
   assertDroidExecutable(spec.droidPath);
@@ -112,6 +120,8 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const launcher = confine(spec, state);
   const client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace, ...(launcher && { launcher }) });
   state.client = client;
+  // droid writes nothing before the prompt is submitted: the "before" snapshot runs during setup.
+  state.evidence = beginEvidence(spec, state.gitLauncher ?? null);
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
@@ -126,6 +136,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const early = await Promise.race([setup, stop, exitDuringSetup]);
   if (early) return stoppedBeforeSubmit(early);
 
+  await state.evidence.before;
   const collector = await client.submit(spec.prompt, hooks.onProgress);
   state.collector = collector;
   state.submitted = true;
@@ -168,18 +179,21 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number):
 
 async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
   const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(spec.autonomy) };
+  // Held by the droid process, not the session: given on this turn's initialize or load (docs/PROTOCOL-NOTES.md).
+  const format = spec.outputSchema ? { structuredOutputFormat: { type: 'json_schema' as const, schema: spec.outputSchema } } : {};
   if (spec.session.mode === 'create') {
     const created = await client.initializeSession({
       machineId: spec.machineId ?? hostname(),
       cwd: spec.workspace,
       ...settings,
+      ...format,
       ...(spec.session.title ? { title: spec.session.title } : {}),
       // droid 0.225 takes tags as objects ({name}), not strings (measured).
       ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
     });
     return created.sessionId;
   }
-  const loaded = await client.loadSession(spec.session.droidSessionId);
+  const loaded = await client.loadSession(spec.session.droidSessionId, format);
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
     throw new DroidError(
@@ -199,15 +213,11 @@ function confine(spec: TurnSpec, state: TurnState): { command: string; args: str
   const factoryDir = factoryDirOf(spec.droidEnv);
   const { turnTmp, dispose } = prepareTurnPaths(factoryDir);
   state.disposeSandbox = dispose;
-  const args = bwrapArgs({
-    workspace: spec.workspace,
-    // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
-    workspaceWritable: spec.autonomy !== 'off',
-    factoryDir,
-    turnTmp,
-    hiddenDirs: sandbox.hiddenDirs,
-    hiddenFiles: sandbox.hiddenFiles,
-  });
+  const confinement = { workspace: spec.workspace, factoryDir, turnTmp, hiddenDirs: sandbox.hiddenDirs, hiddenFiles: sandbox.hiddenFiles };
+  // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
+  const args = bwrapArgs({ ...confinement, workspaceWritable: spec.autonomy !== 'off' });
+  // git reads a repository the turn may have rigged (config, attributes): it gets no more rights than the turn.
+  state.gitLauncher = { command: sandbox.bwrapPath, args: bwrapArgs({ ...confinement, workspaceWritable: false }) };
   return { command: sandbox.bwrapPath, args };
 }
 
