@@ -9,6 +9,8 @@ import type { ErrorInfo } from '../droid/errors.js';
 import type { TokenUsage } from '../droid/notifications.js';
 import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
 import type { TranscriptEntry } from '../droid/turn-collector.js';
+import type { ContextStats } from '../worker/protocol.js';
+import type { ChangeSet } from '../worker/tree-state.js';
 import type {
   CancelReason,
   EffectiveSettings,
@@ -63,6 +65,19 @@ const effectiveSettings = z
   })
   .strict();
 
+export const changeSet = z
+  .object({
+    added: z.array(z.string()),
+    modified: z.array(z.string()),
+    deleted: z.array(z.string()),
+    renamed: z.array(z.object({ from: z.string(), to: z.string() }).strict()),
+    truncated: z.number().int().nonnegative(),
+    outsideWorkspace: z.boolean(),
+  })
+  .strict();
+
+export const contextStats = z.object({ used: z.number(), limit: z.number(), fraction: z.number() }).strict();
+
 export const progressRecord = z.object({ at: z.string(), kind: z.string(), detail: z.string() }).strict();
 
 export const sessionRecordSchema = z
@@ -109,6 +124,9 @@ export const runRecordSchema = z
       .nullable(),
     events: z.array(progressRecord),
     hasResult: z.boolean(),
+    structuredOutput: z.record(z.string(), z.unknown()).nullable().optional(),
+    changes: changeSet.nullable().optional(),
+    context: contextStats.nullable().optional(),
   })
   .strict();
 
@@ -181,6 +199,8 @@ agree<Same<z.infer<typeof runState>, RunState>>();
 agree<Same<z.infer<typeof cancelReason>, CancelReason>>();
 agree<Same<z.infer<typeof effectiveSettings>, EffectiveSettings>>();
 agree<Same<z.infer<typeof progressRecord>, ProgressRecord>>();
+agree<Same<z.infer<typeof changeSet>, ChangeSet>>();
+agree<Same<z.infer<typeof contextStats>, ContextStats>>();
 agree<Same<z.infer<typeof errorInfo>, ErrorInfo>>();
 agree<Same<z.infer<typeof tokenUsage>, TokenUsage>>();
 agree<Same<z.infer<typeof permissionRecord>, PermissionRecord>>();
