@@ -168,30 +168,17 @@ export async function changesSince(before: TreeState, opts: GitOptions, outsideW
     } else if (before.head !== after.head) {
       return null; // a HEAD born or lost during the turn: not worth guessing
     }
-    // Paths dirty before and not now carry their current content (or absence) as a pseudo-entry.
+    // Paths dirty before and clean now carry their current content (or absence) as a
+    // pseudo-entry, so it is compared with what they held before (diffTreeStates).
     const afterDirty = new Map(after.dirty);
-    for (const p of before.dirty.keys()) if (!after.dirty.has(p) && !committed.has(p)) afterDirty.set(p, { xy: 'CL', blob: extraBlobs.get(p) ?? null });
+    for (const p of before.dirty.keys()) if (!after.dirty.has(p)) afterDirty.set(p, { xy: 'CL', blob: extraBlobs.get(p) ?? null });
     const headBlobs = await oldHeadBlobs(opts, before, after, committed);
-    const diff = diffTreeStates(before, { head: after.head, dirty: restoreClean(afterDirty, before) }, committed, headBlobs);
+    const diff = diffTreeStates(before, { head: after.head, dirty: afterDirty }, committed, headBlobs);
     return capChanges(diff, outsideWorkspace);
   } catch (err) {
     if (err instanceof GitUnavailable) return null;
     throw err;
   }
-}
-
-/**
- * A path dirty before and clean now is back to HEAD's content: drop the
- * pseudo-entry unless its content still differs from what it was before
- * (it then reads as modified vs the earlier dirty content).
- */
-function restoreClean(afterDirty: Map<string, DirtyPath>, before: TreeState): Map<string, DirtyPath> {
-  for (const [p, d] of afterDirty) {
-    if (d.xy !== 'CL') continue;
-    const b = before.dirty.get(p);
-    if (b && b.blob === d.blob) afterDirty.delete(p);
-  }
-  return afterDirty;
 }
 
 /** Old-HEAD blob ids of paths clean before and gone now, so a rename of a committed file is seen. */

@@ -11,7 +11,11 @@
 
 /** One dirty path as `git status` saw it, with its content id when it exists on disk. */
 export interface DirtyPath {
-  /** The two status letters (`XY`), e.g. ` M`, `??`, `A `, ` D`. */
+  /**
+   * The two status letters (`XY`), e.g. ` M`, `??`, `A `, ` D`; or `CL` in an
+   * "after" state for a path that was dirty before and is clean now, whose
+   * current content (or absence) is then given by `blob`.
+   */
   xy: string;
   /** Git blob id of the file on disk; null when the path does not exist. */
   blob: string | null;
