@@ -37,8 +37,8 @@ export interface FindFilters {
 export interface SessionSummary {
   agentState: AgentState;
   preview: string;
-  /** Some run of the session recorded a non-empty change set. */
-  hasChanges: boolean;
+  /** Some run of the session recorded a non-empty change set (absent: none did). */
+  hasChanges?: boolean;
 }
 
 export interface FindPage {
@@ -359,7 +359,7 @@ function matches(s: SessionRecord, f: NormalizedFilters, query: ((text: string) 
   }
   if (f.hasChanges !== null) {
     summary ??= view(s);
-    if (summary.hasChanges !== f.hasChanges) return false;
+    if ((summary.hasChanges ?? false) !== f.hasChanges) return false;
   }
   if (query === null) return true;
   if (s.title !== null && query(s.title)) return true;

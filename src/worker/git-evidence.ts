@@ -19,7 +19,7 @@ import {
   capChanges,
   diffTreeStates,
   parseNameStatusZ,
-  parsePorcelainZ,
+  parsePorcelainV2Z,
   type ChangeSet,
   type CommittedChange,
   type DirtyPath,
@@ -106,21 +106,25 @@ export function git(opts: GitOptions, args: readonly string[], stdin?: string): 
 /** The tree's state now; null when the workspace is not inside a git work tree (or git fails). */
 export async function snapshotTree(opts: GitOptions): Promise<TreeState | null> {
   try {
-    const inside = (await git(opts, ['rev-parse', '--is-inside-work-tree'])).trim();
+    // One call: inside a work tree, and the workspace's path below the repository root.
+    const [inside, prefix = ''] = (await git(opts, ['rev-parse', '--is-inside-work-tree', '--show-prefix'])).split('\n');
     if (inside !== 'true') return null;
-    return (await readState(opts)).state;
+    const { state } = await readState(opts, prefix);
+    prefixes.set(state, prefix);
+    return state;
   } catch (err) {
     if (err instanceof GitUnavailable) return null;
     throw err;
   }
 }
 
-async function readState(opts: GitOptions, extraPaths: readonly string[] = []): Promise<{ state: TreeState; extraBlobs: Map<string, string> }> {
-  const head = await git(opts, ['rev-parse', '-q', '--verify', 'HEAD^{commit}']).then((s) => s.trim(), () => null);
-  // `--porcelain` paths are relative to the repository root: strip the workspace's prefix.
-  const prefix = (await git(opts, ['rev-parse', '--show-prefix'])).replace(/\n$/, '');
-  const status = await git(opts, ['status', '--porcelain=v1', '-z', '--no-renames', '--untracked-files=all', '--ignore-submodules=all', '--', '.']);
-  const entries = parsePorcelainZ(status);
+/** The workspace's prefix in its repository, per "before" state (the workspace does not move during a turn). */
+const prefixes = new WeakMap<TreeState, string>();
+
+async function readState(opts: GitOptions, prefix: string, extraPaths: readonly string[] = []): Promise<{ state: TreeState; extraBlobs: Map<string, string> }> {
+  // HEAD and the dirty paths in one call; paths are relative to the repository root.
+  const status = await git(opts, ['status', '--porcelain=v2', '--branch', '-z', '--no-renames', '--untracked-files=all', '--ignore-submodules=all', '--', '.']);
+  const { head, entries } = parsePorcelainV2Z(status);
   if (entries.size > MAX_DIRTY_PATHS) throw new GitUnavailable(`more than ${MAX_DIRTY_PATHS} dirty paths`);
   const rel = (p: string) => (p.startsWith(prefix) ? p.slice(prefix.length) : p);
   const paths = new Map<string, string>();
@@ -159,7 +163,8 @@ async function hashPaths(opts: GitOptions, paths: readonly string[]): Promise<Ma
  */
 export async function changesSince(before: TreeState, opts: GitOptions, outsideWorkspace: boolean): Promise<ChangeSet | null> {
   try {
-    const { state: after, extraBlobs } = await readState(opts, [...before.dirty.keys()]);
+    const prefix = prefixes.get(before) ?? '';
+    const { state: after, extraBlobs } = await readState(opts, prefix, [...before.dirty.keys()]);
     let committed = new Map<string, CommittedChange>();
     if (before.head !== after.head && before.head && after.head) {
       committed = parseNameStatusZ(
@@ -172,7 +177,7 @@ export async function changesSince(before: TreeState, opts: GitOptions, outsideW
     // pseudo-entry, so it is compared with what they held before (diffTreeStates).
     const afterDirty = new Map(after.dirty);
     for (const p of before.dirty.keys()) if (!after.dirty.has(p)) afterDirty.set(p, { xy: 'CL', blob: extraBlobs.get(p) ?? null });
-    const headBlobs = await oldHeadBlobs(opts, before, after, committed);
+    const headBlobs = await oldHeadBlobs(opts, prefix, before, after, committed);
     const diff = diffTreeStates(before, { head: after.head, dirty: afterDirty }, committed, headBlobs);
     return capChanges(diff, outsideWorkspace);
   } catch (err) {
@@ -184,6 +189,7 @@ export async function changesSince(before: TreeState, opts: GitOptions, outsideW
 /** Old-HEAD blob ids of paths clean before and gone now, so a rename of a committed file is seen. */
 async function oldHeadBlobs(
   opts: GitOptions,
+  prefix: string,
   before: TreeState,
   after: TreeState,
   committed: ReadonlyMap<string, CommittedChange>,
@@ -194,7 +200,6 @@ async function oldHeadBlobs(
   const out = new Map<string, string>();
   if (!before.head || gone.length === 0) return out;
   const listing = await git(opts, ['ls-tree', '-z', '--full-name', before.head, '--', ...gone.slice(0, 1_000)]).catch(() => '');
-  const prefix = (await git(opts, ['rev-parse', '--show-prefix'])).replace(/\n$/, '');
   for (const rec of listing.split('\0')) {
     const m = /^\d+ blob ([0-9a-f]+)\t(.*)$/s.exec(rec);
     if (m) out.set(m[2]!.startsWith(prefix) ? m[2]!.slice(prefix.length) : m[2]!, m[1]!);

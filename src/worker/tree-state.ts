@@ -1,6 +1,6 @@
 /**
  * What a turn changed in a git work tree, from two snapshots of its state:
- * `git status --porcelain=v1 -z` plus git blob ids of the dirty paths, taken
+ * `git status --porcelain=v2 -z` plus git blob ids of the dirty paths, taken
  * before and after the turn. Pure: the git calls live in git-evidence.ts.
  *
  * Comparing content ids (not only status letters) is what catches a file that
@@ -44,16 +44,28 @@ export interface ChangeSet {
 export const MAX_CHANGED_PATHS = 200;
 
 /**
- * Parses `git status --porcelain=v1 -z --no-renames` output: `XY path\0` per
- * entry. With --no-renames there are no `orig\0` second paths.
+ * Parses `git status --porcelain=v2 --branch -z --no-renames`: the HEAD
+ * commit (`# branch.oid`, `(initial)` on an unborn branch) and `XY` per path,
+ * with v2's `.` written as a space so the letters read as in v1.
  */
-export function parsePorcelainZ(output: string): Map<string, string> {
+export function parsePorcelainV2Z(output: string): { head: string | null; entries: Map<string, string> } {
+  let head: string | null = null;
   const entries = new Map<string, string>();
   for (const record of output.split('\0')) {
-    if (record.length < 4 || record[2] !== ' ') continue;
-    entries.set(record.slice(3), record.slice(0, 2));
+    if (record.startsWith('# branch.oid ')) {
+      const oid = record.slice('# branch.oid '.length);
+      head = oid === '(initial)' ? null : oid;
+    } else if (record.startsWith('? ')) {
+      entries.set(record.slice(2), '??');
+    } else if (record.startsWith('1 ') || record.startsWith('u ')) {
+      // 1 XY sub mH mI mW hH hI path; u XY sub m1 m2 m3 mW h1 h2 h3 path
+      const fields = record.startsWith('1 ') ? 8 : 10;
+      const parts = record.split(' ');
+      if (parts.length <= fields) continue;
+      entries.set(parts.slice(fields).join(' '), parts[1]!.replace(/\./g, ' '));
+    }
   }
-  return entries;
+  return { head, entries };
 }
 
 /** Parses `git diff --name-status -z --no-renames`: `S\0path\0` pairs. */

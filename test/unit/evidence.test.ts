@@ -22,7 +22,7 @@ import {
   hasChanges,
   namesPathOutside,
   parseNameStatusZ,
-  parsePorcelainZ,
+  parsePorcelainV2Z,
   type DirtyPath,
   type TreeState,
 } from '../../src/worker/tree-state.js';
@@ -74,9 +74,18 @@ describe('diffTreeStates', () => {
 });
 
 describe('porcelain parsing', () => {
-  it('reads -z records, keeping spaces and arrows in names', () => {
-    const out = parsePorcelainZ(' M a b.txt\0?? dir/new -> x\0D  gone\0');
-    expect([...out]).toEqual([['a b.txt', ' M'], ['dir/new -> x', '??'], ['gone', 'D ']]);
+  it('reads v2 -z records: HEAD, changed, untracked and unmerged paths, keeping spaces in names', () => {
+    const out = parsePorcelainV2Z(
+      '# branch.oid 0123abcd\0# branch.head main\0' +
+        '1 .M N... 100644 100644 100644 aaa aaa a b.txt\0' +
+        '1 A. N... 000000 100644 100644 000 bbb staged.txt\0' +
+        '1 D. N... 100644 000000 000000 ccc 000 gone\0' +
+        '? dir/new -> x\0' +
+        'u UU N... 100644 100644 100644 100644 h1 h2 h3 conflict.txt\0',
+    );
+    expect(out.head).toBe('0123abcd');
+    expect([...out.entries]).toEqual([['a b.txt', ' M'], ['staged.txt', 'A '], ['gone', 'D '], ['dir/new -> x', '??'], ['conflict.txt', 'UU']]);
+    expect(parsePorcelainV2Z('# branch.oid (initial)\0? a\0').head).toBeNull();
   });
 });
 
