@@ -32,14 +32,22 @@ export function beginEvidence(spec: TurnSpec, launcher: Launcher | null): Eviden
 type Evidence = Pick<TurnResult, 'changes' | 'context'>;
 
 /** After the turn ended: the changes since `before` and droid's context stats, in parallel, each bounded. */
-export async function finishEvidence(spec: TurnSpec, start: EvidenceStart, client: DroidClient | undefined, collector: TurnCollector | undefined): Promise<Evidence> {
-  const budget = Math.min(SNAPSHOT_BUDGET_MS, spec.graceMs);
+export async function finishEvidence(
+  spec: TurnSpec,
+  start: EvidenceStart,
+  client: DroidClient | undefined,
+  collector: TurnCollector | undefined,
+  notAfter: number,
+): Promise<Evidence> {
+  // Never past `notAfter` (see timeline.ts): evidence must not turn a result into a backstop kill.
+  const budget = Math.min(SNAPSHOT_BUDGET_MS, spec.graceMs, notAfter - Date.now());
+  if (budget <= 0) return { changes: null, context: null };
   const inputs = (collector?.transcript ?? []).flatMap((e) => (e.kind === 'tool' ? [e.input] : []));
   const changes = start.before.then(async (before) => {
     if (!before) return null;
     return changesSince(before, { workspace: spec.workspace, launcher: start.launcher, deadline: Date.now() + budget }, namesPathOutside(inputs, spec.workspace)).catch(() => null);
   });
-  const context = client && !client.process.connection.closed ? readContext(client, Math.min(CONTEXT_STATS_MS, spec.graceMs)) : Promise.resolve(null);
+  const context = client && !client.process.connection.closed ? readContext(client, Math.min(CONTEXT_STATS_MS, budget)) : Promise.resolve(null);
   return { changes: await changes, context: await context };
 }
 

@@ -58,6 +58,8 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
   const startedAt = Date.now();
   const state: TurnState = { droidSessionId: null, submitted: false };
   let deadlineTimer: NodeJS.Timeout | undefined;
+  let cancelledAt: number | null = null;
+  void hooks.cancelled.then(() => (cancelledAt ??= Date.now()));
   const stop = new Promise<Stop>((resolve) => {
     deadlineTimer = setTimeout(() => resolve({ kind: 'deadline' }), spec.timeoutMs);
     void hooks.cancelled.then(() => resolve({ kind: 'cancel' }));
@@ -73,7 +75,9 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
   }
   state.collector?.abortOpenSpans('droid stopped before the tool reported a result');
   // Evidence of submitted turns only: changes, context, and the structured-output check.
-  const extra = state.submitted && state.evidence ? await finishEvidence(spec, state.evidence, state.client, state.collector) : {};
+  const timeline = turnTimeline(spec.timeoutMs, spec.graceMs);
+  const notAfter = Math.min(startedAt + timeline.evidenceEndsByMs, cancelledAt === null ? Infinity : cancelledAt + timeline.evidenceAfterCancelMs);
+  const extra = state.submitted && state.evidence ? await finishEvidence(spec, state.evidence, state.client, state.collector, notAfter) : {};
   if (state.submitted && spec.outputSchema) verdict = { ...verdict, ...judgeOutput(spec.outputSchema, verdict, state.collector) };
   return {
     result: { ...verdict, ...evidence(state), ...extra, durationMs: Date.now() - startedAt },
