@@ -3,6 +3,7 @@
  * run alone: node dist/bench/<name>.js
  */
 import { main as latency } from './latency.js';
+import { main as followUp } from './follow-up.js';
 import { main as stateTransition } from './state-transition.js';
 import { main as sessionScale } from './session-scale.js';
 import { main as findSessions } from './find-sessions.js';
@@ -13,6 +14,7 @@ import { main as evidence } from './evidence.js';
 
 const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['start-up latency', latency],
+  ['follow-up: idle session to model request', () => followUp(3)],
   ['state transition cost', stateTransition],
   ['find over 10k sessions (in process)', findSessions],
   ['server at 10k sessions / 100k runs', sessionScale],

@@ -22,7 +22,7 @@ import { startWorker } from './worker/runner.js';
 import { createLogger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 
-const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json';
+const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json (droid-mcp --help lists init and doctor)';
 
 /**
  * The sandbox every turn gets, proven by a trial run now. Turns never see the
@@ -41,7 +41,17 @@ async function sandboxFor(config: Config): Promise<{ spec: SandboxSpec; status: 
   return { spec, status: { mode: 'bwrap', available: health.ok, detail: health.detail } };
 }
 
+/** init, doctor, --version, --help: operator commands, loaded only when asked for (they write to stdout). */
+function operatorCommand(args: readonly string[]): boolean {
+  return args[0] === 'init' || args[0] === 'doctor' || args.some((a) => a === '--version' || a === '--help' || a === '-h');
+}
+
 async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  if (operatorCommand(args)) {
+    const { runCommand } = await import('./ops/commands.js');
+    return runCommand(args);
+  }
   const log = createLogger();
   let configPath: string | undefined;
   try {
@@ -105,7 +115,7 @@ async function main(): Promise<number> {
     droidEnv,
     sandbox: sandbox.spec,
     sandboxUnavailable: sandbox.status.available ? null : (sandbox.status.detail ?? 'unknown'),
-    replyBackConfigured: config.ampMcp !== undefined,
+    ampMcpUrl: config.ampMcp?.url ?? null,
     log,
   });
   const toolContext: ToolContext = {

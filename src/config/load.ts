@@ -95,7 +95,7 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     port: file.port,
     ...(file.tokenFile !== undefined && { tokenFile: normalize(file.tokenFile) }),
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
-    ...(file.ampMcp !== undefined && { ampMcp: { url: AMP_MCP_URL } }),
+    ...(file.ampMcp !== undefined && { ampMcp: { url: file.ampMcp.url ?? AMP_MCP_URL } }),
     sandbox,
   };
 }
@@ -275,7 +275,8 @@ async function isExecutableFile(path: string): Promise<boolean> {
   }
 }
 
-async function resolveDroid(file: ConfigFile, env: LoadConfigEnv): Promise<string> {
+/** The droid executable the controller would run: `droidPath`, else the first on PATH, else ~/.local/bin/droid. */
+export async function resolveDroid(file: Pick<ConfigFile, 'droidPath'>, env: LoadConfigEnv = {}): Promise<string> {
   if (file.droidPath !== undefined) {
     const path = normalize(file.droidPath);
     if (await isExecutableFile(path)) return path;

@@ -48,7 +48,36 @@ export function looksFast(text: string): boolean {
 
 /** Reply-back, resolved: `{}` in the file means the generic endpoint. */
 export interface AmpMcpConfig {
-  readonly url: typeof AMP_MCP_URL;
+  /** AMP_MCP_URL, or a loopback relay (`isLoopbackRelayUrl`). */
+  readonly url: string;
+}
+
+/**
+ * A local relay in front of Amp (the tests use one): plain http on
+ * 127.0.0.1 or [::1] with an explicit port, no credentials, no fragment.
+ * Loopback only, so the endpoint can never be some other remote host.
+ */
+export function isLoopbackRelayUrl(value: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return false;
+  }
+  return (
+    url.protocol === 'http:' &&
+    (url.hostname === '127.0.0.1' || url.hostname === '[::1]') &&
+    url.port !== '' &&
+    url.username === '' &&
+    url.password === '' &&
+    url.hash === '' &&
+    !value.includes('#')
+  );
+}
+
+/** A reply-back URL names no thread: recipients are per session. */
+export function namesThread(value: string): boolean {
+  return /thread/i.test(value);
 }
 
 /** The controller configuration after validation, defaults and path resolution. */
@@ -143,12 +172,12 @@ function isPublicUrl(value: string): boolean {
 const ampMcpSchema = z.strictObject(
   {
     url: z
-      .string({ error: typeError(`exactly "${AMP_MCP_URL}"`) })
-      .refine((u) => u === AMP_MCP_URL, {
+      .string({ error: typeError(`exactly "${AMP_MCP_URL}" or a loopback relay URL`) })
+      .refine((u) => !namesThread(u) && (u === AMP_MCP_URL || isLoopbackRelayUrl(u)), {
         error: (issue) =>
-          /thread/i.test(String(issue.input))
+          namesThread(String(issue.input))
             ? `must not name a thread: recipients are per session (replyTo), and a thread-bound endpoint breaks every launch once its thread is archived. Use exactly "${AMP_MCP_URL}" or omit url`
-            : `must equal exactly "${AMP_MCP_URL}" (the only profile Amp accepts; no aliases); got ${describe(issue.input)}. Use that URL or omit url`,
+            : `must equal exactly "${AMP_MCP_URL}" (the only profile Amp accepts; no aliases) or be a local relay on loopback (http://127.0.0.1:PORT/… or http://[::1]:PORT/…); got ${describe(issue.input)}. Use one of those or omit url`,
       })
       .optional(),
   },

@@ -15,12 +15,12 @@
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import type { CatalogModel } from '../droid/client.js';
-import { acceptedRun, TERMINAL_STATES, type RunRecord, type RunResultFile, type SessionRecord } from '../store/records.js';
+import { acceptedRun, TERMINAL_STATES, type RunRecord, type RunReply, type RunResultFile, type SessionRecord } from '../store/records.js';
 import { planCrashRecovery } from '../store/recovery.js';
-import { emptyFailure, type RenameOutcome, type TurnResult, type TurnSpec } from '../worker/protocol.js';
+import { emptyFailure, RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from '../worker/protocol.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/runner.js';
 import { SANDBOX_ACTION, type SandboxSpec } from '../worker/sandbox.js';
-import { selectRunnable, type LockClaim } from './admission.js';
+import { explainQueued, selectRunnable, type Admission, type LockClaim, type QueuedTurn } from './admission.js';
 import { startRetryDelayMs, Turn } from './turn.js';
 import { ControllerError } from './errors.js';
 import { fingerprint, type Intent } from './fingerprint.js';
@@ -38,12 +38,16 @@ import { errnoOf } from '../store/errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { crashPoint } from '../util/crash-point.js';
 import { canonicalJson, checkOutputSchema } from '../worker/output-schema.js';
+import { isConversationId, nextRoute, provenHandles, routeOf, withReply } from './reply-route.js';
+import { decideReplyCall } from './reply-gate.js';
 
 export const MAX_QUEUED_TOTAL = 64;
 export const MAX_QUEUED_PER_SESSION = 8;
 export const MAX_WAIT_SESSIONS = 10;
 const TERMINAL_WRITE_ATTEMPTS = 3;
 const TERMINAL_WRITE_BACKOFF_MS = 200;
+/** Handles kept per run: a turn is told never to resend, so this is only a bound. */
+const MAX_REPLY_HANDLES = 50;
 
 /** The part of the durable store the controller needs. */
 export interface ControllerStore extends ReadableStore {
@@ -66,7 +70,8 @@ export interface ControllerDeps {
   /** How turns are confined; `sandboxUnavailable` says why the configured sandbox cannot run (every turn then fails). */
   sandbox: SandboxSpec;
   sandboxUnavailable: string | null;
-  replyBackConfigured: boolean;
+  /** The configured Amp MCP endpoint; null: reply-back is off and routed requests are refused. */
+  ampMcpUrl: string | null;
   log: Log;
   now?: () => Date;
 }
@@ -87,11 +92,23 @@ export interface SendInput extends Requested {
   prompt: string;
   interrupt?: boolean;
   outputSchema?: Record<string, unknown>;
+  /** Omitted: keep the route; a conversation: retarget; null: detach. */
+  replyTo?: string | null;
 }
+
+export type { Admission } from './admission.js';
 
 export interface Acceptance {
   metadata: { session: string; run: string; requestKey: string; replayed: boolean };
+  admission: Admission;
   status: SessionView;
+}
+
+/** An acceptance made durable in the chain, reported once the chain is left. */
+interface Accepted {
+  run: RunRecord;
+  turn: Turn;
+  admission: Admission;
 }
 
 export class SessionController {
@@ -171,11 +188,14 @@ export class SessionController {
     // Runs change state only through commits, so progress events are answered from the cache.
     const settled = () => unique.every((id) => this.reader.agentState(id) !== 'working');
     if (!settled() && timeoutSeconds > 0) {
+      const began = Date.now();
+      this.deps.log.info({ sessions: unique, timeoutSeconds }, 'waiting for sessions');
       await new Promise<void>((resolve, reject) => {
         const finish = () => {
           clearTimeout(timer);
           this.changes.off('change', check);
           signal?.removeEventListener('abort', abort);
+          this.deps.log.info({ sessions: unique, waitedMs: Date.now() - began, settled: settled() }, 'wait ended');
         };
         const check = () => {
           if (!settled()) return;
@@ -199,31 +219,34 @@ export class SessionController {
     return { sessions: unique.map((id) => this.status(id)), timedOut: !settled() };
   }
 
+  /** The latest assistant text of a live run (its only output while it streams), if any. */
+  liveText(runId: string): string | undefined {
+    return this.turns.get(runId)?.partialText || undefined;
+  }
+
+  /** Calls `listener` after every change of any session; returns the unsubscribe. */
+  onChange(listener: () => void): () => void {
+    this.changes.on('change', listener);
+    return () => this.changes.off('change', listener);
+  }
+
   // ── commands ──────────────────────────────────────────────────────────
 
   async create(input: CreateInput): Promise<Acceptance> {
-    if (input.replyTo !== null) {
-      throw new ControllerError(
-        'reply_back_unavailable',
-        this.deps.replyBackConfigured
-          ? 'reply-back to a conversation is not supported by this controller build'
-          : 'reply-back is not configured on this host',
-        'Pass replyTo: null for detached work and collect results with droid_wait_for_sessions.',
-      );
-    }
+    this.assertRoutable(input.replyTo);
     const schema = validOutputSchema(input.outputSchema);
     // I/O first, outside the chain: a slow catalog must not hold up anyone's cancel.
     const workspace = await this.deps.resolveWorkspace(input.workspace);
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
-    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: null, title, labels, ...schemaIntent(schema) };
+    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels, ...schemaIntent(schema) };
     // A replay never consults the catalog.
     const early = this.replay(input.requestKey, intent, input);
     if (early) return early;
     this.assertRunning();
     const catalog = await this.deps.models();
 
-    return this.serialized(async () => {
+    const accepted = await this.serialized(async (): Promise<Acceptance | Accepted> => {
       const replay = this.replay(input.requestKey, intent, input);
       if (replay) return replay;
       this.assertRunning();
@@ -231,17 +254,21 @@ export class SessionController {
       const settings = resolveLaunchSettings(input, null, this.deps.policy, catalog);
       const at = this.now().toISOString();
       const sessionId = randomUUID();
-      const run = acceptedRun({
-        id: randomUUID(),
-        sessionId,
-        seq: 1,
-        kind: 'create',
-        requestKey: input.requestKey,
-        fingerprint: fingerprint(intent),
-        interrupt: false,
-        settings,
-        acceptedAt: at,
-      });
+      const route = nextRoute({ replyTo: null, routeId: null }, input.replyTo, randomUUID).route;
+      const run = withReply(
+        acceptedRun({
+          id: randomUUID(),
+          sessionId,
+          seq: 1,
+          kind: 'create',
+          requestKey: input.requestKey,
+          fingerprint: fingerprint(intent),
+          interrupt: false,
+          settings,
+          acceptedAt: at,
+        }),
+        route,
+      );
       const session: SessionRecord = {
         id: sessionId,
         createdAt: at,
@@ -250,31 +277,34 @@ export class SessionController {
         title,
         labels,
         archived: false,
-        replyTo: null,
+        replyTo: route.replyTo,
+        replyRouteId: route.routeId ?? undefined,
         droidSessionId: null,
         headRunId: run.id,
         factoryTitle: null,
       };
       await this.commit({ sessions: [session], runs: [run] });
       crashPoint('accepted');
-      return this.enqueue(run, workspace, input.prompt, schema);
+      return this.enqueue(run, workspace, input.prompt, [], schema);
     });
+    return this.report(accepted);
   }
 
   async send(input: SendInput): Promise<Acceptance> {
     const schema = validOutputSchema(input.outputSchema);
     const session = this.session(input.session);
     const interrupt = input.interrupt ?? false;
-    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: session.replyTo, title: null, labels: [], ...schemaIntent(schema) };
+    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: input.replyTo, title: null, labels: [], ...schemaIntent(schema) };
     const early = this.replay(input.requestKey, intent, input);
     if (early) return early;
     this.assertRunning();
+    this.assertRoutable(input.replyTo === undefined ? session.replyTo : input.replyTo);
     // The workspace is fixed for the session: it must still be approved and
     // still resolve to the same directory (no symlink swapped in since).
     if ((await this.deps.resolveWorkspace(session.workspace)) !== session.workspace) throw workspaceChanged();
     const catalog = await this.deps.models();
 
-    return this.serialized(async () => {
+    const accepted = await this.serialized(async (): Promise<Acceptance | Accepted> => {
       const replay = this.replay(input.requestKey, intent, input);
       if (replay) return replay;
       this.assertRunning();
@@ -289,28 +319,34 @@ export class SessionController {
       this.assertQueueRoom(interrupt ? null : session.id);
       const settings = resolveLaunchSettings(input, runs[runs.length - 1]!.settings, this.deps.policy, catalog);
       const at = this.now().toISOString();
-      const run = acceptedRun({
-        id: randomUUID(),
-        sessionId: session.id,
-        seq: runs.length + 1,
-        kind: 'send',
-        requestKey: input.requestKey,
-        fingerprint: fingerprint(intent),
-        interrupt,
-        settings,
-        acceptedAt: at,
-      });
+      const current = this.session(session.id);
+      // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
+      const route = nextRoute(routeOf(current), input.replyTo, randomUUID).route;
+      const run = withReply(
+        acceptedRun({
+          id: randomUUID(),
+          sessionId: session.id,
+          seq: runs.length + 1,
+          kind: 'send',
+          requestKey: input.requestKey,
+          fingerprint: fingerprint(intent),
+          interrupt,
+          settings,
+          acceptedAt: at,
+        }),
+        route,
+      );
       const superseded = interrupt ? this.dropQueued(runs, 'superseded', at) : [];
       const stopping = interrupt ? this.markCancelling(runs) : [];
-      const current = this.session(session.id);
-      const updated: SessionRecord = { ...current, headRunId: run.id, updatedAt: at, archived: false };
+      const updated: SessionRecord = { ...current, headRunId: run.id, updatedAt: at, archived: false, replyTo: route.replyTo, replyRouteId: route.routeId ?? undefined };
       await this.commit({ sessions: [updated], runs: [run, ...superseded, ...stopping] });
       crashPoint('accepted');
       // Committed: now memory follows.
       this.forgetQueued(superseded);
       for (const r of stopping) this.turns.get(r.id)?.requestStop();
-      return this.enqueue(run, current.workspace, input.prompt, schema);
+      return this.enqueue(run, current.workspace, input.prompt, stopping, schema);
     });
+    return this.report(accepted);
   }
 
   cancel(sessionId: string): Promise<SessionView> {
@@ -356,6 +392,21 @@ export class SessionController {
     }
   }
 
+  /** A route needs reply-back configured, and a conversation id. Checked before anything is recorded. */
+  private assertRoutable(replyTo: string | null | undefined): void {
+    if (replyTo === null || replyTo === undefined) return;
+    if (this.deps.ampMcpUrl === null) {
+      throw new ControllerError(
+        'reply_back_unavailable',
+        'reply-back is not configured on this host',
+        'Pass replyTo: null for detached work and collect results with droid_wait_for_sessions (the operator enables reply-back with "ampMcp" in the config).',
+      );
+    }
+    if (!isConversationId(replyTo)) {
+      throw new ControllerError('invalid_arguments', 'replyTo must be an Amp conversation id: T- followed by a lowercase UUID', 'Pass the conversation id, or null for detached work.');
+    }
+  }
+
   /** Same key and same intent: the original acceptance. Different: conflict. */
   private replay(requestKey: string, intent: Intent, requested: Requested): Acceptance | undefined {
     const original = this.deps.store.runByRequestKey(requestKey);
@@ -374,6 +425,7 @@ export class SessionController {
     }
     return {
       metadata: { session: original.sessionId, run: original.id, requestKey, replayed: true },
+      admission: { action: 'replayed', waitingFor: [], capacityFull: false, detail: `this requestKey was accepted before; nothing new was queued (the run is ${original.state})` },
       status: this.status(original.sessionId),
     };
   }
@@ -396,18 +448,47 @@ export class SessionController {
     }
   }
 
-  /** Called after the acceptance commit: the turn joins the queue. */
-  private enqueue(run: RunRecord, workspace: string, prompt: string, outputSchema: Record<string, unknown> | null): Acceptance {
+  /** Called after the acceptance commit: the turn joins the queue. `interrupting`: live turns steering stops. */
+  private enqueue(run: RunRecord, workspace: string, prompt: string, interrupting: readonly RunRecord[], outputSchema: Record<string, unknown> | null): Accepted {
     const claim: LockClaim = { sessionId: run.sessionId, workspace, writer: run.settings.autonomy !== 'off' };
     const turn = new Turn(run.id, claim, prompt);
     turn.outputSchema = outputSchema;
     this.turns.set(run.id, turn);
+    // The session's previous turn leaves its Factory title for later rather than hold this one up.
+    for (const other of this.turns.values()) if (other !== turn && other.sessionId === run.sessionId && other.holdsClaim()) other.skipRename();
     this.changed();
     this.pump();
+    const admission = this.admissionOf(turn, interrupting);
+    this.deps.log.info({ session: run.sessionId, run: run.id, action: admission.action, waitingFor: admission.waitingFor.length }, 'turn accepted');
+    return { run, turn, admission };
+  }
+
+  /** Outside the chain: a turn admitted at once is reported once its start is recorded, so its status says so. */
+  private async report(accepted: Acceptance | Accepted): Promise<Acceptance> {
+    if (!('turn' in accepted)) return accepted;
+    const { run, turn } = accepted;
+    let admission = accepted.admission;
+    if (admission.action === 'started') {
+      await turn.launched;
+      if (turn.phase === 'queued') admission = { ...admission, action: 'queued', detail: 'admitted, but its start could not be recorded; it keeps its place and is retried shortly' };
+    }
     return {
       metadata: { session: run.sessionId, run: run.id, requestKey: run.requestKey!, replayed: false },
+      admission,
       status: this.status(run.sessionId),
     };
+  }
+
+  private admissionOf(turn: Turn, interrupting: readonly RunRecord[]): Admission {
+    if (turn.holdsClaim()) return { action: 'started', waitingFor: [], capacityFull: false, detail: 'admitted at once; droid is starting' };
+    const held = [...this.turns.values()].filter((t) => t.holdsClaim()).map((t) => ({ runId: t.runId, ...t.claim }));
+    const ahead: QueuedTurn[] = [];
+    for (const t of this.turns.values()) {
+      if (t === turn) break;
+      if (!t.holdsClaim()) ahead.push({ runId: t.runId, ...t.claim });
+    }
+    const stopping = new Set(interrupting.map((r) => r.id));
+    return explainQueued({ runId: turn.runId, ...turn.claim }, held, ahead, this.deps.maxConcurrentRuns, stopping, (id) => this.run(id).state);
   }
 
   /** Records for the session's queued runs, ended unsubmitted; memory is untouched until they are committed. */
@@ -480,6 +561,7 @@ export class SessionController {
     } catch (err) {
       this.deps.log.error({ err, run: turn.runId }, 'turn owner failed');
     } finally {
+      turn.noteLaunched();
       if (turn.phase === 'queued') {
         // Back in line (its `starting` commit failed): it keeps its place.
       } else {
@@ -502,6 +584,12 @@ export class SessionController {
       await this.recordTerminal(turn, emptyFailure({ code: moved.code, message: `${moved.message} Nothing was submitted.`, retryable: false }));
       return;
     }
+    // A routed session never runs unrouted because the host stopped offering reply-back.
+    if (session.replyTo !== null && this.deps.ampMcpUrl === null) {
+      const message = 'this session reports back to a conversation but reply-back is no longer configured on this host; nothing was submitted. Send with replyTo: null to detach it, or have the operator set "ampMcp" again';
+      await this.recordTerminal(turn, emptyFailure({ code: 'reply_back_unavailable', message, retryable: false }));
+      return;
+    }
     // Never a silent fallback to an unconfined droid.
     if (this.deps.sandboxUnavailable !== null) {
       const message = `the configured sandbox cannot run (${this.deps.sandboxUnavailable}); nothing was submitted. ${SANDBOX_ACTION}`;
@@ -520,6 +608,7 @@ export class SessionController {
       this.deps.log.error({ err, run: turn.runId, retryInMs: turn.retryAt - Date.now() }, 'could not record the turn as starting; it stays queued and is retried');
       return;
     }
+    turn.noteLaunched();
     if (!run) return;
 
     // Nothing may start once a stop was asked for; nothing was submitted.
@@ -549,6 +638,9 @@ export class SessionController {
         onInvalidMessage: (problem) => this.deps.log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),
         onStuck: (members, waitedMs) =>
           this.deps.log.warn({ run: turn.runId, members, waitedMs }, "the turn's processes survive SIGKILL; its workspace lock stays held"),
+        onReplyCall: (call) => this.serialized(() => this.onReplyCall(turn, call)),
+        onReplyEvent: (event) =>
+          void this.serialized(() => this.onReplyEvent(turn, event)).catch((err) => this.deps.log.error({ err, run: turn.runId }, 'could not record a reply-back result')),
       });
     } catch (err) {
       const error = { code: 'worker_spawn_failed', message: `could not start the turn's worker: ${(err as Error).message}`, retryable: true };
@@ -578,7 +670,8 @@ export class SessionController {
       turn.phase = 'queued';
       return null;
     }
-    const run: RunRecord = { ...current, state: 'starting', startedAt: this.now().toISOString() };
+    // The turn reports on the session's route as it is now (a retarget may have come since acceptance).
+    const run: RunRecord = withReply({ ...current, state: 'starting', startedAt: this.now().toISOString() }, routeOf(this.session(current.sessionId)));
     await this.commit({ runs: [run] });
     this.changed();
     return run;
@@ -590,6 +683,7 @@ export class SessionController {
     const next: RunRecord = run.state === 'starting' ? { ...run, state: 'running' } : run;
     const sessions = session.droidSessionId === droidSessionId ? [] : [{ ...session, droidSessionId }];
     await this.commit({ runs: [next], sessions });
+    this.deps.log.info({ session: run.sessionId, run: runId }, 'turn running: prompt submitted to droid');
     crashPoint('started');
     this.changed();
   }
@@ -640,7 +734,67 @@ export class SessionController {
         : [{ ...session, updatedAt: at }];
     await this.commit({ runs: changedRuns, sessions });
     this.forgetQueued(changedRuns.slice(1));
-    this.deps.log.info({ run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
+    this.deps.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
+    this.changed();
+  }
+
+  /**
+   * The reply gate (reply-gate.ts) for one puck call of a live routed turn,
+   * against the session's route as it is now, ordered with route changes by
+   * the chain. An approved send is remembered so that only its own result
+   * can prove a handle; a misroute is recorded before droid hears no.
+   */
+  private async onReplyCall(turn: Turn, call: ReplyCall): Promise<boolean> {
+    // A controller that stops or cannot record state approves nothing.
+    if (this.halted || this.stopped) return false;
+    const run = this.run(turn.runId);
+    if (!run.reply || TERMINAL_STATES.includes(run.state)) return false;
+    const session = this.session(run.sessionId);
+    const routeId = session.replyRouteId ?? null;
+    const verdict = decideReplyCall({ replyTo: session.replyTo, proven: provenHandles(this.deps.store.runsBySession(session.id), routeId) }, call.input);
+    this.deps.log.info({ run: run.id, approve: verdict.approve, ...(verdict.approve ? { action: verdict.action } : { code: verdict.code }) }, 'reply gate');
+    if (verdict.approve) {
+      if (verdict.action === 'send') turn.approvedSends.set(call.toolUseId, routeId!);
+      return true;
+    }
+    if (verdict.code === 'reply_misrouted') {
+      await this.recordReplyFailure(run, { code: 'reply_misrouted', message: verdict.reason, retryable: false }).catch((err) =>
+        this.deps.log.error({ err, run: run.id }, 'could not record a misrouted report; it was denied'),
+      );
+    }
+    return false;
+  }
+
+  /** What an approved send returned, or an Amp tool droid ran unasked: durable at once. */
+  private async onReplyEvent(turn: Turn, event: ReplyEvent): Promise<void> {
+    const run = this.run(turn.runId);
+    if (!run.reply || TERMINAL_STATES.includes(run.state)) return;
+    if (event.kind === 'bypass') {
+      const message = `droid ran ${event.tool} without asking, so the reply gate could not judge it; the turn was interrupted`;
+      await this.recordReplyFailure(run, { code: 'reply_gate_bypassed', message, retryable: false });
+      return;
+    }
+    // Only the result of a send this gate approved in this turn proves anything.
+    const routeId = turn.approvedSends.get(event.toolUseId);
+    if (routeId === undefined) {
+      this.deps.log.warn({ run: run.id }, 'reply result for a send the gate did not approve in this turn; ignored');
+      return;
+    }
+    turn.approvedSends.delete(event.toolUseId);
+    if (!event.ok) {
+      await this.recordReplyFailure(run, { code: 'reply_send_failed', message: 'a report was sent but droid or Amp returned an error for it', retryable: false });
+      return;
+    }
+    const reply = run.reply;
+    const handles = event.handle !== null && reply.handles.length < MAX_REPLY_HANDLES ? [...reply.handles, { handle: event.handle, routeId }] : reply.handles;
+    await this.commit({ runs: [{ ...run, reply: { ...reply, accepted: reply.accepted + 1, handles } }] });
+    this.changed();
+  }
+
+  /** Keeps the first failure: the one that explains the rest. */
+  private async recordReplyFailure(run: RunRecord, failure: NonNullable<RunReply['failure']>): Promise<void> {
+    if (!run.reply || run.reply.failure) return;
+    await this.commit({ runs: [{ ...run, reply: { ...run.reply, failure } }] });
     this.changed();
   }
 
@@ -652,7 +806,8 @@ export class SessionController {
       await this.commit({ sessions: [{ ...session, factoryTitle: outcome.title }] });
       return;
     }
-    this.deps.log.warn({ run: runId, error: outcome.error }, 'Factory title not applied; will retry on the next turn');
+    if (outcome.error === RENAME_SKIPPED) this.deps.log.info({ session: run.sessionId, run: runId }, 'Factory title left for a later turn: a follow-up was waiting');
+    else this.deps.log.warn({ session: run.sessionId, run: runId, error: outcome.error }, 'Factory title not applied; will retry on the next turn');
     const note = { at: this.now().toISOString(), kind: 'title_sync_failed', detail: `title not applied in Factory (retried next turn): ${outcome.error ?? 'unknown'}` };
     await this.commit({ runs: [{ ...run, events: [...run.events, note].slice(-MAX_EVENTS) }] });
   }

@@ -10,7 +10,11 @@ export interface Intent {
   target: string;
   prompt: string;
   interrupt: boolean;
-  replyTo: string | null;
+  /**
+   * create: the recipient (null: detached). send: the requested route
+   * change, undefined when replyTo was omitted (keep the route).
+   */
+  replyTo: string | null | undefined;
   title: string | null;
   labels: readonly string[];
   /** Canonical JSON of the outputSchema, when one was given. */
@@ -24,7 +28,10 @@ export function fingerprint(intent: Intent): string {
     intent.target,
     intent.prompt.normalize('NFC'),
     intent.interrupt,
-    intent.replyTo,
+    // Omitted on send is null, as every send fingerprint before reply-back
+    // was (sessions were all detached), so their replays still match; an
+    // explicit replyTo on send is an object, never equal to an omitted one.
+    intent.replyTo === undefined ? null : intent.kind === 'send' ? { replyTo: intent.replyTo } : intent.replyTo,
     intent.title,
     [...intent.labels].sort(),
     // Only when present, so fingerprints of requests without a schema stay as they were.

@@ -54,7 +54,9 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     (state === 'interrupted' && !ctx.cancelRequested) ||
     result.permissionsDeclined.length > 0 ||
     result.questions.length > 0 ||
-    readOnlyChanged;
+    readOnlyChanged ||
+    // A failed report needs attention; it never changes the run's state.
+    (run.reply?.failure ?? null) !== null;
   const events = [...ctx.events];
   if (readOnlyChanged) {
     events.push({ at: ctx.at, kind: 'readonly_turn_changed_files', detail: 'this autonomy off (read-only) turn shows changed files in its workspace; see changes' });

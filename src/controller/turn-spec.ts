@@ -5,6 +5,7 @@
 import type { RunRecord, SessionRecord } from '../store/records.js';
 import type { TurnSpec } from '../worker/protocol.js';
 import type { SandboxSpec } from '../worker/sandbox.js';
+import { coordinationInstructions } from './coordination.js';
 
 export interface TurnHost {
   droidPath: string;
@@ -12,9 +13,20 @@ export interface TurnHost {
   runTimeoutMs: number;
   cancelGraceMs: number;
   sandbox: SandboxSpec;
+  /** The configured Amp MCP endpoint; null when reply-back is off. */
+  ampMcpUrl: string | null;
 }
 
+/**
+ * A turn is routed when its session is, as it starts (the controller refuses
+ * to start a routed turn when reply-back is not configured). Its prompt then
+ * starts with the coordination instructions, which are never stored either.
+ */
 export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: string, host: TurnHost): TurnSpec {
+  const routed = session.replyTo !== null && host.ampMcpUrl !== null;
+  if (routed) {
+    prompt = coordinationInstructions({ replyTo: session.replyTo!, session: session.id, run: run.id, specMode: run.settings.autonomy === 'off' }) + prompt;
+  }
   return {
     runId: run.id,
     workspace: session.workspace,
@@ -33,5 +45,6 @@ export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: stri
     sandbox: host.sandbox,
     // Applied after the turn, and retried on later turns until it sticks.
     ...(session.title && session.title !== session.factoryTitle ? { renameTo: session.title } : {}),
+    ...(routed ? { replyBack: { url: host.ampMcpUrl!, replyTo: session.replyTo! } } : {}),
   };
 }

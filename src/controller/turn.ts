@@ -41,9 +41,20 @@ export class Turn {
   readonly events: ProgressRecord[] = [];
   /** Latest assistant text: a running turn's only history. */
   partialText = '';
+  /** Puck sends the reply gate approved in this turn, by tool-use id, with the route they were approved on. */
+  readonly approvedSends = new Map<string, string>();
   /** Settles when the owner has released the claim. */
   readonly released: Promise<void>;
   private markReleased!: () => void;
+  /**
+   * Settles once an admitted turn's `starting` commit is done, or its owner
+   * gave up before that (ended it unsubmitted, or put it back in line): an
+   * acceptance that admitted the turn reports it from here.
+   */
+  readonly launched: Promise<void>;
+  private markLaunched!: () => void;
+  /** A later turn of this session waits for this one's claim: its worker skips the Factory title. */
+  private renameSkipped = false;
 
   constructor(
     readonly runId: string,
@@ -52,6 +63,7 @@ export class Turn {
   ) {
     this.prompt = prompt;
     this.released = new Promise((resolve) => (this.markReleased = resolve));
+    this.launched = new Promise((resolve) => (this.markLaunched = resolve));
   }
 
   get sessionId(): string {
@@ -78,6 +90,22 @@ export class Turn {
     this.phase = 'live';
     // A cancel that arrived while the turn was launching is honoured now.
     if (this.cancelRequested) worker.cancel();
+    if (this.renameSkipped) worker.skipRename();
+  }
+
+  /**
+   * A follow-up of this session waits for this turn's claim: the Factory
+   * title is left for a later turn (spec: an unfinished rename is retried on
+   * the next turn) rather than held on the follow-up's path. Idempotent.
+   */
+  skipRename(): void {
+    if (this.renameSkipped) return;
+    this.renameSkipped = true;
+    this.worker?.skipRename();
+  }
+
+  noteLaunched(): void {
+    this.markLaunched();
   }
 
   /** A stop somebody asked for; idempotent. */

@@ -8,6 +8,16 @@ import { LIVE_STATES } from '../store/records.js';
 
 export type AgentState = 'working' | 'idle' | 'unknown';
 
+/**
+ * What the controller observed the latest turn do about reporting back (it
+ * never sends anything itself): `disabled` detached; `pending` routed and
+ * queued or running; `accepted` an approved own-route send came back without
+ * error (not proof anyone read it); `failed` a send errored, a misroute was
+ * attempted, or droid ran an Amp tool unasked; `not_sent` it ended without
+ * a report.
+ */
+export type Notification = 'disabled' | 'pending' | 'accepted' | 'failed' | 'not_sent';
+
 export interface RunView {
   run: string;
   seq: number;
@@ -48,10 +58,20 @@ export interface SessionView {
   updatedAt: string;
   agentState: AgentState;
   needsAttention: boolean;
-  notification: 'disabled';
+  notification: Notification;
+  /** Why notification is `failed`; null otherwise. */
+  notificationError: { code: string; message: string } | null;
   queuedRuns: number;
   preview: string;
   latestRun: RunView;
+}
+
+export function notificationOf(run: RunRecord): Notification {
+  const reply = run.reply;
+  if (!reply) return 'disabled';
+  if (reply.failure) return 'failed';
+  if (reply.accepted > 0) return 'accepted';
+  return isWorking(run.state) ? 'pending' : 'not_sent';
 }
 
 export function isWorking(state: RunState): boolean {
@@ -111,7 +131,8 @@ export function sessionView(session: SessionRecord, runs: readonly RunRecord[]):
     updatedAt: session.updatedAt,
     agentState: working ? 'working' : anyUnknown ? 'unknown' : 'idle',
     needsAttention: head.needsAttention,
-    notification: 'disabled',
+    notification: notificationOf(head),
+    notificationError: head.reply?.failure ? { code: head.reply.failure.code, message: head.reply.failure.message } : null,
     queuedRuns: runs.filter((r) => r.state === 'queued').length,
     preview: latestPreview,
     latestRun: runView(head),

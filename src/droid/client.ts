@@ -5,12 +5,16 @@
 import { randomUUID } from 'node:crypto';
 import { UNKNOWN_METHOD, type ServerRequestAnswer } from './connection.js';
 import { DroidError } from './errors.js';
-import { sessionNotification } from './notifications.js';
+import { sessionNotification, type SessionNotification } from './notifications.js';
+import { isServerToolId, parseReplyHandle } from './amp-tools.js';
 import {
   ASK_USER_DECLINED,
+  classifyToolUses,
   decidePermission,
+  decideRoutedPermission,
   recordQuestions,
   type Autonomy,
+  type PermissionDecision,
   type PermissionRecord,
   type QuestionRecord,
 } from './permission-policy.js';
@@ -38,12 +42,20 @@ export interface SessionSettings {
   interactionMode: 'auto' | 'spec';
 }
 
+/** An HTTP MCP server attached to one session (droid 0.225.2 shape). */
+export interface McpServerSpec {
+  name: string;
+  type: 'http';
+  url: string;
+}
+
 export interface InitializeParams extends SessionSettings {
   machineId: string;
   cwd: string;
   title?: string;
   tags?: Array<{ name: string }>;
   structuredOutputFormat?: StructuredOutputFormat;
+  mcpServers?: McpServerSpec[];
 }
 
 /**
@@ -56,6 +68,11 @@ export interface StructuredOutputFormat {
   schema: Record<string, unknown>;
 }
 
+/** The part of droid's session settings we read back. */
+export interface ReportedSettings {
+  disabledToolIds?: unknown;
+}
+
 export interface ContextStatsResult {
   used?: unknown;
   limit?: unknown;
@@ -64,11 +81,39 @@ export interface ContextStatsResult {
 export interface InitializeResult {
   sessionId: string;
   availableModels?: CatalogModel[];
+  settings?: ReportedSettings;
 }
 
 export interface LoadResult {
   cwd?: string;
   isAgentLoopInProgress?: boolean;
+  settings?: ReportedSettings;
+}
+
+/** The tool ids a session disables, as droid reported them (strings only). */
+export function disabledToolIdsOf(settings: ReportedSettings | undefined): string[] {
+  const ids = settings?.disabledToolIds;
+  return Array.isArray(ids) ? ids.filter((id): id is string => typeof id === 'string') : [];
+}
+
+/** A puck call droid asked permission for. */
+export interface ReplyCallRequest {
+  toolUseId: string;
+  input: unknown;
+}
+
+/** What a routed turn's client saw of puck calls after they ran. */
+export type ReplyObservation =
+  | { kind: 'send_result'; toolUseId: string; ok: boolean; handle: string | null }
+  | { kind: 'bypass'; tool: string; toolUseId: string };
+
+/** Reply-back wiring of a routed turn. */
+export interface ReplyRouting {
+  /** The autonomy the caller asked for (droid may run at another level, see droidAutonomy). */
+  caller: Autonomy;
+  /** The reply gate's verdict on one puck call; anything but true is a denial. */
+  gate(call: ReplyCallRequest): Promise<boolean>;
+  observe(event: ReplyObservation): void;
 }
 
 /** What we declined or approved on droid's behalf during one turn. */
@@ -97,6 +142,12 @@ export function settingsFor(autonomy: Autonomy): Pick<SessionSettings, 'autonomy
 export class DroidClient {
   readonly decisions: DecisionLog = { permissionsDeclined: [], permissionsApproved: [], questions: [], unknownRequests: [] };
   private autonomy: Autonomy = 'off';
+  private routing: ReplyRouting | null = null;
+  /** Amp tool uses this client approved (all puck), and the sends among them, by tool-use id. */
+  private readonly approvedAmpUses = new Set<string>();
+  private readonly approvedSends = new Set<string>();
+  /** Tool names by tool-use id, from tool_call notifications. */
+  private readonly toolNames = new Map<string, string>();
 
   private constructor(readonly process: DroidProcess) {
     process.connection.setServerRequestHandler((method, params) => this.answer(method, params));
@@ -120,13 +171,40 @@ export class DroidClient {
     return result;
   }
 
-  async loadSession(sessionId: string, extra: { structuredOutputFormat?: StructuredOutputFormat } = {}): Promise<LoadResult> {
+  /**
+   * `mcpServers` again on every load: droid 0.225.2 does not keep a session's
+   * attachments; `structuredOutputFormat` is held by the droid process, so a
+   * resumed turn gives it again too.
+   */
+  async loadSession(sessionId: string, extra: { mcpServers?: McpServerSpec[]; structuredOutputFormat?: StructuredOutputFormat } = {}): Promise<LoadResult> {
     return (await this.process.connection.request<LoadResult>('droid.load_session', { sessionId, ...extra })) ?? {};
   }
 
   /** Context window occupancy of the open session. */
   async contextStats(timeoutMs: number): Promise<ContextStatsResult> {
     return (await this.process.connection.request<ContextStatsResult>('droid.get_context_stats', {}, timeoutMs)) ?? {};
+  }
+
+  async listTools(): Promise<unknown> {
+    return this.process.connection.request('droid.list_tools', {});
+  }
+
+  async setDisabledToolIds(ids: readonly string[]): Promise<void> {
+    await this.process.connection.request('droid.update_session_settings', { disabledToolIds: [...ids] });
+  }
+
+  /**
+   * Makes this a routed turn's client: permission requests are decided by
+   * the routed decision table with the reply gate judging puck calls, and
+   * what approved puck calls return (or an Amp tool that ran unasked) is
+   * reported to `routing.observe`. Call before the session is opened.
+   */
+  routeReplies(routing: ReplyRouting): void {
+    this.routing = routing;
+    this.process.connection.onNotification((frame) => {
+      const n = sessionNotification(frame);
+      if (n) this.observeReply(n, routing);
+    });
   }
 
   async updateSettings(settings: Partial<SessionSettings>): Promise<void> {
@@ -167,26 +245,26 @@ export class DroidClient {
   /**
    * Closes the session, then ends the process. droid 0.225 lingers about 6 s
    * after stdin EOF or SIGTERM (measured) with its session already saved by
-   * close_session, so a short wait is followed by SIGKILL.
+   * close_session, so a short wait is followed by SIGKILL. `hurry` (someone
+   * waits for this slot) ends the wait at once: droid was measured to write
+   * nothing to its session files after close_session is answered.
    */
-  async shutdown(budget: { closeMs: number; exitWaitMs: number } = SHUTDOWN_BUDGET): Promise<void> {
+  async shutdown(budget: { closeMs: number; exitWaitMs: number } = SHUTDOWN_BUDGET, hurry?: AbortSignal): Promise<void> {
     const { connection, child } = this.process;
     if (!connection.closed) {
       // Answered in milliseconds when droid is healthy; a hung droid must not delay the kill.
       await connection.request('droid.close_session', {}, budget.closeMs).catch(() => undefined);
     }
     child.stdin.end();
-    if (await settlesWithin(this.process.exited, budget.exitWaitMs)) return;
+    if (await settlesWithin(this.process.exited, budget.exitWaitMs, hurry)) return;
     this.process.kill('SIGKILL');
     await this.process.exited;
   }
 
-  private answer(method: string, params: unknown): ServerRequestAnswer {
+  private answer(method: string, params: unknown): ServerRequestAnswer | Promise<ServerRequestAnswer> {
     if (method === 'droid.request_permission') {
-      const decision = decidePermission(this.autonomy, params);
-      const log = decision.approved ? this.decisions.permissionsApproved : this.decisions.permissionsDeclined;
-      for (const tool of decision.tools) if (log.length < MAX_DECISIONS) log.push(tool);
-      return { result: { selectedOption: decision.selectedOption } };
+      if (this.routing) return this.answerRouted(this.routing, params);
+      return this.logged(decidePermission(this.autonomy, params));
     }
     if (method === 'droid.ask_user') {
       for (const q of recordQuestions(params)) if (this.decisions.questions.length < MAX_DECISIONS) this.decisions.questions.push(q);
@@ -195,20 +273,78 @@ export class DroidClient {
     if (this.decisions.unknownRequests.length < MAX_DECISIONS) this.decisions.unknownRequests.push(method.slice(0, 200));
     return UNKNOWN_METHOD(method);
   }
+
+  private logged(decision: PermissionDecision): ServerRequestAnswer {
+    const log = decision.approved ? this.decisions.permissionsApproved : this.decisions.permissionsDeclined;
+    for (const tool of decision.tools) if (log.length < MAX_DECISIONS) log.push(tool);
+    return { result: { selectedOption: decision.selectedOption } };
+  }
+
+  /**
+   * The gate is asked only when the rest of the request could run, so a
+   * verdict is never spent on a request that is declined anyway; a gate that
+   * fails or throws is a denial.
+   */
+  private async answerRouted(routing: ReplyRouting, params: unknown): Promise<ServerRequestAnswer> {
+    const uses = classifyToolUses(params);
+    let decision = decideRoutedPermission(routing.caller, params, () => false);
+    if (!decision.approved && decideRoutedPermission(routing.caller, params, () => true).approved) {
+      const verdicts = new Map<string, boolean>();
+      for (const use of uses) {
+        if (use.kind !== 'puck' || use.toolUseId === null) continue;
+        const verdict = await routing.gate({ toolUseId: use.toolUseId, input: use.input }).catch(() => false);
+        verdicts.set(use.toolUseId, verdict === true);
+      }
+      decision = decideRoutedPermission(routing.caller, params, (use) => use.toolUseId !== null && verdicts.get(use.toolUseId) === true);
+    }
+    if (decision.approved) {
+      for (const use of uses) {
+        if (use.kind !== 'puck' || use.toolUseId === null) continue;
+        this.approvedAmpUses.add(use.toolUseId);
+        if ((use.input as { action?: unknown } | null)?.action === 'send') this.approvedSends.add(use.toolUseId);
+      }
+    }
+    return this.logged(decision);
+  }
+
+  private observeReply(n: SessionNotification, routing: ReplyRouting): void {
+    if (n.type === 'tool_call') {
+      const use = (n as Extract<SessionNotification, { type: 'tool_call' }>).toolUse;
+      if (typeof use?.id === 'string' && typeof use.name === 'string') this.toolNames.set(use.id, use.name);
+      return;
+    }
+    if (n.type !== 'tool_result') return;
+    const r = n as Extract<SessionNotification, { type: 'tool_result' }>;
+    if (typeof r.toolUseId !== 'string') return;
+    const ok = r.isError !== true;
+    if (this.approvedSends.delete(r.toolUseId)) {
+      routing.observe({ kind: 'send_result', toolUseId: r.toolUseId, ok, handle: ok ? parseReplyHandle(r.content) : null });
+      return;
+    }
+    const name = this.toolNames.get(r.toolUseId) ?? '';
+    // A successful result of an Amp tool nobody approved: droid ran it unasked.
+    // (An error result may be droid refusing a disabled tool; it cannot tell more.)
+    if (ok && isServerToolId(name) && !this.approvedAmpUses.has(r.toolUseId)) {
+      routing.observe({ kind: 'bypass', tool: name.slice(0, 200), toolUseId: r.toolUseId });
+    }
+  }
 }
 
-function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+/** True when `promise` settles within `ms`; false at the timeout or as soon as `cutShort` aborts. */
+function settlesWithin(promise: Promise<unknown>, ms: number, cutShort?: AbortSignal): Promise<boolean> {
   return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
+    const done = (settled: boolean) => {
+      clearTimeout(timer);
+      cutShort?.removeEventListener('abort', onAbort);
+      resolve(settled);
+    };
+    const onAbort = () => done(false);
+    const timer = setTimeout(() => done(false), ms);
+    if (cutShort?.aborted) return done(false);
+    cutShort?.addEventListener('abort', onAbort, { once: true });
     promise.then(
-      () => {
-        clearTimeout(timer);
-        resolve(true);
-      },
-      () => {
-        clearTimeout(timer);
-        resolve(true);
-      },
+      () => done(true),
+      () => done(true),
     );
   });
 }

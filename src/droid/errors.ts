@@ -17,7 +17,14 @@ export type DroidErrorCode =
   | 'workspace_changed'
   | 'sandbox_unavailable'
   | 'turn_spec_invalid'
-  | 'worker_failed';
+  | 'worker_failed'
+  // Reply-back preflight (see worker/amp-preflight.ts): nothing was submitted.
+  | 'amp_mcp_not_started'
+  | 'amp_mcp_unreachable'
+  | 'amp_mcp_auth_required'
+  | 'amp_mcp_tool_missing'
+  | 'amp_mcp_admin_tool_exposed'
+  | 'amp_mcp_setup_failed';
 
 export class DroidError extends Error {
   override readonly name = 'DroidError';

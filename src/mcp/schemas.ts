@@ -3,7 +3,9 @@
  * argument is an error, never silently ignored.
  */
 import { z } from 'zod';
-import { changeSet, contextStats, errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../store/schemas.js';
+import { errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../store/schemas.js';
+import { changeSet, contextStats } from '../worker/ipc.js';
+import { CONVERSATION_ID } from '../controller/reply-route.js';
 
 export const autonomySchema = z.enum(['off', 'low', 'medium', 'high']);
 const requestKey = z.string().min(1).max(200).describe('Stable idempotency key: retry with the same key and identical arguments.');
@@ -18,13 +20,18 @@ const outputSchema = z
       'tool; the object is checked again here and shown as latestRun.structuredOutput. No valid object: the run fails with ' +
       'structured_output_missing or structured_output_invalid.',
   );
+const conversation = z.string().regex(CONVERSATION_ID, 'a conversation id is T- followed by a lowercase UUID');
 const label = z.string().min(1).max(50).regex(/^[a-z0-9][a-z0-9._:-]*$/, 'labels are lowercase letters, digits and . _ : -');
 
 export const createInput = z.strictObject({
   requestKey,
   workspace: z.string().min(1).max(4096).describe('Absolute path of an approved root or a directory inside one (see droid_list_workspaces).'),
   prompt,
-  replyTo: z.string().min(1).max(200).nullable().describe('Conversation to report back to, or null for detached work.'),
+  replyTo: conversation
+    .nullable()
+    .describe(
+      'Required. The Amp conversation (T- followed by a lowercase UUID) this session reports to through reply-back, or null for detached work. Never defaulted.',
+    ),
   model: model.optional(),
   autonomy: autonomySchema.optional().describe('off = read-only Spec mode; low/medium/high allow real actions, up to the host ceiling.'),
   reasoningEffort: reasoningEffort.optional(),
@@ -38,6 +45,12 @@ export const sendInput = z.strictObject({
   session: sessionHandle,
   prompt,
   interrupt: z.boolean().optional().describe('true: interrupt the running turn and run this next (steering). Default false: queue after it.'),
+  replyTo: conversation
+    .nullable()
+    .optional()
+    .describe(
+      "Omit to keep the session's route. A conversation id retargets reply-back to it and null detaches; either starts a new route, which invalidates every older reply handle (even if this turn is later cancelled).",
+    ),
   model: model.optional(),
   autonomy: autonomySchema.optional(),
   reasoningEffort: reasoningEffort.optional(),
@@ -106,14 +119,41 @@ export const sessionView = z.object({
   updatedAt: z.string(),
   agentState: z.enum(['working', 'idle', 'unknown']),
   needsAttention: z.boolean(),
-  notification: z.literal('disabled'),
+  notification: z
+    .enum(['disabled', 'pending', 'accepted', 'failed', 'not_sent'])
+    .describe(
+      'What the latest turn did about reporting back, as observed (the controller never sends): disabled = detached; pending = routed and queued or running; ' +
+        'accepted = Amp accepted a report (not proof it was read); failed = a report errored, a misroute was attempted, or an Amp tool ran unasked (needs attention, never fails the run); not_sent = ended without a report.',
+    ),
+  notificationError: z.object({ code: z.string(), message: z.string() }).nullable().describe('Why notification is failed (reply_misrouted, reply_send_failed, reply_gate_bypassed).'),
   queuedRuns: z.number(),
   preview: z.string(),
   latestRun: runView,
 });
 
+export const admission = z
+  .object({
+    action: z
+      .enum(['started', 'queued', 'interrupting', 'replayed'])
+      .describe('started: admitted at once; queued: waits (see waitingFor, capacityFull); interrupting: steering stops the live turn first; replayed: nothing new was queued.'),
+    waitingFor: z
+      .array(
+        z.object({
+          session: z.string(),
+          run: z.string(),
+          state: runState,
+          reason: z.enum(['same_session', 'workspace_lock']),
+        }),
+      )
+      .describe('The turns this one waits for, oldest first: a turn of the same session, or one holding an overlapping workspace.'),
+    capacityFull: z.boolean().describe('Every run slot was taken.'),
+    detail: z.string(),
+  })
+  .describe('What the controller did with the turn.');
+
 export const acceptanceOutput = z.object({
   metadata: z.object({ session: z.string(), run: z.string(), requestKey: z.string(), replayed: z.boolean() }),
+  admission,
   status: sessionView,
 });
 

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { ControllerError, type PublicError } from '../controller/errors.js';
 import { TOOLS, type ToolCall, type ToolContext, type ToolDefinition } from './tools.js';
 import type { Log } from '../util/logger.js';
+import type { ProgressSink } from './progress.js';
 
 export const SERVER_NAME = 'droid-mcp';
 export const SERVER_VERSION = '0.1.0';
@@ -91,8 +92,15 @@ export function createMcpServer(ctx: ToolContext, log: ServerLog): Server {
   const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} } });
   listing ??= TOOLS.map(toolListing);
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listing }));
-  server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
-    callTool(request.params.name, request.params.arguments, ctx, log, { signal: extra.signal }),
-  );
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+    const token = request.params._meta?.progressToken;
+    const progress: ProgressSink | undefined =
+      token === undefined
+        ? undefined
+        : (update) =>
+            // A notification that cannot be sent (client gone, HTTP JSON mode) changes nothing.
+            void extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, ...update } }).catch(() => undefined);
+    return callTool(request.params.name, request.params.arguments, ctx, log, { signal: extra.signal, ...(progress && { progress }) });
+  });
   return server;
 }

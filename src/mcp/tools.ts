@@ -8,6 +8,7 @@ import type { CatalogModel } from '../droid/client.js';
 import type { SessionController } from '../controller/controller.js';
 import type { HostPolicy } from '../controller/launch-settings.js';
 import * as s from './schemas.js';
+import { waitWithProgress, type ProgressSink } from './progress.js';
 
 export interface ToolContext {
   controller: SessionController;
@@ -31,6 +32,8 @@ export interface SandboxStatus {
 /** Per call: aborted when the client cancels its request (or the transport closes). */
 export interface ToolCall {
   signal?: AbortSignal;
+  /** Present when the request carried a progress token. */
+  progress?: ProgressSink;
 }
 
 export interface ToolDefinition<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
@@ -54,7 +57,10 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       'Start a new droid session in an approved workspace and submit its first turn. The turn runs in the background: ' +
       'keep metadata.session and poll it with droid_wait_for_sessions. requestKey makes the call idempotent; replyTo is ' +
-      'required (null = detached work). Omitted model, autonomy and reasoningEffort use the host launch defaults. ' +
+      'required: null for detached work, or the Amp conversation (T-<uuid>) the session reports to when the host offers ' +
+      'reply-back (droid_list_workspaces policy.replyBack). A routed turn may message only that conversation, through ' +
+      'Amp\'s puck tool; notification in the status says what it did. Omitted model, autonomy and reasoningEffort use the ' +
+      'host launch defaults. admission says whether the turn started at once or is queued, and behind what. ' +
       'outputSchema (optional JSON Schema, object root, ≤ 32 KiB) asks for a structured answer for this turn; a schema ' +
       'droid or our validator rejects is invalid_arguments and nothing is accepted.\n' +
       'Example: {"requestKey":"review-42","workspace":"/srv/repos/app","prompt":"Review the diff and report findings.","autonomy":"off","replyTo":null,"title":"Diff review"}',
@@ -70,7 +76,10 @@ export const TOOLS: readonly ToolDefinition[] = [
       'Send a follow-up message to an existing session. When the session is idle it starts at once; when busy it is ' +
       'queued after the current turn (default interrupt:false). interrupt:true steers: older queued turns are superseded, ' +
       'the running turn is interrupted, and this message runs next in the same droid session. Settings default to the ' +
-      "session's last accepted ones. outputSchema applies to this turn only (give it again on each turn that needs it).\n" +
+      "session's last accepted ones. replyTo: omit to keep the session's reply route, a conversation id to retarget, " +
+      'null to detach; a retarget or detach invalidates every older reply handle from the moment it is accepted. ' +
+      'admission says what happened: started, queued (waitingFor: behind what) or interrupting. ' +
+      'outputSchema applies to this turn only (give it again on each turn that needs it).\n' +
       'Example: {"requestKey":"review-42-fix","session":"5b3c…","prompt":"Now fix the first finding.","interrupt":false}',
     input: s.sendInput,
     output: s.acceptanceOutput,
@@ -81,7 +90,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'droid_get_session_status',
     title: 'Session status',
     description:
-      "Return a session's agentState (working, idle or unknown), needsAttention, a short output preview and its latest " +
+      "Return a session's agentState (working, idle or unknown), needsAttention, notification (what the latest turn did " +
+      'about reporting back), a short output preview and its latest ' +
       'run: state, effective settings, error, usage, declined permissions, declined questions and recent progress, plus ' +
       'evidence: structuredOutput (the object the turn returned, valid against its outputSchema by our own check: it proves ' +
       'the shape, not that the content is true), changes (paths added, modified, deleted and renamed in the workspace, from ' +
@@ -101,12 +111,16 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       'Wait until every listed session (1 to 10 distinct handles) has settled, that is no longer working, or until ' +
       'timeoutSeconds (0 to 60, default 30) pass. Returns the status of each; timedOut:true is not a failure, call again. ' +
-      'Settled includes idle, needsAttention and unknown.\n' +
+      'Settled includes idle, needsAttention and unknown. With a progress token, notifications/progress reports sessions ' +
+      'as they settle and every few seconds (what is still working, latest progress text).\n' +
       'Example: {"sessions":["5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"],"timeoutSeconds":60}',
     input: s.waitInput,
     output: s.waitOutput,
     readOnly: true,
-    handler: (args, { controller }, { signal }) => controller.waitForSessions(args.sessions, args.timeoutSeconds ?? 30, signal),
+    handler: (args, { controller }, { signal, progress }) =>
+      progress
+        ? waitWithProgress(controller, args.sessions, args.timeoutSeconds ?? 30, signal, progress)
+        : controller.waitForSessions(args.sessions, args.timeoutSeconds ?? 30, signal),
   }),
   tool({
     name: 'droid_read_session',
@@ -188,8 +202,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       "List this host's approved workspace roots (canonical absolute paths; pass one, or a directory inside one, as " +
       'workspace), the run capacity {maximum, active, queued, available}, the launch policy (default model, default ' +
       'and maximum autonomy, reasoning effort, and the sandbox: with mode bwrap a writer turn can write only its workspace ' +
-      'and a read-only turn nothing; available:false means every turn fails with sandbox_unavailable) and the version ' +
-      'of the droid CLI that runs the turns.\n' +
+      'and a read-only turn nothing; available:false means every turn fails with sandbox_unavailable; replyBack:true ' +
+      'means sessions may be created with a replyTo conversation) and the version of the droid CLI that runs the turns.\n' +
       'Example: {}',
     input: s.emptyInput,
     output: s.workspacesOutput,

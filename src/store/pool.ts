@@ -17,7 +17,7 @@
 import type { ErrorInfo } from '../droid/errors.js';
 import type { TokenUsage } from '../droid/notifications.js';
 import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
-import type { EffectiveSettings, ProgressRecord, RunRecord, SessionRecord } from './records.js';
+import type { EffectiveSettings, ProgressRecord, ReplyHandleRecord, RunRecord, RunReply, SessionRecord } from './records.js';
 
 /** The one empty list every record shares. Typed mutable like the record fields, but frozen: no one can add to it. */
 const EMPTY = Object.freeze([]) as unknown as never[];
@@ -48,6 +48,8 @@ export class RecordPool {
       labels: s.labels.length === 0 ? EMPTY : this.#shared('l' + JSON.stringify(s.labels), () => freezeList(s.labels, (l) => this.#str(l))),
       archived: s.archived,
       replyTo: s.replyTo === null ? null : this.#sessionId(s.replyTo),
+      // Optional: kept absent (undefined, so never written) when absent.
+      replyRouteId: s.replyRouteId === undefined ? undefined : this.#str(s.replyRouteId),
       droidSessionId: s.droidSessionId,
       headRunId: s.headRunId,
       factoryTitle: s.factoryTitle !== null && s.factoryTitle === title ? title : s.factoryTitle,
@@ -84,6 +86,17 @@ export class RecordPool {
       hasResult: r.hasResult,
       // Optional evidence: present only on runs that recorded it, so older runs keep their shape.
       ...evidenceCopy(r),
+      // Optional: kept absent (undefined, so never written) when absent.
+      reply: r.reply === undefined ? undefined : this.#reply(r.reply),
+    });
+  }
+
+  #reply(r: RunReply): RunReply {
+    return Object.freeze<RunReply>({
+      routeId: this.#str(r.routeId),
+      accepted: r.accepted,
+      handles: freezeList(r.handles, (h) => Object.freeze<ReplyHandleRecord>({ handle: h.handle, routeId: this.#str(h.routeId) })),
+      failure: this.#error(r.failure),
     });
   }
 
@@ -178,17 +191,21 @@ function freezeList<T, U>(list: readonly T[], map: (item: T) => U): U[] {
 
 // ---- compile-time proof that the copies above cannot drop a field ----
 // Object literals typed as the record already fail on a missing or unknown
-// field; an optional field would slip through, so there must be none.
+// field; an optional field would slip through, so there must be none except
+// the two reply-back fields (absent on records written before reply-back),
+// which the literals above name explicitly and the store tests round-trip.
 type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 type NoOptionalFields<T> = Same<Required<T>, T>;
 function noOptional<T extends true>(): T | undefined {
   return undefined;
 }
-noOptional<NoOptionalFields<SessionRecord>>();
-// The only optional run fields are the evidence ones, which evidenceCopy copies.
-noOptional<NoOptionalFields<Omit<RunRecord, EvidenceKey>>>();
+noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId'>>>();
+// The only optional run fields are reply and the evidence ones, which evidenceCopy copies.
+noOptional<NoOptionalFields<Omit<RunRecord, EvidenceKey | 'reply'>>>();
 type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never }[keyof T];
-noOptional<Same<OptionalKeys<RunRecord>, EvidenceKey>>();
+noOptional<Same<OptionalKeys<RunRecord>, EvidenceKey | 'reply'>>();
+noOptional<NoOptionalFields<RunReply>>();
+noOptional<NoOptionalFields<ReplyHandleRecord>>();
 noOptional<NoOptionalFields<NonNullable<RunRecord['predecessorFailure']>>>();
 noOptional<NoOptionalFields<EffectiveSettings>>();
 noOptional<NoOptionalFields<ErrorInfo>>();

@@ -44,13 +44,40 @@ export interface SessionRecord {
   title: string | null;
   labels: string[];
   archived: boolean;
+  /** Amp conversation the session reports to (`T-<uuid>`), or null: detached. */
   replyTo: string | null;
+  /**
+   * The current reply route: a fresh id each time `replyTo` is set to a new
+   * conversation, so a retarget or detach invalidates every older reply
+   * handle for good. Present exactly when `replyTo` is not null; absent on
+   * detached sessions, which includes every session written before
+   * reply-back existed (those all have `replyTo: null`).
+   */
+  replyRouteId?: string;
   /** droid's own session UUID: private, never leaves the controller. */
   droidSessionId: string | null;
   /** The newest accepted run. */
   headRunId: string;
   /** Title known to be applied in Factory (for best-effort sync). */
   factoryTitle: string | null;
+}
+
+/** A reply handle Amp returned to an approved own-route send, and the route it belongs to. */
+export interface ReplyHandleRecord {
+  handle: string;
+  routeId: string;
+}
+
+/** What the controller observed of a routed turn reporting back (it never sends anything itself). */
+export interface RunReply {
+  /** The route the turn was accepted, then launched, under. */
+  routeId: string;
+  /** Approved own-route sends that returned without error. */
+  accepted: number;
+  /** Handles those sends returned; one is valid while its route is still the session's. */
+  handles: ReplyHandleRecord[];
+  /** The first failure: reply_misrouted, reply_send_failed, reply_gate_bypassed, …; null if none. */
+  failure: ErrorInfo | null;
 }
 
 export interface ProgressRecord {
@@ -101,6 +128,11 @@ export interface RunRecord {
   changes?: ChangeSet | null;
   /** Context occupancy after the turn; null when droid did not say. */
   context?: ContextStats | null;
+  /**
+   * Reply-back of a routed turn. Absent: the turn is detached, which
+   * includes every run written before reply-back existed.
+   */
+  reply?: RunReply;
 }
 
 /** The per-run result file: the evidence kept beyond the record. */

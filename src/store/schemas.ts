@@ -5,17 +5,15 @@
  * assertions at the bottom make the compiler fail if the two drift apart.
  */
 import { z } from 'zod';
-import type { ErrorInfo } from '../droid/errors.js';
-import type { TokenUsage } from '../droid/notifications.js';
-import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
-import type { TranscriptEntry } from '../droid/turn-collector.js';
-import type { ContextStats } from '../worker/protocol.js';
-import type { ChangeSet } from '../worker/tree-state.js';
+import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../droid/schemas.js';
+import { changeSet, contextStats } from '../worker/ipc.js';
 import type {
   CancelReason,
   EffectiveSettings,
   ProgressRecord,
+  ReplyHandleRecord,
   RunRecord,
+  RunReply,
   RunResultFile,
   RunState,
   SessionRecord,
@@ -25,22 +23,7 @@ const id = z.string().min(1);
 
 // The shared shapes below are also the public output shapes of the MCP tools.
 
-export const errorInfo = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() }).strict();
-
-export const tokenUsage = z
-  .object({
-    inputTokens: z.number(),
-    outputTokens: z.number(),
-    cacheCreationTokens: z.number(),
-    cacheReadTokens: z.number(),
-    thinkingTokens: z.number(),
-    factoryCredits: z.number().nullable(),
-  })
-  .strict();
-
-export const permissionRecord = z.object({ tool: z.string(), summary: z.string() }).strict();
-
-export const questionRecord = z.object({ topic: z.string(), question: z.string(), options: z.array(z.string()) }).strict();
+export { errorInfo, permissionRecord, questionRecord, tokenUsage } from '../droid/schemas.js';
 
 export const runState = z.enum([
   'queued',
@@ -65,19 +48,6 @@ const effectiveSettings = z
   })
   .strict();
 
-export const changeSet = z
-  .object({
-    added: z.array(z.string()),
-    modified: z.array(z.string()),
-    deleted: z.array(z.string()),
-    renamed: z.array(z.object({ from: z.string(), to: z.string() }).strict()),
-    truncated: z.number().int().nonnegative(),
-    outsideWorkspace: z.boolean(),
-  })
-  .strict();
-
-export const contextStats = z.object({ used: z.number(), limit: z.number(), fraction: z.number() }).strict();
-
 export const progressRecord = z.object({ at: z.string(), kind: z.string(), detail: z.string() }).strict();
 
 export const sessionRecordSchema = z
@@ -90,9 +60,27 @@ export const sessionRecordSchema = z
     labels: z.array(z.string()),
     archived: z.boolean(),
     replyTo: z.string().nullable(),
+    // Optional: absent on detached sessions, including all written before reply-back.
+    replyRouteId: id.optional(),
     droidSessionId: z.string().nullable(),
     headRunId: id,
     factoryTitle: z.string().nullable(),
+  })
+  .strict()
+  // A routed session without its route (or a route without a recipient) is incomplete.
+  .refine((s) => (s.replyTo === null) === (s.replyRouteId === undefined), {
+    message: 'replyRouteId must be present exactly when replyTo is set',
+    path: ['replyRouteId'],
+  });
+
+export const replyHandleRecord = z.object({ handle: z.string().min(1), routeId: id }).strict();
+
+export const runReply = z
+  .object({
+    routeId: id,
+    accepted: z.number().int().min(0),
+    handles: z.array(replyHandleRecord),
+    failure: errorInfo.nullable(),
   })
   .strict();
 
@@ -127,23 +115,10 @@ export const runRecordSchema = z
     structuredOutput: z.record(z.string(), z.unknown()).nullable().optional(),
     changes: changeSet.nullable().optional(),
     context: contextStats.nullable().optional(),
+    // Optional: absent on detached turns, including all written before reply-back.
+    reply: runReply.optional(),
   })
   .strict();
-
-const transcriptEntry = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('assistant'), text: z.string() }).strict(),
-  z
-    .object({
-      kind: z.literal('tool'),
-      toolUseId: z.string(),
-      name: z.string(),
-      input: z.string(),
-      status: z.enum(['open', 'done', 'aborted']),
-      isError: z.boolean(),
-      result: z.string().optional(),
-    })
-    .strict(),
-]);
 
 export const runResultFileSchema = z
   .object({
@@ -188,10 +163,6 @@ export function describeIssue(error: z.ZodError): string {
 
 // ---- compile-time proof that the schemas and records.ts agree ----
 // Identity of types (not mere assignability), so a missing optional field also fails.
-type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-function agree<T extends true>(): T | undefined {
-  return undefined;
-}
 agree<Same<z.infer<typeof sessionRecordSchema>, SessionRecord>>();
 agree<Same<z.infer<typeof runRecordSchema>, RunRecord>>();
 agree<Same<z.infer<typeof runResultFileSchema>, RunResultFile>>();
@@ -199,10 +170,5 @@ agree<Same<z.infer<typeof runState>, RunState>>();
 agree<Same<z.infer<typeof cancelReason>, CancelReason>>();
 agree<Same<z.infer<typeof effectiveSettings>, EffectiveSettings>>();
 agree<Same<z.infer<typeof progressRecord>, ProgressRecord>>();
-agree<Same<z.infer<typeof changeSet>, ChangeSet>>();
-agree<Same<z.infer<typeof contextStats>, ContextStats>>();
-agree<Same<z.infer<typeof errorInfo>, ErrorInfo>>();
-agree<Same<z.infer<typeof tokenUsage>, TokenUsage>>();
-agree<Same<z.infer<typeof permissionRecord>, PermissionRecord>>();
-agree<Same<z.infer<typeof questionRecord>, QuestionRecord>>();
-agree<Same<z.infer<typeof transcriptEntry>, TranscriptEntry>>();
+agree<Same<z.infer<typeof runReply>, RunReply>>();
+agree<Same<z.infer<typeof replyHandleRecord>, ReplyHandleRecord>>();

@@ -5,15 +5,12 @@
  * never acted on. The assertions at the bottom make the compiler fail if a
  * schema and its TypeScript type drift apart.
  *
- * The shared shapes (error, usage, permission, question, transcript entry)
- * repeat those of store/schemas.ts on purpose: the worker layer sits below the
- * store and may not import from it.
+ * The shapes of droid's own records come from droid/schemas.ts, shared with
+ * the store.
  */
 import { z } from 'zod';
-import type { ErrorInfo } from '../droid/errors.js';
-import type { TokenUsage } from '../droid/notifications.js';
-import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
-import type { ProgressEvent, TranscriptEntry } from '../droid/turn-collector.js';
+import type { ProgressEvent } from '../droid/turn-collector.js';
+import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../droid/schemas.js';
 import { head } from '../util/text.js';
 import type { ChangeSet } from './tree-state.js';
 import {
@@ -21,6 +18,7 @@ import {
   type ContextStats,
   type ParentToWorker,
   type RenameOutcome,
+  type ReplyEvent,
   type TurnOutcome,
   type TurnResult,
   type WorkerToParent,
@@ -28,38 +26,6 @@ import {
 
 /** How much of a validation problem a diagnostic keeps. */
 const PROBLEM_CHARS = 500;
-
-const errorInfo = z.object({ code: z.string().min(1), message: z.string(), retryable: z.boolean() }).strict();
-
-const count = z.number().finite().nonnegative();
-const tokenUsage = z
-  .object({
-    inputTokens: count,
-    outputTokens: count,
-    cacheCreationTokens: count,
-    cacheReadTokens: count,
-    thinkingTokens: count,
-    factoryCredits: count.nullable(),
-  })
-  .strict();
-
-const permissionRecord = z.object({ tool: z.string(), summary: z.string() }).strict();
-const questionRecord = z.object({ topic: z.string(), question: z.string(), options: z.array(z.string()) }).strict();
-
-const transcriptEntry = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('assistant'), text: z.string() }).strict(),
-  z
-    .object({
-      kind: z.literal('tool'),
-      toolUseId: z.string(),
-      name: z.string(),
-      input: z.string(),
-      status: z.enum(['open', 'done', 'aborted']),
-      isError: z.boolean(),
-      result: z.string().optional(),
-    })
-    .strict(),
-]);
 
 export const progressEventSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('assistant_text'), text: z.string() }).strict(),
@@ -70,7 +36,8 @@ export const progressEventSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('ignored_turn_end'), turnId: z.string(), reason: z.string() }).strict(),
 ]);
 
-const changeSet = z
+/** Evidence shapes, also checked when the store reads them back (store/schemas.ts). */
+export const changeSet = z
   .object({
     added: z.array(z.string()),
     modified: z.array(z.string()),
@@ -81,7 +48,8 @@ const changeSet = z
   })
   .strict();
 
-const contextStats = z.object({ used: count, limit: count, fraction: count }).strict();
+const count = z.number().finite().nonnegative();
+export const contextStats = z.object({ used: count, limit: count, fraction: count }).strict();
 
 const turnOutcome = z.enum(['succeeded', 'interrupted', 'cancelled', 'failed', 'timed_out']);
 
@@ -115,17 +83,29 @@ export const turnResultSchema = z
 
 const renameOutcome = z.object({ title: z.string().min(1), ok: z.boolean(), error: z.string().nullable() }).strict();
 
+/** A puck call droid asked permission for; `input` is droid's tool input, judged by the controller's gate. */
+const replyCall = z.object({ toolUseId: z.string().min(1), input: z.unknown() }).strict();
+
+export const replyEventSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('send_result'), toolUseId: z.string().min(1), ok: z.boolean(), handle: z.string().min(1).nullable() }).strict(),
+  z.object({ kind: z.literal('bypass'), tool: z.string(), toolUseId: z.string().min(1) }).strict(),
+]);
+
 export const workerToParentSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('started'), droidSessionId: z.string().min(1), submittedAt: z.iso.datetime() }).strict(),
   z.object({ type: z.literal('progress'), event: progressEventSchema }).strict(),
   z.object({ type: z.literal('terminal'), result: turnResultSchema }).strict(),
   z.object({ type: z.literal('rename'), outcome: renameOutcome }).strict(),
+  z.object({ type: z.literal('reply_call'), id: z.string().min(1), call: replyCall }).strict(),
+  z.object({ type: z.literal('reply_event'), event: replyEventSchema }).strict(),
 ]);
 
 export const parentToWorkerSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('run'), spec: turnSpecSchema }).strict(),
   z.object({ type: z.literal('cancel') }).strict(),
   z.object({ type: z.literal('ack') }).strict(),
+  z.object({ type: z.literal('skip_rename') }).strict(),
+  z.object({ type: z.literal('reply_decision'), id: z.string().min(1), approve: z.boolean() }).strict(),
 ]);
 
 /**
@@ -167,20 +147,12 @@ function describe(raw: unknown, error: z.ZodError): string {
 
 // ---- compile-time proof that the schemas and protocol.ts agree ----
 // Identity of types (not mere assignability), so a missing optional field also fails.
-type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-function agree<T extends true>(): T | undefined {
-  return undefined;
-}
 agree<Same<z.infer<typeof workerToParentSchema>, WorkerToParent>>();
 agree<Same<z.infer<typeof parentToWorkerSchema>, ParentToWorker>>();
 agree<Same<z.infer<typeof turnResultSchema>, TurnResult>>();
 agree<Same<z.infer<typeof turnOutcome>, TurnOutcome>>();
 agree<Same<z.infer<typeof renameOutcome>, RenameOutcome>>();
+agree<Same<z.infer<typeof replyEventSchema>, ReplyEvent>>();
 agree<Same<z.infer<typeof progressEventSchema>, ProgressEvent>>();
-agree<Same<z.infer<typeof transcriptEntry>, TranscriptEntry>>();
-agree<Same<z.infer<typeof errorInfo>, ErrorInfo>>();
-agree<Same<z.infer<typeof tokenUsage>, TokenUsage>>();
-agree<Same<z.infer<typeof permissionRecord>, PermissionRecord>>();
-agree<Same<z.infer<typeof questionRecord>, QuestionRecord>>();
 agree<Same<z.infer<typeof changeSet>, ChangeSet>>();
 agree<Same<z.infer<typeof contextStats>, ContextStats>>();

@@ -4,7 +4,7 @@
  */
 import { toErrorInfo } from '../droid/errors.js';
 import { parseParentMessage, runEnvelopeSchema } from './ipc.js';
-import { emptyFailure, turnSpecSchema, type RenameOutcome, type TurnResult, type WorkerToParent } from './protocol.js';
+import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WorkerToParent } from './protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
 import { ACK_WAIT_MS } from './timeline.js';
@@ -26,9 +26,33 @@ const cancelled = new Promise<void>((resolve) => (cancel = resolve));
 let acknowledge!: () => void;
 const acknowledged = new Promise<void>((resolve) => (acknowledge = resolve));
 let running = false;
+/** Aborted when a follow-up waits for this turn's slot: the Factory title is left for a later turn. */
+const skipRename = new AbortController();
+
+/** Puck calls waiting for the controller's reply gate, by request id. */
+const gateWaits = new Map<string, (approve: boolean) => void>();
+let gateIds = 0;
+/** A gate that never answers denies: droid's permission request must not hang the turn. */
+const GATE_WAIT_MS = 30_000;
+
+function askGate(call: ReplyCall): Promise<boolean> {
+  if (!process.connected) return Promise.resolve(false);
+  const id = `g${++gateIds}`;
+  return new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => settle(false), GATE_WAIT_MS);
+    const settle = (approve: boolean) => {
+      clearTimeout(timer);
+      gateWaits.delete(id);
+      resolve(approve);
+    };
+    gateWaits.set(id, settle);
+    void send({ type: 'reply_call', id, call });
+  });
+}
 
 // The controller is gone: nobody can record this turn, so stop droid now.
 process.on('disconnect', () => {
+  for (const settle of [...gateWaits.values()]) settle(false);
   cancel();
   acknowledge();
   stopOrphanedGroup();
@@ -40,6 +64,9 @@ process.on('message', (raw: unknown) => {
     const message = parsed.message;
     if (message.type === 'cancel') return cancel();
     if (message.type === 'ack') return acknowledge();
+    if (message.type === 'skip_rename') return skipRename.abort();
+    // An unknown id (a decision that came after the wait gave up) is ignored: that call was already denied.
+    if (message.type === 'reply_decision') return gateWaits.get(message.id)?.(message.approve);
     return start(message.spec);
   }
   // A run with a bad spec still gets its named answer (turn_spec_invalid), so the controller is not left waiting.
@@ -61,7 +88,7 @@ function start(spec: unknown): void {
 async function execute(rawSpec: unknown): Promise<void> {
   const parsed = turnSpecSchema.safeParse(rawSpec);
   let result: TurnResult;
-  let release = async (): Promise<RenameOutcome | null> => null;
+  let release = async (_skip: AbortSignal): Promise<RenameOutcome | null> => null;
   if (!parsed.success) {
     const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     result = emptyFailure({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
@@ -71,6 +98,8 @@ async function execute(rawSpec: unknown): Promise<void> {
         cancelled,
         onStarted: (droidSessionId) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString() }),
         onProgress: (event) => void send({ type: 'progress', event }),
+        replyGate: askGate,
+        onReply: (event) => void send({ type: 'reply_event', event }),
       }));
     } catch (err) {
       result = emptyFailure(toErrorInfo(err));
@@ -78,7 +107,7 @@ async function execute(rawSpec: unknown): Promise<void> {
   }
   await send({ type: 'terminal', result });
   // droid goes while the controller persists the result; the slot stays held until both are done.
-  const rename = await release();
+  const rename = await release(skipRename.signal);
   if (rename) await send({ type: 'rename', outcome: rename });
   await Promise.race([acknowledged, sleep(ACK_WAIT_MS)]);
   process.exit(0);

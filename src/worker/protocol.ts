@@ -54,6 +54,12 @@ export const turnSpecSchema = z
     outputSchema: z.record(z.string(), z.unknown()).optional(),
     /** Factory title to apply after the turn (best effort), when it changed. */
     renameTo: z.string().min(1).max(200).optional(),
+    /**
+     * Present only on routed turns: attach the Amp MCP server at `url` as
+     * `amp-puck`, preflight it, and route every puck call through the reply
+     * gate (the controller). Detached turns never contact it.
+     */
+    replyBack: z.object({ url: z.string().min(1), replyTo: z.string().min(1) }).strict().optional(),
   })
   .strict();
 
@@ -91,19 +97,44 @@ export interface TurnResult {
   context?: ContextStats | null;
 }
 
+/** RenameOutcome.error when the title was left for a later turn because a follow-up waited. */
+export const RENAME_SKIPPED = 'left for a later turn: a follow-up of this session was waiting for its slot';
+
 export interface RenameOutcome {
   title: string;
   ok: boolean;
   error: string | null;
 }
 
+/** A puck call droid asked permission for; the controller's reply gate answers. */
+export interface ReplyCall {
+  toolUseId: string;
+  /** The tool input from droid's permission request. */
+  input: unknown;
+}
+
+/** What the worker saw of puck calls after they ran. */
+export type ReplyEvent =
+  /** An approved send came back: ok unless droid or Amp reported an error; the handle it proves, if any. */
+  | { kind: 'send_result'; toolUseId: string; ok: boolean; handle: string | null }
+  /** A tool of the Amp server ran without the gate approving it (droid did not ask). */
+  | { kind: 'bypass'; tool: string; toolUseId: string };
+
 export type WorkerToParent =
   | { type: 'started'; droidSessionId: string; submittedAt: string }
   | { type: 'progress'; event: ProgressEvent }
   | { type: 'terminal'; result: TurnResult }
-  | { type: 'rename'; outcome: RenameOutcome };
+  | { type: 'rename'; outcome: RenameOutcome }
+  | { type: 'reply_call'; id: string; call: ReplyCall }
+  | { type: 'reply_event'; event: ReplyEvent };
 
-export type ParentToWorker = { type: 'run'; spec: TurnSpec } | { type: 'cancel' } | { type: 'ack' };
+/** `skip_rename`: a follow-up waits for this turn's slot, so the Factory title is left for a later turn. */
+export type ParentToWorker =
+  | { type: 'run'; spec: TurnSpec }
+  | { type: 'cancel' }
+  | { type: 'ack' }
+  | { type: 'skip_rename' }
+  | { type: 'reply_decision'; id: string; approve: boolean };
 
 /** A result for a turn that produced no evidence at all (bad spec, dead worker). */
 export function emptyFailure(error: ErrorInfo, extra: Partial<TurnResult> = {}): TurnResult {

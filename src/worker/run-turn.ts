@@ -5,11 +5,14 @@
  */
 import { hostname } from 'node:os';
 import { realpath, stat } from 'node:fs/promises';
-import { DroidClient, SHUTDOWN_BUDGET, settingsFor } from '../droid/client.js';
+import { DroidClient, disabledToolIdsOf, SHUTDOWN_BUDGET, settingsFor, type McpServerSpec } from '../droid/client.js';
 import { DroidError, toErrorInfo, type ErrorInfo } from '../droid/errors.js';
+import { AMP_SERVER } from '../droid/amp-tools.js';
+import { droidAutonomy } from '../droid/permission-policy.js';
 import { assertDroidExecutable } from '../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../droid/turn-collector.js';
-import type { RenameOutcome, TurnOutcome, TurnResult, TurnSpec } from './protocol.js';
+import { RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnOutcome, type TurnResult, type TurnSpec } from './protocol.js';
+import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
 import { assertBwrapExecutable, bwrapArgs, factoryDirOf, prepareTurnPaths } from './sandbox.js';
@@ -21,6 +24,10 @@ export interface TurnHooks {
   onProgress(event: ProgressEvent): void;
   /** Resolves when the controller asks to stop this turn. */
   cancelled: Promise<void>;
+  /** Routed turns: the controller's reply gate. Absent: every puck call is denied. */
+  replyGate?(call: ReplyCall): Promise<boolean>;
+  /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
+  onReply?(event: ReplyEvent): void;
 }
 
 type Stop = { kind: 'cancel' } | { kind: 'deadline' };
@@ -46,9 +53,12 @@ export interface FinishedTurn {
   /**
    * Applies a pending Factory title (best effort, own time window) and stops
    * droid. Called after the result has been reported, so neither can delay
-   * the result or make a finished turn time out.
+   * the result or make a finished turn time out. When `skip` is aborted (a
+   * follow-up waits for this slot) the rename is not sent, or no longer
+   * waited for (the title stays pending and a later turn applies it), and
+   * droid is killed as soon as close_session is answered.
    */
-  release(): Promise<RenameOutcome | null>;
+  release(skip?: AbortSignal): Promise<RenameOutcome | null>;
 }
 
 /** Titles are applied only after turns droid actually finished. */
@@ -81,13 +91,14 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
   if (state.submitted && spec.outputSchema) verdict = { ...verdict, ...judgeOutput(spec.outputSchema, verdict, state.collector) };
   return {
     result: { ...verdict, ...evidence(state), ...extra, durationMs: Date.now() - startedAt },
-    release: async () => {
+    release: async (skip) => {
       const client = state.client;
       let rename: RenameOutcome | null = null;
       if (client && spec.renameTo && RENAMABLE.includes(verdict.outcome)) {
-        rename = await applyTitle(client, spec.renameTo, turnTimeline(spec.timeoutMs, spec.graceMs).renameWindowMs);
+        rename = await applyTitle(client, spec.renameTo, turnTimeline(spec.timeoutMs, spec.graceMs).renameWindowMs, skip);
       }
-      await client?.shutdown(SHUTDOWN_BUDGET);
+      // A follow-up waiting for this slot does not wait out droid's voluntary exit either.
+      await client?.shutdown(SHUTDOWN_BUDGET, skip);
       state.disposeSandbox?.();
       return rename;
     },
@@ -126,6 +137,17 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   state.client = client;
   // droid writes nothing before the prompt is submitted: the "before" snapshot runs during setup.
   state.evidence = beginEvidence(spec, state.gitLauncher ?? null);
+  if (spec.replyBack) {
+    client.routeReplies({
+      caller: spec.autonomy,
+      gate: (call) => hooks.replyGate?.(call) ?? Promise.resolve(false),
+      observe: (event) => {
+        hooks.onReply?.(event);
+        // droid ran an Amp tool without asking: the gate is not in control, so stop the turn.
+        if (event.kind === 'bypass') client.interrupt().catch(() => undefined);
+      },
+    });
+  }
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
@@ -172,19 +194,33 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   };
 }
 
-async function applyTitle(client: DroidClient, title: string, windowMs: number): Promise<RenameOutcome> {
+async function applyTitle(client: DroidClient, title: string, windowMs: number, skip?: AbortSignal): Promise<RenameOutcome> {
+  const skipped: RenameOutcome = { title, ok: false, error: RENAME_SKIPPED };
+  if (skip?.aborted) return skipped;
+  let onSkip: (() => void) | undefined;
+  const skipping = new Promise<RenameOutcome>((resolve) => {
+    onSkip = () => resolve(skipped);
+    skip?.addEventListener('abort', onSkip, { once: true });
+  });
+  const renaming = client.rename(title, windowMs).then(
+    (result): RenameOutcome => (result.success ? { title, ok: true, error: null } : { title, ok: false, error: 'droid answered success: false' }),
+    (err: unknown): RenameOutcome => ({ title, ok: false, error: toErrorInfo(err).message }),
+  );
   try {
-    const result = await client.rename(title, windowMs);
-    return result.success ? { title, ok: true, error: null } : { title, ok: false, error: 'droid answered success: false' };
-  } catch (err) {
-    return { title, ok: false, error: toErrorInfo(err).message };
+    // An abandoned rename request ends with droid's process, closed next.
+    return await Promise.race([renaming, skipping]);
+  } finally {
+    if (onSkip) skip?.removeEventListener('abort', onSkip);
   }
 }
 
 async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
-  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(spec.autonomy) };
+  // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
+  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
   // Held by the droid process, not the session: given on this turn's initialize or load (docs/PROTOCOL-NOTES.md).
   const format = spec.outputSchema ? { structuredOutputFormat: { type: 'json_schema' as const, schema: spec.outputSchema } } : {};
+  // Routed turns only, on create and on every resume (droid does not keep it).
+  const mcpServers: McpServerSpec[] | undefined = spec.replyBack ? [{ name: AMP_SERVER, type: 'http', url: spec.replyBack.url }] : undefined;
   if (spec.session.mode === 'create') {
     const created = await client.initializeSession({
       machineId: spec.machineId ?? hostname(),
@@ -194,10 +230,12 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
       ...(spec.session.title ? { title: spec.session.title } : {}),
       // droid 0.225 takes tags as objects ({name}), not strings (measured).
       ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
+      ...(mcpServers && { mcpServers }),
     });
+    await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
     return created.sessionId;
   }
-  const loaded = await client.loadSession(spec.session.droidSessionId, format);
+  const loaded = await client.loadSession(spec.session.droidSessionId, { ...format, ...(mcpServers && { mcpServers }) });
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
     throw new DroidError(
@@ -206,7 +244,17 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
     );
   }
   await client.updateSettings(settings);
+  await prepareAmpTools(spec, client, disabledToolIdsOf(loaded.settings));
   return spec.session.droidSessionId;
+}
+
+/**
+ * Before any prompt: a routed turn's preflight (puck the only usable Amp
+ * tool, or a named failure); a detached turn only drops disables of Amp
+ * tools a previous routed turn left in the session.
+ */
+function prepareAmpTools(spec: TurnSpec, client: DroidClient, saved: readonly string[]): Promise<void> {
+  return spec.replyBack ? preflightAmp(client, spec.replyBack.url, saved) : dropStaleAmpDisables(client, saved);
 }
 
 /** bwrap in front of droid, with this turn's binds; null when the operator turned the sandbox off. */

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import type { ProgressEvent } from '../droid/turn-collector.js';
 import type { ErrorInfo } from '../droid/errors.js';
 import { parseWorkerMessage } from './ipc.js';
-import { emptyFailure, type ParentToWorker, type RenameOutcome, type TurnResult, type TurnSpec } from './protocol.js';
+import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from './protocol.js';
 import { TextTail } from '../util/text.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from './timeline.js';
@@ -24,6 +24,10 @@ export interface WorkerOptions {
   onRename?(outcome: RenameOutcome): void;
   /** A member of the group survives SIGKILL: the lock stays held; say so. */
   onStuck?(members: number[], waitedMs: number): void;
+  /** Routed turns: the reply gate's verdict on one puck call (absent, failing or not true: denied). */
+  onReplyCall?(call: ReplyCall): Promise<boolean>;
+  /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
+  onReplyEvent?(event: ReplyEvent): void;
   /** Environment of the worker process itself (droid gets spec.droidEnv). */
   env?: NodeJS.ProcessEnv;
   workerEntry?: string;
@@ -41,6 +45,8 @@ export interface WorkerHandle {
   cancel(): void;
   /** Tells the worker its result is durable, so it may exit. */
   acknowledge(): void;
+  /** Asks the worker to leave the Factory title for a later turn (skip or abandon the rename). */
+  skipRename(): void;
 }
 
 /** Why the runner itself killed the group before a result came. */
@@ -98,6 +104,11 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
       options.onStarted?.(message.droidSessionId);
     } else if (message.type === 'progress') options.onProgress?.(message.event);
     else if (message.type === 'rename') options.onRename?.(message.outcome);
+    else if (message.type === 'reply_call') {
+      const id = message.id;
+      const verdict = options.onReplyCall ? options.onReplyCall(message.call).catch(() => false) : Promise.resolve(false);
+      void verdict.then((approve) => post({ type: 'reply_decision', id, approve: approve === true }));
+    } else if (message.type === 'reply_event') options.onReplyEvent?.(message.event);
     else if (message.type === 'terminal' && !gotResult) {
       gotResult = true;
       // From here the worker only renames and closes droid: its own window.
@@ -142,6 +153,9 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
     },
     acknowledge() {
       post({ type: 'ack' });
+    },
+    skipRename() {
+      post({ type: 'skip_rename' });
     },
   };
 }

@@ -14,7 +14,9 @@
  *   result  controller persists the result, then acknowledges it
  *   after   rename window (only after `succeeded` / `interrupted` turns),
  *           then close_session and droid's exit (SHUTDOWN_BUDGET in droid/client.ts),
- *           then SIGKILL of droid
+ *           then SIGKILL of droid. When a follow-up of the session waits for
+ *           this slot (`skip_rename`), the rename is skipped or abandoned and
+ *           droid is killed as soon as close_session is answered.
  *
  * Runner backstops (SIGKILL of the worker's whole process group, when the
  * worker did not do its part in time):

@@ -65,6 +65,16 @@ export async function makeContext(tag: string): Promise<E2EContext> {
  * processes whose parent is itself a droid are not counted.
  */
 export function liveDroids(tag: string): number[] {
+  const droids = droidProcesses(tag);
+  return [...droids.keys()].filter((pid) => !droids.has(droids.get(pid)!));
+}
+
+/**
+ * Every live process of this tag with droid's `stream-jsonrpc` arguments, and
+ * its parent: droid itself, droid's forks, and bwrap's two halves when turns
+ * are sandboxed (bwrap's command line carries droid's).
+ */
+export function droidProcesses(tag: string): Map<number, number> {
   const droids = new Map<number, number>();
   for (const pid of pidsWithEnvTag(tag)) {
     try {
@@ -76,7 +86,7 @@ export function liveDroids(tag: string): number[] {
       // The process ended while we looked.
     }
   }
-  return [...droids.keys()].filter((pid) => !droids.has(droids.get(pid)!));
+  return droids;
 }
 
 /** Waits until no droid process of this tag is alive (the server itself may be). */

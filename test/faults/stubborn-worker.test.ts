@@ -65,7 +65,7 @@ async function setup(nonce: string) {
     droidEnv: {},
     sandbox: { mode: 'off' },
     sandboxUnavailable: null,
-    replyBackConfigured: false,
+    ampMcpUrl: null,
     log: quiet,
   });
   const ws = join(approved, `ws-${n}`);

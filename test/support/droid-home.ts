@@ -32,8 +32,9 @@ function isolatedEnv(dir: string): Record<string, string> {
   for (const [k, v] of Object.entries(process.env)) {
     if (v === undefined) continue;
     // FACTORY_* / DROID_* steer droid (API key, settings paths, runtime settings);
-    // our own DROID_MCP_* test tags are allowed through.
-    if (k.startsWith('FACTORY_') || (k.startsWith('DROID_') && !k.startsWith('DROID_MCP_'))) continue;
+    // our own DROID_MCP_* test tags are allowed through. Under VITEST_WORKER_ID droid
+    // writes factory-task-invocations-<pid>.json into the shared os.tmpdir() (found in its bundle).
+    if (k.startsWith('FACTORY_') || (k.startsWith('DROID_') && !k.startsWith('DROID_MCP_')) || k.startsWith('VITEST')) continue;
     env[k] = v;
   }
   env.HOME = dir;

@@ -16,6 +16,9 @@
 //   MOCK_DROID_STATE_DIR      sessions persist here as <sessionId>.json
 //   MOCK_DROID_INIT_DELAY_MS  delay before answering initialize_session
 //   MOCK_DROID_LOG            append every received frame here, one JSON a line
+//   MOCK_DROID_EXIT_DELAY_MS  after EOF, exit (logging {exit: 'voluntary'}) only after this delay
+//   MOCK_DROID_RENAME_DELAY_MS answer rename_session {success: true} after this
+//                             delay (unset: rename_session is an unknown method)
 import { randomUUID } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -362,6 +365,14 @@ const methods = {
   },
 };
 
+// The real CLI's rename waits on cloud session sync (~15 s offline, measured).
+if (process.env.MOCK_DROID_RENAME_DELAY_MS !== undefined) {
+  methods['droid.rename_session'] = (id) => {
+    if (!session) return noSession(id);
+    setTimeout(() => respond(id, { success: true }), Number(process.env.MOCK_DROID_RENAME_DELAY_MS));
+  };
+}
+
 // ---- framing ------------------------------------------------------------
 
 const TYPES = new Set(['request', 'response', 'notification']);
@@ -410,6 +421,15 @@ process.stdin.on('data', (chunk) => {
 let stdinClosed = false;
 process.stdin.on('end', () => {
   stdinClosed = true;
-  if (!turn && !lingering) process.exit(0);
+  if (!turn && !lingering) exitWhenIdle();
 });
+/** MOCK_DROID_EXIT_DELAY_MS: linger after EOF like the real CLI (~1 s), logging a voluntary exit. */
+function exitWhenIdle() {
+  const delay = process.env.MOCK_DROID_EXIT_DELAY_MS;
+  if (delay === undefined) process.exit(0);
+  setTimeout(() => {
+    log({ exit: 'voluntary' });
+    process.exit(0);
+  }, Number(delay));
+}
 process.stdout.on('error', () => process.exit(0)); // client went away

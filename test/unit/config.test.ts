@@ -455,6 +455,28 @@ describe('loadConfig refusals: http and reply-back', () => {
     await expectRefused(base({ ampMcp: { url: 'https://ampcode.com/mcp' } }), 'ampMcp.url');
   });
 
+  it.each(['http://127.0.0.1:8123/mcp?profile=puck', 'http://127.0.0.1:9/', 'http://[::1]:8123/mcp'])('accepts the loopback relay ampMcp url %s', async (url) => {
+    const config = await load(base({ ampMcp: { url } }));
+    expect(config.ampMcp).toEqual({ url });
+  });
+
+  it.each([
+    'http://localhost:8123/mcp',
+    'http://127.0.0.1/mcp',
+    'https://127.0.0.1:8123/mcp',
+    'http://10.0.0.1:8123/mcp',
+    'http://u:p@127.0.0.1:8123/mcp',
+    'http://127.0.0.1:8123/mcp#x',
+    'http://127.0.0.2:8123/mcp',
+    'not a url',
+  ])('refuses the ampMcp url %s, naming both accepted forms', async (url) => {
+    await expectRefused(base({ ampMcp: { url } }), 'ampMcp.url', { mentions: [AMP_MCP_URL, '127.0.0.1'] });
+  });
+
+  it('refuses a thread in a loopback relay url too', async () => {
+    await expectRefused(base({ ampMcp: { url: 'http://127.0.0.1:8123/mcp?threadID=T-1' } }), 'ampMcp.url', { mentions: ['thread', 'replyTo'] });
+  });
+
   it('refuses a threadID in the ampMcp url with an explanation', async () => {
     await expectRefused(base({ ampMcp: { url: `${AMP_MCP_URL}&threadID=T-123` } }), 'ampMcp.url', {
       mentions: ['thread', 'replyTo'],

@@ -50,6 +50,8 @@ interface FakeTurn {
   spec: TurnSpec;
   options: WorkerOptions;
   cancelled: boolean;
+  /** The controller asked the worker to leave the Factory title for a later turn. */
+  renameSkipped: boolean;
   /** The run's durable state when the worker was acknowledged (undefined: never). */
   stateAtAck: string | undefined;
   finish(result: Partial<TurnResult>): void;
@@ -57,8 +59,10 @@ interface FakeTurn {
   exit(): void;
 }
 
-function setup(over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: () => Promise<CatalogModel[]>; sandboxUnavailable?: string } = {}) {
-  const store = new MemoryStore();
+function setup(
+  over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: () => Promise<CatalogModel[]>; sandboxUnavailable?: string; ampMcpUrl?: string; store?: MemoryStore } = {},
+) {
+  const store = over.store ?? new MemoryStore();
   /** Workspaces whose real path changed since (a symlink swapped in). */
   const moved = new Map<string, string>();
   const turns: FakeTurn[] = [];
@@ -74,6 +78,7 @@ function setup(over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: 
       spec,
       options,
       cancelled: false,
+      renameSkipped: false,
       stateAtAck: undefined,
       finish: (partial) => settle({ ...emptyFailure({ code: 'x', message: 'x', retryable: false }), error: null, outcome: 'succeeded', reason: 'completed', submitted: true, droidSessionId: 'droid-1', ...partial }),
       exit: () => exited(),
@@ -89,6 +94,9 @@ function setup(over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: 
       acknowledge: () => {
         turn.stateAtAck = store.runs.get(spec.runId)?.state;
         if (!over.holdExit) exited();
+      },
+      skipRename: () => {
+        turn.renameSkipped = true;
       },
     };
   };
@@ -109,7 +117,7 @@ function setup(over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: 
     sandboxUnavailable: over.sandboxUnavailable ?? null,
     droidPath: '/bin/droid',
     droidEnv: {},
-    replyBackConfigured: false,
+    ampMcpUrl: over.ampMcpUrl ?? null,
     log: quiet,
   });
   return { store, turns, controller, moved, spawn };
@@ -269,7 +277,7 @@ describe('SessionController', () => {
   it('rejects unknown sessions, reply-back and unapproved workspaces with public errors', async () => {
     const { controller, store } = setup();
     expect(() => controller.status('nope')).toThrow(expect.objectContaining({ code: 'session_not_found' }));
-    await expect(controller.create({ requestKey: 'r', workspace: '/ok/a', prompt: 'p', replyTo: 'T-1' })).rejects.toMatchObject({ code: 'reply_back_unavailable' });
+    await expect(controller.create({ requestKey: 'r', workspace: '/ok/a', prompt: 'p', replyTo: 'T-11111111-2222-4333-8444-555555555555' })).rejects.toMatchObject({ code: 'reply_back_unavailable' });
     await expect(create(controller, 'r2', '/etc')).rejects.toMatchObject({ code: 'workspace_not_approved' });
     expect(store.commits).toBe(0);
   });
@@ -350,8 +358,17 @@ describe('SessionController: one owner per turn, commit before memory', () => {
   it('a worker that cannot be spawned ends the run failed and releases its slot; its session stops, others go on', async () => {
     const { controller, turns, store, spawn } = setup({ maxConcurrentRuns: 1 });
     spawn.fail = true;
-    const a = await create(controller, 'k1', '/ok/a');
-    const followUp = await controller.send({ requestKey: 'k1b', session: a.metadata.session, prompt: 'next' });
+    // The follow-up is accepted while the first turn is admitted (its `starting` commit held back).
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    store.holdWhen = (change) => (becomes('starting')(change) ? gate : null);
+    const accepting = create(controller, 'k1', '/ok/a');
+    await vi.waitFor(() => expect(store.sessions.size).toBe(1));
+    const following = controller.send({ requestKey: 'k1b', session: [...store.sessions.keys()][0]!, prompt: 'next' });
+    await tick();
+    store.holdWhen = null;
+    release();
+    const [a, followUp] = await Promise.all([accepting, following]);
     await controller.waitForSessions([a.metadata.session], 5);
     expect(store.runs.get(a.metadata.run)).toMatchObject({ state: 'failed', error: { code: 'worker_spawn_failed' }, needsAttention: true });
     expect(store.runs.get(followUp.metadata.run)).toMatchObject({ state: 'cancelled', cancelReason: 'predecessor_failed' });
@@ -454,10 +471,12 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     store.holdWhen = (change) => (becomes('starting')(change) ? gate : null);
-    const a = await create(controller, 'k1');
+    // The acceptance of a turn admitted at once answers after its `starting` commit.
+    const accepting = create(controller, 'k1');
     await tick();
     const stopped = controller.shutdown(2_000);
     release();
+    const a = await accepting;
     await stopped;
     expect(turns).toHaveLength(0);
     expect(store.runs.get(a.metadata.run)).toMatchObject({ state: 'cancelled', error: { code: 'controller_stopping', retryable: true } });
@@ -600,5 +619,311 @@ describe('SessionController evidence (structured output, changes, context)', () 
     expect(await ids(true)).toEqual([a.metadata.session]);
     expect(await ids(false)).toEqual([b.metadata.session, c.metadata.session].sort());
     expect((await controller.find({})).sessions).toHaveLength(3);
+  });
+});
+
+describe('SessionController: the acceptance says what was done with the turn', () => {
+  it('an idle session starts its follow-up at once, and the acceptance already shows it starting', async () => {
+    const { controller, turns } = setup();
+    const a = await create(controller, 'k1');
+    expect(a.admission).toMatchObject({ action: 'started', waitingFor: [], capacityFull: false });
+    expect(a.status.latestRun.state).toBe('starting');
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    await vi.waitFor(() => expect(controller.capacity().active).toBe(0));
+    const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    expect(f.admission.action).toBe('started');
+    expect(f.status).toMatchObject({ agentState: 'working', latestRun: { run: f.metadata.run, state: 'starting' } });
+    expect(turns).toHaveLength(2);
+  });
+
+  it('a follow-up behind a running turn is queued behind that run', async () => {
+    const { controller, turns } = setup();
+    const a = await create(controller, 'k1');
+    turns[0]!.options.onStarted!('droid-1');
+    await tick();
+    const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    expect(f.admission).toMatchObject({
+      action: 'queued',
+      waitingFor: [{ session: a.metadata.session, run: a.metadata.run, state: 'running', reason: 'same_session' }],
+      capacityFull: false,
+    });
+    expect(f.admission.detail).toContain(a.metadata.run);
+    expect(f.status.latestRun.state).toBe('queued');
+  });
+
+  it("a follow-up arriving while the previous turn's droid closes waits for it, and that worker skips the Factory title", async () => {
+    const { controller, turns } = setup({ holdExit: true });
+    const a = await create(controller, 'k1', '/ok/a', { title: 'Titled' });
+    expect(turns[0]!.spec.renameTo).toBe('Titled');
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    expect(turns[0]!.renameSkipped).toBe(false);
+    const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    expect(f.admission).toMatchObject({ action: 'queued', waitingFor: [{ run: a.metadata.run, state: 'succeeded', reason: 'same_session' }] });
+    expect(f.admission.detail).toContain('closing');
+    expect(turns[0]!.renameSkipped).toBe(true);
+    turns[0]!.exit();
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    // The title was not applied, so the follow-up carries it on (spec: retried on the next turn).
+    expect(turns[1]!.spec.renameTo).toBe('Titled');
+  });
+
+  it('a follow-up accepted while the turn runs also makes it skip the title; another session does not', async () => {
+    const { controller, turns } = setup();
+    const a = await create(controller, 'k1', '/ok/a', { title: 'A' });
+    const b = await create(controller, 'k2', '/ok/b', { title: 'B' });
+    await controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'next' });
+    expect(turns[0]!.renameSkipped).toBe(true);
+    expect(turns[1]!.renameSkipped).toBe(false);
+    expect(b.admission.action).toBe('started');
+  });
+
+  it('steering says it is interrupting the live turn', async () => {
+    const { controller } = setup();
+    const a = await create(controller, 'k1');
+    const steer = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'steer', interrupt: true });
+    expect(steer.admission).toMatchObject({ action: 'interrupting', waitingFor: [{ run: a.metadata.run, reason: 'same_session', state: 'cancelling' }] });
+  });
+
+  it('names a workspace lock held by another session, and full capacity', async () => {
+    const { controller } = setup({ maxConcurrentRuns: 2 });
+    const a = await create(controller, 'k1', '/ok/w');
+    const b = await create(controller, 'k2', '/ok/w/sub');
+    expect(b.admission).toMatchObject({ action: 'queued', capacityFull: false, waitingFor: [{ session: a.metadata.session, run: a.metadata.run, reason: 'workspace_lock' }] });
+    await create(controller, 'k3', '/ok/x');
+    const d = await create(controller, 'k4', '/ok/y');
+    expect(d.admission).toMatchObject({ action: 'queued', capacityFull: true, waitingFor: [] });
+    expect(d.admission.detail).toContain('all 2 run slots are busy');
+  });
+
+  it('a replay says nothing new was queued', async () => {
+    const { controller } = setup();
+    await create(controller, 'k1');
+    const again = await create(controller, 'k1');
+    expect(again.admission).toMatchObject({ action: 'replayed', waitingFor: [] });
+  });
+});
+
+describe('SessionController reply-back', () => {
+  const AMP = 'http://127.0.0.1:9/mcp';
+  const A = 'T-11111111-2222-4333-8444-555555555555';
+  const B = 'T-99999999-2222-4333-8444-555555555555';
+  const send = (conversationID: string) => ({ action: 'send', params: { conversationID, message: 'progress' } });
+  const read = (replyHandle: string) => ({ action: 'read_reply', params: { replyHandle } });
+  const routed = (c: SessionController, key: string, replyTo: string = A, extra: object = {}) =>
+    c.create({ requestKey: key, workspace: '/ok/a', prompt: `prompt ${key}`, replyTo, ...extra });
+  /** Asks the live turn's gate, as the worker does for each puck permission request. */
+  const gate = (turn: FakeTurn, toolUseId: string, input: unknown) => turn.options.onReplyCall!({ toolUseId, input });
+  /** Reports what an approved send returned, as the worker does. */
+  const sent = async (turn: FakeTurn, toolUseId: string, handle: string | null, ok = true) => {
+    turn.options.onReplyEvent!({ kind: 'send_result', toolUseId, ok, handle });
+    await tick(10);
+  };
+
+  it('refuses a route when reply-back is off, or a conversation id of the wrong shape, recording nothing', async () => {
+    const off = setup();
+    await expect(routed(off.controller, 'k1')).rejects.toMatchObject({ code: 'reply_back_unavailable' });
+    const on = setup({ ampMcpUrl: AMP });
+    await expect(routed(on.controller, 'k1', 'T-1')).rejects.toMatchObject({ code: 'invalid_arguments' });
+    const a = await create(on.controller, 'k2');
+    await tick();
+    const commits = on.store.commits;
+    await expect(off.controller.send({ requestKey: 'x', session: a.metadata.session, prompt: 'p' })).rejects.toMatchObject({ code: 'session_not_found' });
+    await expect(on.controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'p', replyTo: 'nope' })).rejects.toMatchObject({ code: 'invalid_arguments' });
+    expect(on.store.commits).toBe(commits);
+    expect(off.store.commits).toBe(0);
+  });
+
+  it('a routed turn gets the Amp server and the coordination instructions; nothing about them is stored', async () => {
+    const { controller, turns, store } = setup({ ampMcpUrl: AMP });
+    const a = await routed(controller, 'k1');
+    expect(a.status).toMatchObject({ replyTo: A, notification: 'pending', notificationError: null });
+    await tick();
+    const spec = turns[0]!.spec;
+    expect(spec.replyBack).toEqual({ url: AMP, replyTo: A });
+    expect(spec.autonomy).toBe('medium'); // the caller's level; the worker maps high to droid medium
+    expect(spec.prompt.endsWith('prompt k1')).toBe(true);
+    for (const part of [A, a.metadata.session, a.metadata.run, 'CHECKPOINT']) expect(spec.prompt).toContain(part);
+    const stored = JSON.stringify([...store.runs.values(), ...store.sessions.values()]);
+    expect(stored).not.toContain('CHECKPOINT');
+    expect(stored).not.toContain('prompt k1');
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    expect(controller.status(a.metadata.session)).toMatchObject({ notification: 'not_sent', needsAttention: false });
+  });
+
+  it('a detached turn gets neither, and reads disabled', async () => {
+    const { controller, turns } = setup({ ampMcpUrl: AMP });
+    const a = await create(controller, 'k1');
+    await tick();
+    expect(turns[0]!.spec).not.toHaveProperty('replyBack');
+    expect(turns[0]!.spec.prompt).toBe('prompt k1');
+    expect(a.status.notification).toBe('disabled');
+  });
+
+  it('approves a send to replyTo, records its handle durably, and accepts read_reply with it only', async () => {
+    const { controller, turns, store } = setup({ ampMcpUrl: AMP });
+    const a = await routed(controller, 'k1');
+    await tick();
+    const t = turns[0]!;
+    expect(await gate(t, 'call_1', send(A))).toBe(true);
+    await sent(t, 'call_1', 'rh-1');
+    expect(store.runs.get(a.metadata.run)!.reply).toMatchObject({ accepted: 1, handles: [{ handle: 'rh-1' }], failure: null });
+    expect(controller.status(a.metadata.session).notification).toBe('accepted');
+    expect(await gate(t, 'call_2', read('rh-1'))).toBe(true);
+    expect(await gate(t, 'call_3', read('rh-foreign'))).toBe(false);
+    expect(await gate(t, 'call_4', { action: 'read_reply', params: {} })).toBe(false);
+    expect(await gate(t, 'call_5', { action: 'latest', params: {} })).toBe(false);
+    t.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    expect(controller.status(a.metadata.session)).toMatchObject({ notification: 'accepted', needsAttention: false, latestRun: { state: 'succeeded' } });
+  });
+
+  it('a result nobody approved proves nothing, and one approval proves one result', async () => {
+    const { controller, turns, store } = setup({ ampMcpUrl: AMP });
+    const a = await routed(controller, 'k1');
+    await tick();
+    const t = turns[0]!;
+    await sent(t, 'call_never_approved', 'rh-forged');
+    expect(await gate(t, 'call_1', read('rh-forged'))).toBe(false);
+    expect(await gate(t, 'call_2', send(A))).toBe(true);
+    await sent(t, 'call_2', 'rh-1');
+    await sent(t, 'call_2', 'rh-replayed');
+    expect(store.runs.get(a.metadata.run)!.reply!.handles.map((h) => h.handle)).toEqual(['rh-1']);
+  });
+
+  it('denies a misroute before droid runs it, records reply_misrouted, and never fails the run for it', async () => {
+    const { controller, turns, store } = setup({ ampMcpUrl: AMP });
+    const a = await routed(controller, 'k1', A, { autonomy: 'high' });
+    await tick();
+    expect(await gate(turns[0]!, 'call_1', send(B))).toBe(false);
+    expect(store.runs.get(a.metadata.run)!.reply!.failure).toMatchObject({ code: 'reply_misrouted' });
+    expect(controller.status(a.metadata.session)).toMatchObject({ notification: 'failed', notificationError: { code: 'reply_misrouted' } });
+    // A later good send does not hide the misroute.
+    expect(await gate(turns[0]!, 'call_2', send(A))).toBe(true);
+    await sent(turns[0]!, 'call_2', 'rh-1');
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    expect(controller.status(a.metadata.session)).toMatchObject({ notification: 'failed', needsAttention: true, latestRun: { state: 'succeeded' } });
+  });
+
+  it('an errored send and an Amp tool run unasked both read failed', async () => {
+    const { controller, turns } = setup({ ampMcpUrl: AMP });
+    const a = await routed(controller, 'k1');
+    const b = await routed(controller, 'k2', B, { workspace: '/ok/b' });
+    await tick();
+    expect(await gate(turns[0]!, 'call_1', send(A))).toBe(true);
+    await sent(turns[0]!, 'call_1', null, false);
+    expect(controller.status(a.metadata.session)).toMatchObject({ notification: 'failed', notificationError: { code: 'reply_send_failed' } });
+    turns[1]!.options.onReplyEvent!({ kind: 'bypass', tool: 'amp-puck___puck', toolUseId: 'call_9' });
+    await tick(10);
+    expect(controller.status(b.metadata.session)).toMatchObject({ notification: 'failed', notificationError: { code: 'reply_gate_bypassed' } });
+  });
+
+  it('handles survive a follow-up and a controller restart on the same route', async () => {
+    const first = setup({ ampMcpUrl: AMP });
+    const a = await routed(first.controller, 'k1');
+    await tick();
+    expect(await gate(first.turns[0]!, 'call_1', send(A))).toBe(true);
+    await sent(first.turns[0]!, 'call_1', 'rh-1');
+    first.turns[0]!.finish({});
+    await first.controller.waitForSessions([a.metadata.session], 5);
+    await first.controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    await tick(20);
+    expect(await gate(first.turns[1]!, 'call_2', read('rh-1'))).toBe(true);
+    first.turns[1]!.finish({});
+    await first.controller.waitForSessions([a.metadata.session], 5);
+    await first.controller.shutdown(1_000);
+
+    const second = setup({ ampMcpUrl: AMP, store: first.store });
+    await second.controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'after restart' });
+    await tick(20);
+    expect(await gate(second.turns[0]!, 'call_3', read('rh-1'))).toBe(true);
+    expect(await gate(second.turns[0]!, 'call_4', send(A))).toBe(true);
+  });
+
+  it('a retarget starts a new route: old handles die at once, even for the live turn and even if the retarget is cancelled', async () => {
+    const { controller, turns, store } = setup({ ampMcpUrl: AMP });
+    const a = await routed(controller, 'k1');
+    await tick();
+    const live = turns[0]!;
+    expect(await gate(live, 'call_1', send(A))).toBe(true);
+    await sent(live, 'call_1', 'rh-1');
+    expect(await gate(live, 'call_2', read('rh-1'))).toBe(true);
+    const retarget = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'now report to B', replyTo: B });
+    expect(retarget.status.replyTo).toBe(B);
+    const route = store.sessions.get(a.metadata.session)!.replyRouteId;
+    // The live turn is still under the old route: its handle and old recipient are gone.
+    expect(await gate(live, 'call_3', read('rh-1'))).toBe(false);
+    expect(await gate(live, 'call_4', send(A))).toBe(false);
+    expect(await gate(live, 'call_5', send(B))).toBe(true);
+    await controller.cancel(a.metadata.session);
+    live.finish({ outcome: 'interrupted', reason: 'cancelled' });
+    await controller.waitForSessions([a.metadata.session], 5);
+    expect(store.runs.get(retarget.metadata.run)!.state).toBe('cancelled');
+    // Routing back to A later is a third route: rh-1 stays dead.
+    await controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'back to A', replyTo: A });
+    await tick(20);
+    const next = turns[1]!;
+    expect(store.sessions.get(a.metadata.session)!.replyRouteId).not.toBe(route);
+    expect(next.spec.replyBack).toEqual({ url: AMP, replyTo: A });
+    expect(await gate(next, 'call_6', read('rh-1'))).toBe(false);
+  });
+
+  it('detaching stops routing: the next turn is detached and reads disabled', async () => {
+    const { controller, turns, store } = setup({ ampMcpUrl: AMP });
+    const a = await routed(controller, 'k1');
+    await tick();
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    const d = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'detached now', replyTo: null });
+    expect(d.status).toMatchObject({ replyTo: null, notification: 'disabled' });
+    expect(store.sessions.get(a.metadata.session)!.replyRouteId).toBeUndefined();
+    await tick(20);
+    expect(turns[1]!.spec).not.toHaveProperty('replyBack');
+    expect(await gate(turns[1]!, 'call_1', send(A))).toBe(false);
+  });
+
+  it('the route is part of the request key: omitted, repeated and new recipients are different requests', async () => {
+    const { controller } = setup({ ampMcpUrl: AMP });
+    const a = await routed(controller, 'k1');
+    expect((await routed(controller, 'k1')).metadata.replayed).toBe(true);
+    await expect(routed(controller, 'k1', B)).rejects.toMatchObject({ code: 'request_key_conflict' });
+    await expect(create(controller, 'k1')).rejects.toMatchObject({ code: 'request_key_conflict' });
+    const session = a.metadata.session;
+    await controller.send({ requestKey: 'k2', session, prompt: 'p', replyTo: B });
+    expect((await controller.send({ requestKey: 'k2', session, prompt: 'p', replyTo: B })).metadata.replayed).toBe(true);
+    await expect(controller.send({ requestKey: 'k2', session, prompt: 'p' })).rejects.toMatchObject({ code: 'request_key_conflict' });
+    await controller.send({ requestKey: 'k3', session, prompt: 'p' });
+    // A replay of an omitted replyTo still replays after the route changed since.
+    await controller.send({ requestKey: 'k4', session, prompt: 'p', replyTo: A });
+    expect((await controller.send({ requestKey: 'k3', session, prompt: 'p' })).metadata.replayed).toBe(true);
+  });
+
+  it('approves nothing once the controller is stopping', async () => {
+    const { controller, turns } = setup({ ampMcpUrl: AMP });
+    await routed(controller, 'k1');
+    await tick();
+    expect(await gate(turns[0]!, 'call_1', send(A))).toBe(true);
+    const stopping = controller.shutdown(1_000);
+    expect(await gate(turns[0]!, 'call_2', send(A))).toBe(false);
+    turns[0]!.finish({ outcome: 'interrupted', reason: 'cancelled' });
+    await stopping;
+  });
+
+  it('a routed session whose host no longer offers reply-back fails its turn unsubmitted', async () => {
+    const first = setup({ ampMcpUrl: AMP });
+    const a = await routed(first.controller, 'k1');
+    await tick();
+    first.turns[0]!.finish({});
+    await first.controller.waitForSessions([a.metadata.session], 5);
+    await first.controller.shutdown(1_000);
+    const second = setup({ store: first.store });
+    // Omitted replyTo keeps the route, which this host can no longer serve: refused up front.
+    await expect(second.controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'p' })).rejects.toMatchObject({ code: 'reply_back_unavailable' });
+    const d = await second.controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'p', replyTo: null });
+    await second.controller.waitForSessions([a.metadata.session], 5);
+    expect(second.store.runs.get(d.metadata.run)!.reply).toBeUndefined();
   });
 });

@@ -133,3 +133,26 @@ describe('controller → worker messages', () => {
     expect(runEnvelopeSchema.safeParse({ type: 'run', spec, extra: 1 }).success).toBe(false);
   });
 });
+
+describe('reply-back messages', () => {
+  it('accepts the gate request, its decision, send results and unasked Amp calls, with a routed spec', () => {
+    const fromWorker = [
+      { type: 'reply_call', id: 'g1', call: { toolUseId: 'call_1', input: { action: 'send', params: { conversationID: 'T-x', message: 'm' } } } },
+      { type: 'reply_event', event: { kind: 'send_result', toolUseId: 'call_1', ok: true, handle: 'rh-1' } },
+      { type: 'reply_event', event: { kind: 'send_result', toolUseId: 'call_2', ok: false, handle: null } },
+      { type: 'reply_event', event: { kind: 'bypass', tool: 'amp-puck___puck', toolUseId: 'call_3' } },
+    ];
+    for (const m of fromWorker) expect(parseWorkerMessage(m)).toEqual({ ok: true, message: m });
+    const routed = { ...spec, replyBack: { url: 'http://127.0.0.1:9/mcp', replyTo: 'T-x' } };
+    for (const m of [{ type: 'reply_decision', id: 'g1', approve: true }, { type: 'run', spec: routed }]) expect(parseParentMessage(m)).toEqual({ ok: true, message: m });
+  });
+
+  it('refuses a decision that is not exactly a yes or no for a named request, and malformed reply events', () => {
+    for (const m of [{ type: 'reply_decision', id: 'g1', approve: 'yes' }, { type: 'reply_decision', approve: true }, { type: 'reply_decision', id: '', approve: true }, { type: 'reply_decision', id: 'g1', approve: true, always: true }]) {
+      expect(parseParentMessage(m).ok, JSON.stringify(m)).toBe(false);
+    }
+    expect(problemOf({ type: 'reply_call', id: 'g1', call: { input: {} } })).toMatch(/^type=reply_call: call\.toolUseId/);
+    expect(problemOf({ type: 'reply_event', event: { kind: 'send_result', toolUseId: 'c', ok: true, handle: '' } })).toMatch(/event\.handle/);
+    expect(problemOf({ type: 'reply_event', event: { kind: 'approved_everything' } })).toMatch(/event\.kind/);
+  });
+});

@@ -446,6 +446,68 @@ describe('StateStore basics', () => {
   });
 });
 
+describe('reply-back fields (optional: absent on records written before reply-back)', () => {
+  const ROUTE = 'route-1';
+  const CONV = 'T-11111111-2222-4333-8444-555555555555';
+  const reply = { routeId: ROUTE, accepted: 1, handles: [{ handle: 'rh-1', routeId: ROUTE }], failure: null };
+
+  it('reads state written by the previous version (no reply fields) and writes it back without adding any', async () => {
+    const dir = await seeded();
+    const store = await openStore(dir);
+    expect(store.sessions.get('s1')!.replyRouteId).toBeUndefined();
+    expect(store.runsBySession('s1').map((r) => r.reply)).toEqual([undefined, undefined]);
+    await store.close();
+    // The compacted snapshot spells no new key: absent stays absent.
+    const text = await readFile(join(dir, STATE_FILE), 'utf8');
+    expect(text).not.toContain('replyRouteId');
+    expect(text).not.toContain('"reply"');
+  });
+
+  it('round-trips a routed session and a run with handles through journal and snapshot', async () => {
+    const dir = await stateDir();
+    const store = await openStore(dir);
+    await store.commit({ sessions: [session('s1', 'r1', { replyTo: CONV, replyRouteId: ROUTE })], runs: [run('r1', 's1', 1, { state: 'succeeded', reply })] });
+    await store.close();
+    for (let i = 0; i < 2; i++) {
+      // First open folds the journal in; the second reads the snapshot alone.
+      const again = await openStore(dir);
+      expect(again.sessions.get('s1')).toMatchObject({ replyTo: CONV, replyRouteId: ROUTE });
+      expect(again.runs.get('r1')!.reply).toEqual(reply);
+      expect(Object.isFrozen(again.runs.get('r1')!.reply!.handles[0])).toBe(true);
+      await again.close();
+    }
+  });
+
+  it('refuses incomplete reply-back records, writing nothing', async () => {
+    const dir = await seeded();
+    const store = await openStore(dir);
+    const journal = join(dir, 'journal.jsonl');
+    const before = await readFile(journal);
+    const bad: Array<[string, Parameters<StateStore['commit']>[0]]> = [
+      ['routed session without its route', { sessions: [session('s1', 'r2', { replyTo: CONV })] }],
+      ['route without a recipient', { sessions: [session('s1', 'r2', { replyRouteId: ROUTE })] }],
+      ['reply without handles', { runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2', reply: { routeId: ROUTE, accepted: 0, failure: null } as never })] }],
+      ['handle without its route', { runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2', reply: { ...reply, handles: [{ handle: 'rh-1' } as never] } })] }],
+    ];
+    for (const [what, change] of bad) {
+      await expect(store.commit(change), what).rejects.toMatchObject({ code: 'invalid_change' });
+    }
+    expect(await readFile(journal)).toEqual(before);
+    await store.close();
+  });
+
+  it('refuses a snapshot holding a routed session without its route, leaving it untouched', async () => {
+    const dir = await seeded();
+    await (await openStore(dir)).close();
+    const path = join(dir, STATE_FILE);
+    const lines = (await readFile(path, 'utf8')).slice(0, -1).split('\n');
+    lines[1] = lines[1]!.replace('"replyTo":null', `"replyTo":"${CONV}"`);
+    await writeFile(path, lines.join('\n') + '\n');
+    const err = await expectRefusedUntouched(dir, 'state_corrupt');
+    expect(err.message).toContain('replyRouteId');
+  });
+});
+
 describe('crash recovery', () => {
   it('marks in-flight runs unknown and queued runs queue_lost, durably, replaying nothing', async () => {
     const dir = await stateDir();

@@ -116,18 +116,26 @@ describe('sandbox: a writer turn at high writes only its workspace', () => {
 });
 
 describe('sandbox: a read-only turn writes nothing', () => {
-  it('the read-only sandbox refuses a workspace write from a shell, while droid home and TMPDIR stay writable', () => {
+  it('the read-only sandbox refuses every write from a shell, the workspace included, while droid home and TMPDIR stay writable', () => {
     const s = spec({ autonomy: 'off' });
     const factoryDir = join(bed.home.env.HOME!, '.factory');
     const turnTmp = mkdtempSync(join(tmpdir(), 'droid-mcp-turn-'));
     try {
       const args = bwrapArgs({ workspace: s.workspace, workspaceWritable: false, factoryDir, turnTmp, hiddenDirs: [stateDir], hiddenFiles: [tokenFile] });
       const probe = `${join(factoryDir, `probe-${randomUUID()}`)}`;
-      const run = spawnSync(BWRAP, [...args, '/bin/sh', '-c', `(echo x > ${join(workspace, 'f')}) 2>/dev/null && echo WS-WROTE; echo y > ${probe} && echo HOME-OK; echo z > "$TMPDIR/z" && echo TMP-OK; rm ${probe}`], { encoding: 'utf8' });
-      expect(run.stdout).not.toContain('WS-WROTE');
+      const outside = [join(workspace, 'f'), `/etc/droid-mcp-${randomUUID()}`, join(sibling, 'z'), join(otherRoot, 'z'), join(stateDir, 'z'), join(tmpdir(), `droid-mcp-${randomUUID()}`)];
+      const script = [
+        ...outside.map((p) => `(echo x > ${p}) 2>/dev/null && echo WROTE || echo DENIED`),
+        `echo y > ${probe} && echo HOME-OK`,
+        'echo z > "$TMPDIR/z" && echo TMP-OK',
+        `rm ${probe}`,
+      ].join('; ');
+      const run = spawnSync(BWRAP, [...args, '/bin/sh', '-c', script], { encoding: 'utf8' });
+      expect(run.stdout).not.toContain('WROTE');
+      expect(run.stdout.match(/DENIED/g)).toHaveLength(outside.length);
       expect(run.stdout).toContain('HOME-OK');
       expect(run.stdout).toContain('TMP-OK');
-      expect(existsSync(join(workspace, 'f'))).toBe(false);
+      for (const target of outside) expect(existsSync(target), target).toBe(false);
     } finally {
       rmSync(turnTmp, { recursive: true, force: true });
     }

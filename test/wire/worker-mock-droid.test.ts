@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
-import type { TurnSpec } from '../../src/worker/protocol.js';
+import { RENAME_SKIPPED, type TurnSpec } from '../../src/worker/protocol.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
 import { turnTimeline } from '../../src/worker/timeline.js';
 
@@ -34,6 +34,15 @@ function spec(over: Partial<TurnSpec>, env: Record<string, string> = {}): TurnSp
   const s = baseSpec(tag, {}, { workspace: dir, ...over });
   s.droidEnv = { ...s.droidEnv, PATH: process.env.PATH ?? '', MOCK_DROID_LOG: log, ...env };
   return s;
+}
+
+/** Every frame the mock received. */
+function frames(): Array<{ type?: string; method?: string }> {
+  if (!existsSync(log)) return [];
+  return readFileSync(log, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 }
 
 /** What the worker answered to the mock's own requests. */
@@ -170,6 +179,51 @@ describe('worker + mock droid faults', () => {
     const result = await turn.done;
     expect(result.outcome).toBe('succeeded');
     expect(turn.renames).toEqual([{ title: 'New title', ok: false, error: expect.stringContaining('-32601') }]);
+  });
+
+  // Spec: a slow rename must stay off a follow-up's path; an unfinished rename is retried on the next turn.
+  it('a follow-up waiting for the slot makes the worker abandon a rename droid has not answered yet', async () => {
+    // Without the skip, the outcome would be droid's late answer or the rename window's timeout, not RENAME_SKIPPED.
+    const turn = runWorkerTurn(spec({ prompt: 'plain', renameTo: 'New title', timeoutMs: 8_000, graceMs: 1_000 }, { MOCK_DROID_RENAME_DELAY_MS: '60000' }), tag);
+    await turn.handle.result;
+    await expect.poll(() => frames().some((f) => f.method === 'droid.rename_session'), { timeout: 10_000 }).toBe(true);
+    turn.handle.skipRename();
+    const result = await turn.done;
+    expect(result.outcome).toBe('succeeded');
+    expect(turn.renames).toEqual([{ title: 'New title', ok: false, error: RENAME_SKIPPED }]);
+  });
+
+  it('a steering message accepted while the turn runs means the rename is never sent', async () => {
+    const turn = runWorkerTurn(spec({ prompt: '<<mock:slow>>', renameTo: 'New title' }, { MOCK_DROID_RENAME_DELAY_MS: '0' }), tag);
+    await turn.started;
+    turn.handle.skipRename();
+    turn.handle.cancel();
+    const result = await turn.done;
+    // Interrupted turns are renamed too (spec), unless a follow-up waits.
+    expect(result.outcome).toBe('interrupted');
+    expect(turn.renames).toEqual([{ title: 'New title', ok: false, error: RENAME_SKIPPED }]);
+    expect(frames().filter((f) => f.method === 'droid.rename_session')).toEqual([]);
+  });
+
+  it("a follow-up waiting for the slot does not wait out droid's voluntary exit after close_session", async () => {
+    const turn = runWorkerTurn(spec({ prompt: 'plain' }, { MOCK_DROID_EXIT_DELAY_MS: '250' }), tag);
+    await turn.started;
+    turn.handle.skipRename();
+    expect((await turn.done).outcome).toBe('succeeded');
+    expect(frames().some((f) => f.method === 'droid.close_session')).toBe(true);
+    expect(frames().filter((f) => 'exit' in f)).toEqual([]);
+  });
+
+  it('without a follow-up waiting, droid may exit by itself after close_session', async () => {
+    const turn = runWorkerTurn(spec({ prompt: 'plain' }, { MOCK_DROID_EXIT_DELAY_MS: '50' }), tag);
+    expect((await turn.done).outcome).toBe('succeeded');
+    expect(frames().filter((f) => 'exit' in f)).toEqual([{ exit: 'voluntary' }]);
+  });
+
+  it('without a follow-up waiting, the title is applied', async () => {
+    const turn = runWorkerTurn(spec({ prompt: 'plain', renameTo: 'New title' }, { MOCK_DROID_RENAME_DELAY_MS: '0' }), tag);
+    expect((await turn.done).outcome).toBe('succeeded');
+    expect(turn.renames).toEqual([{ title: 'New title', ok: true, error: null }]);
   });
 
   it('a missing login as droid 0.215.0 reports it (reason error after AuthenticationError) is droid_auth_failed', async () => {

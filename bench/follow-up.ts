@@ -1,0 +1,132 @@
+/**
+ * Follow-up latency: a session's first turn ends (droid_wait_for_sessions
+ * says idle), then droid_send_message is called at once; the figure is the
+ * time from that call to the follow-up's request arriving at the scripted
+ * model. It covers everything on the follow-up's path: the previous turn's
+ * cleanup (Factory title rename, close_session, droid's exit), admission,
+ * worker fork, droid spawn, load_session and submission.
+ *
+ * Three kinds of session, interleaved so machine noise hits each alike:
+ *  - untitled, droid's cloud session sync off;
+ *  - titled (a rename after each turn), cloud sync off;
+ *  - titled, cloud sync on (droid's default) on a host that cannot reach
+ *    Factory: the rename then waits on sync retries (issue 11, item 8).
+ * Also printed: how the acceptance described the turn (started / queued).
+ *
+ * Run: npm run build && node dist/bench/follow-up.js [runs]
+ */
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
+import { messageText, script } from '../test/support/model-server.js';
+import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
+
+const DEFAULT_RUNS = 5;
+
+interface Kind {
+  label: string;
+  title: boolean;
+  cloudSync: boolean;
+}
+
+const KINDS: Kind[] = [
+  { label: 'untitled, cloud sync off', title: false, cloudSync: false },
+  { label: 'titled, cloud sync off', title: true, cloudSync: false },
+  { label: 'titled, cloud sync on (offline)', title: true, cloudSync: true },
+];
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+function setCloudSync(bed: DroidBed, on: boolean): void {
+  const path = join(bed.home.dir, '.factory', 'settings.json');
+  const settings = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  settings.cloudSessionSync = on;
+  writeFileSync(path, JSON.stringify(settings, null, 2), { mode: 0o600 });
+}
+
+/** Resolves when the model has received a request whose last user message holds `marker`. */
+async function modelRequestWith(bed: DroidBed, marker: string, timeoutMs: number): Promise<number> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    for (const request of bed.model.requests) {
+      const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
+      if (lastUser && messageText(lastUser).includes(marker)) return request.at;
+    }
+    if (Date.now() > end) throw new Error(`no model request with ${marker} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+interface Sample {
+  ms: number;
+  /** What the acceptance said: admission.action when present, else latestRun.state. */
+  said: string;
+}
+
+async function oneFollowUp(mcp: RunningServer, bed: DroidBed, root: string, kind: Kind, i: number): Promise<Sample> {
+  const ws = join(root, `ws-${kind.title ? 't' : 'u'}${kind.cloudSync ? 's' : ''}-${i}`);
+  mkdirSync(ws);
+  const created = await mcp.ok<{ metadata: { session: string } }>('droid_create_session', {
+    requestKey: `create-${ws}`,
+    workspace: ws,
+    prompt: `first ${script({ text: 'first done' })}`,
+    autonomy: 'off',
+    replyTo: null,
+    ...(kind.title ? { title: `Bench ${i}` } : {}),
+  });
+  const session = created.metadata.session;
+  for (;;) {
+    const waited = await mcp.ok<{ sessions: Array<{ agentState: string }> }>('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 60 });
+    if (waited.sessions[0]!.agentState !== 'working') break;
+  }
+  const marker = `follow-up-${i}-${Math.random().toString(36).slice(2)}`;
+  const t0 = Date.now();
+  const accepted = await mcp.ok<{ admission?: { action: string }; status: { latestRun: { state: string } } }>('droid_send_message', {
+    requestKey: `send-${ws}`,
+    session,
+    prompt: `${marker} ${script({ text: 'second done' })}`,
+  });
+  const at = await modelRequestWith(bed, marker, 60_000);
+  await mcp.ok('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 60 });
+  return { ms: at - t0, said: accepted.admission?.action ?? `state ${accepted.status.latestRun.state}` };
+}
+
+export async function main(runs = DEFAULT_RUNS): Promise<void> {
+  const bed = await makeDroidBed();
+  const root = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-bench-follow-')));
+  const config = writeConfig(root, { approvedDirectories: [root], stateDirectory: join(root, 'state'), droidPath: bed.droidPath, defaultModel: bed.modelId });
+  const mcp = await startServer(config, bed.home.env);
+  try {
+    const samples = new Map<Kind, Sample[]>(KINDS.map((k) => [k, []]));
+    for (let i = 0; i < runs; i++) {
+      for (const kind of KINDS) {
+        // droid reads its settings when it starts; kinds run one at a time.
+        setCloudSync(bed, kind.cloudSync);
+        samples.get(kind)!.push(await oneFollowUp(mcp, bed, root, kind, i));
+      }
+    }
+    console.log(`follow-up: droid_send_message on an idle session → its request at the model, median of ${runs}`);
+    for (const kind of KINDS) {
+      const s = samples.get(kind)!;
+      const said = [...new Set(s.map((x) => x.said))].join(', ');
+      console.log(`  ${kind.label.padEnd(34)} ${median(s.map((x) => x.ms)).toFixed(0).padStart(6)} ms   (min ${Math.min(...s.map((x) => x.ms))}, max ${Math.max(...s.map((x) => x.ms))}; acceptance said: ${said})`);
+    }
+  } finally {
+    await mcp.close();
+    await bed.cleanup();
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  main(Number(process.argv[2] ?? DEFAULT_RUNS)).catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

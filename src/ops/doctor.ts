@@ -1,0 +1,316 @@
+/**
+ * `droid-mcp doctor --config FILE [--json]`: checks a host before the server
+ * is registered (or while it runs), one line per check: ok / warn / fail and
+ * what to do. Read-only: it creates no session, takes no lock and writes
+ * nothing (the catalog check starts one short-lived droid that only answers
+ * droid.list_models). Exit status 1 when any check fails.
+ */
+import { execFile } from 'node:child_process';
+import { readFile, realpath, stat } from 'node:fs/promises';
+import { createServer, connect } from 'node:net';
+import { join } from 'node:path';
+import lockfile from 'proper-lockfile';
+import { ConfigError } from '../config/errors.js';
+import { loadConfig, resolveDroid } from '../config/load.js';
+import { configFileSchema, looksFast, type ConfigFile } from '../config/schema.js';
+import { readTokenFile } from '../config/token.js';
+import { droidCatalogFetcher, visibleModels } from '../controller/model-catalog.js';
+import type { CatalogModel } from '../droid/client.js';
+import { HTTP_HOST } from '../mcp/http-server.js';
+import { currentIdentity, OWNER_FILE, OWNER_LOCK, OWNER_STALE_MS } from '../store/owner.js';
+import { errCode, sharedMode } from '../util/errno.js';
+import { factoryDirOf, probeSandbox, SANDBOX_ACTION } from '../worker/sandbox.js';
+
+export type CheckStatus = 'ok' | 'warn' | 'fail';
+
+export interface Check {
+  name: string;
+  status: CheckStatus;
+  detail: string;
+  /** What to do about a warn or fail. */
+  action: string | null;
+}
+
+export interface DoctorOptions {
+  /** Environment of the service user (the controller inherits it): HOME, FACTORY_HOME_OVERRIDE, PATH. */
+  env?: NodeJS.ProcessEnv;
+  /** Whether Factory's API answers; injectable so tests do not depend on the network. */
+  factoryReachable?: () => Promise<boolean>;
+}
+
+const FACTORY_API = { host: 'api.factory.ai', port: 443 };
+const VERSION_TIMEOUT_MS = 10_000;
+const REACH_TIMEOUT_MS = 3_000;
+
+const ok = (name: string, detail: string): Check => ({ name, status: 'ok', detail, action: null });
+const warn = (name: string, detail: string, action: string): Check => ({ name, status: 'warn', detail, action });
+const fail = (name: string, detail: string, action: string): Check => ({ name, status: 'fail', detail, action });
+
+export async function doctor(configPath: string, options: DoctorOptions = {}): Promise<Check[]> {
+  const env = options.env ?? process.env;
+  const checks: Check[] = [];
+
+  // ── config: the real loader decides; the raw file keeps the other checks going when it refuses.
+  let file: ConfigFile;
+  try {
+    const parsed = configFileSchema.safeParse(JSON.parse(await readFile(configPath, 'utf8')));
+    if (!parsed.success) throw new Error('schema');
+    file = parsed.data;
+  } catch {
+    // Let the loader word the refusal (missing, unreadable, not JSON, bad keys).
+    try {
+      await loadConfig(configPath);
+    } catch (err) {
+      checks.push(fail('config', describe(err), 'Fix the config file (see config.example.json), then run doctor again.'));
+      return checks;
+    }
+    checks.push(fail('config', `${configPath} cannot be read`, 'Fix the config file, then run doctor again.'));
+    return checks;
+  }
+  try {
+    const config = await loadConfig(configPath);
+    checks.push(ok('config', `${configPath} is valid (${config.transport}, ${config.approvedDirectories.length} approved root(s), sandbox ${config.sandbox.mode})`));
+  } catch (err) {
+    // Filesystem-level refusals: the checks below say the same per item; this line names the first.
+    checks.push(fail('config', `the server would refuse to start: ${describe(err)}`, 'Fix what the lines below report, then run doctor again.'));
+  }
+
+  // ── droid
+  let droidPath: string | null = null;
+  try {
+    droidPath = await resolveDroid(file, { pathEnv: env.PATH ?? '', home: env.HOME ?? '' });
+    const version = await droidVersion(droidPath, env);
+    checks.push(version ? ok('droid', `${droidPath}, version ${version}`) : fail('droid', `${droidPath} did not answer --version`, 'Reinstall the droid CLI for the service user.'));
+  } catch (err) {
+    checks.push(fail('droid', describe(err), 'Install the droid CLI as the service user (curl -fsSL https://app.factory.ai/cli | sh) or set "droidPath".'));
+  }
+
+  // ── catalog and default model
+  let catalog: CatalogModel[] | null = null;
+  if (droidPath) {
+    const started = Date.now();
+    try {
+      catalog = visibleModels(await droidCatalogFetcher(droidPath, env, 30_000)(), file.excludeModelIds);
+      checks.push(ok('catalog', `droid.list_models answered with ${catalog.length} usable models in ${Date.now() - started} ms (no session created)`));
+    } catch (err) {
+      checks.push(fail('catalog', `droid.list_models failed: ${describe(err)}`, 'Run droid once as the service user (droid --version; droid) and check its login.'));
+    }
+  }
+  if (file.defaultModel === undefined) {
+    checks.push(warn('default model', 'defaultModel is not set: every droid_create_session must name a model', 'Set "defaultModel" to a standard model from the catalog, e.g. "claude-opus-5-5".'));
+  } else if (!catalog) {
+    checks.push(warn('default model', `"${file.defaultModel}" was not checked: no catalog`, 'Fix the droid and catalog checks, then run doctor again.'));
+  } else {
+    const model = catalog.find((m) => m.id === file.defaultModel);
+    if (!model) {
+      checks.push(fail('default model', `"${file.defaultModel}" is not in the live catalog`, `Choose one of: ${catalog.slice(0, 8).map((m) => m.id).join(', ')}${catalog.length > 8 ? ', …' : ''}.`));
+    } else if (looksFast(model.displayName ?? '') || looksFast(model.id)) {
+      checks.push(fail('default model', `"${file.defaultModel}" (${model.displayName}) is a Fast variant`, 'The host default must be a standard model; callers may still pick a Fast one explicitly.'));
+    } else {
+      checks.push(ok('default model', `"${file.defaultModel}" (${model.displayName ?? 'no display name'}) is in the catalog and not Fast`));
+    }
+  }
+
+  // ── state directory and its owner
+  const owner = await checkState(file.stateDirectory);
+  checks.push(owner.check);
+
+  // ── approved roots
+  for (const dir of file.approvedDirectories) checks.push(await checkRoot(dir));
+
+  // ── HTTP
+  if (file.transport === 'http') {
+    if (file.tokenFile === undefined) {
+      checks.push(fail('token', 'transport is http but tokenFile is not set', 'Set "tokenFile" (droid-mcp init --http writes one).'));
+    } else {
+      try {
+        const token = await readTokenFile(file.tokenFile);
+        checks.push(ok('token', `${file.tokenFile} is private and holds ${token.length} characters`));
+      } catch (err) {
+        checks.push(fail('token', describe(err), 'Make a new token file as the message says, then restart the server.'));
+      }
+    }
+    checks.push(await checkPort(file.port, owner.livePid));
+  }
+
+  // ── sandbox
+  checks.push(await checkSandbox(file, env));
+
+  // ── droid's cloud session sync
+  checks.push(await checkCloudSync(env, options.factoryReachable ?? (() => reachable(FACTORY_API.host, FACTORY_API.port))));
+  return checks;
+}
+
+function describe(err: unknown): string {
+  if (err instanceof ConfigError) return err.message;
+  return err instanceof Error ? err.message : String(err);
+}
+
+function droidVersion(droidPath: string, env: NodeJS.ProcessEnv): Promise<string | null> {
+  return new Promise((resolve) => {
+    execFile(droidPath, ['--version'], { env, timeout: VERSION_TIMEOUT_MS, encoding: 'utf8' }, (err, stdout) => {
+      const version = stdout.trim().split('\n')[0] ?? '';
+      resolve(err || version === '' ? null : version);
+    });
+  });
+}
+
+/** owner.json as doctor reads it: only the fields it reports, none trusted. */
+interface OwnerSeen {
+  pid?: unknown;
+  hostname?: unknown;
+  home?: unknown;
+  factoryHomeOverride?: unknown;
+  startedAt?: unknown;
+}
+
+async function checkState(dir: string): Promise<{ check: Check; livePid: number | null }> {
+  const name = 'state directory';
+  let info;
+  try {
+    info = await stat(dir);
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return { check: ok(name, `${dir} does not exist yet: the server creates it (mode 700) at first start`), livePid: null };
+    return { check: fail(name, `${dir} cannot be inspected (${errCode(err) ?? 'unknown error'})`, 'Check the path and its parents.'), livePid: null };
+  }
+  if (!info.isDirectory()) return { check: fail(name, `${dir} is not a directory`, 'Point stateDirectory at a private directory.'), livePid: null };
+  const uid = process.getuid?.();
+  if (uid !== undefined && info.uid !== uid) {
+    return { check: fail(name, `${dir} is owned by uid ${info.uid}, not by this user (uid ${uid})`, 'Run doctor and the server as the service user that owns it.'), livePid: null };
+  }
+  const shared = sharedMode(info.mode);
+  if (shared) return { check: fail(name, `${dir} has mode ${shared}`, `Run: chmod 700 ${dir}`), livePid: null };
+
+  let record: OwnerSeen | null = null;
+  try {
+    record = JSON.parse(await readFile(join(dir, OWNER_FILE), 'utf8')) as OwnerSeen;
+  } catch (err) {
+    if (errCode(err) !== 'ENOENT') return { check: fail(name, `${join(dir, OWNER_FILE)} is unreadable`, 'See docs/STATE.md: restore it from backup, or remove it when no controller uses the directory.'), livePid: null };
+  }
+  const here = currentIdentity();
+  if (record && (record.hostname !== here.hostname || record.home !== here.home || (record.factoryHomeOverride ?? null) !== here.factoryHomeOverride)) {
+    return {
+      check: fail(
+        name,
+        `${dir} belongs to a controller on host ${String(record.hostname)} with HOME ${String(record.home)} and FACTORY_HOME_OVERRIDE ${String(record.factoryHomeOverride ?? 'unset')}; this is ${here.hostname}, HOME ${here.home}, FACTORY_HOME_OVERRIDE ${here.factoryHomeOverride ?? 'unset'}`,
+        'Run as the user and environment that own it (state_owned_elsewhere at start-up), or use another stateDirectory.',
+      ),
+      livePid: null,
+    };
+  }
+  const lockPath = join(dir, OWNER_LOCK);
+  const locked = await stat(lockPath).then(
+    () => true,
+    () => false,
+  );
+  const pid = typeof record?.pid === 'number' ? record.pid : null;
+  if (!locked) return { check: ok(name, `${dir} is private (700) and free${pid ? ` (last owner pid ${pid} stopped cleanly)` : ''}`), livePid: null };
+  const fresh = await lockfile.check(lockPath, { lockfilePath: lockPath, realpath: false, stale: OWNER_STALE_MS }).catch(() => false);
+  if (fresh && pid !== null && pidAlive(pid)) {
+    return {
+      check: warn(name, `${dir} is private and held by a live controller, pid ${pid} (started ${String(record?.startedAt)})`, `A second server on it is refused (state_locked); stop pid ${pid} first if this config is for a new one.`),
+      livePid: pid,
+    };
+  }
+  return { check: ok(name, `${dir} is private; its lock was left by ${pid ? `pid ${pid}, which is gone` : 'a process that is gone'}: the next start takes it over`), livePid: null };
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return errCode(err) === 'EPERM';
+  }
+}
+
+async function checkRoot(dir: string): Promise<Check> {
+  const name = 'approved root';
+  let real: string;
+  try {
+    real = await realpath(dir);
+  } catch (err) {
+    return fail(name, `${dir} ${errCode(err) === 'ENOENT' ? 'does not exist' : `cannot be resolved (${errCode(err) ?? 'unknown error'})`}`, 'Create it, or remove it from approvedDirectories.');
+  }
+  if (!(await stat(real)).isDirectory()) return fail(name, `${dir} is not a directory`, 'List project root directories only.');
+  if (real !== dir) return warn(name, `${dir} resolves to ${real} (a symlink): sessions see the real path`, `List ${real} instead, so callers and the server agree on paths.`);
+  return ok(name, `${dir} exists, is a directory, canonical`);
+}
+
+function checkPort(port: number, livePid: number | null): Promise<Check> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', (err) => {
+      const code = errCode(err);
+      if (code === 'EADDRINUSE' && livePid !== null) resolve(warn('port', `${HTTP_HOST}:${port} is in use, presumably by the running controller pid ${livePid}`, 'Nothing, if that is this server.'));
+      else resolve(fail('port', `${HTTP_HOST}:${port} cannot be bound (${code ?? 'unknown error'})`, 'Stop what listens there, or choose another "port".'));
+    });
+    server.listen(port, HTTP_HOST, () => server.close(() => resolve(ok('port', `${HTTP_HOST}:${port} is free`))));
+  });
+}
+
+async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<Check> {
+  if (file.sandbox === 'off') return warn('sandbox', 'off: turns run unconfined, with every right of the service user', `Only where bubblewrap cannot run. ${SANDBOX_ACTION}`);
+  if (process.platform !== 'linux') return fail('sandbox', `bwrap is Linux only and this is ${process.platform}`, 'Set "sandbox": "off".');
+  let bwrap = file.bwrapPath ?? null;
+  if (!bwrap) {
+    for (const dir of (env.PATH ?? '').split(':').filter((d) => d.startsWith('/'))) {
+      if (await stat(join(dir, 'bwrap')).then((s) => s.isFile(), () => false)) {
+        bwrap = join(dir, 'bwrap');
+        break;
+      }
+    }
+  }
+  if (!bwrap) return fail('sandbox', 'bwrap (the default sandbox) is not on PATH: every turn would fail sandbox_unavailable', SANDBOX_ACTION);
+  const health = await probeSandbox(bwrap);
+  return health.ok ? ok('sandbox', `bwrap ${bwrap}: a trial run with the turn's flags works`) : fail('sandbox', `bwrap ${bwrap}: ${health.detail}`, SANDBOX_ACTION);
+}
+
+/** droid's `cloudSessionSync` in the service user's Factory home (default true; org settings may override it). */
+export async function readCloudSync(env: NodeJS.ProcessEnv): Promise<{ value: boolean; explicit: boolean; path: string }> {
+  const stringEnv = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => typeof e[1] === 'string'));
+  const path = join(factoryDirOf(stringEnv), 'settings.json');
+  try {
+    const settings = JSON.parse(await readFile(path, 'utf8')) as { cloudSessionSync?: unknown };
+    if (typeof settings.cloudSessionSync === 'boolean') return { value: settings.cloudSessionSync, explicit: true, path };
+  } catch {
+    // Missing or unreadable: droid's default applies.
+  }
+  return { value: true, explicit: false, path };
+}
+
+async function checkCloudSync(env: NodeJS.ProcessEnv, factoryReachable: () => Promise<boolean>): Promise<Check> {
+  const name = 'cloud sync';
+  const sync = await readCloudSync(env);
+  if (!sync.value) return ok(name, `cloudSessionSync is false in ${sync.path}: sessions stay on this host (not visible in Factory web)`);
+  const how = sync.explicit ? `true in ${sync.path}` : `not set in ${sync.path} (droid's default: true)`;
+  if (await factoryReachable()) return ok(name, `cloudSessionSync is ${how}: sessions mirror to Factory web (org settings may override)`);
+  return warn(
+    name,
+    `cloudSessionSync is ${how}, but ${FACTORY_API.host} is unreachable from here: each Factory title rename then waits ~15 s on sync retries`,
+    `On a host without a route to Factory, set "cloudSessionSync": false in ${sync.path}.`,
+  );
+}
+
+function reachable(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port, timeout: REACH_TIMEOUT_MS });
+    const done = (yes: boolean) => {
+      socket.destroy();
+      resolve(yes);
+    };
+    socket.once('connect', () => done(true));
+    socket.once('timeout', () => done(false));
+    socket.once('error', () => done(false));
+  });
+}
+
+/** The human report: one line per check, then a summary. */
+export function formatChecks(checks: readonly Check[]): string[] {
+  const width = Math.max(...checks.map((c) => c.name.length));
+  const lines = checks.map((c) => `${c.status.padEnd(4)}  ${c.name.padEnd(width)}  ${c.detail}${c.action ? `\n${' '.repeat(width + 8)}→ ${c.action}` : ''}`);
+  const failed = checks.filter((c) => c.status === 'fail').length;
+  const warned = checks.filter((c) => c.status === 'warn').length;
+  lines.push(failed ? `${failed} check(s) failed, ${warned} warning(s): fix the failures before registering the server.` : `all checks passed${warned ? ` (${warned} warning(s))` : ''}.`);
+  return lines;
+}

@@ -1,0 +1,158 @@
+/**
+ * `droid-mcp init`: writes a private (0600) config with the reference host's
+ * defaults for what it is given, creates the state directory (0700) and, for
+ * HTTP, a fresh private token file; then prints the registration lines for
+ * MCP clients. It refuses to overwrite anything, and checks everything
+ * (through the real config loader) before it writes anything.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { realpath, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, isAbsolute, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ConfigError } from '../config/errors.js';
+import { loadConfig, resolveDroid } from '../config/load.js';
+import { CONFIG_DEFAULTS } from '../config/schema.js';
+import { prepareStateDir } from '../store/state-dir.js';
+import { errCode } from '../util/errno.js';
+
+export interface InitOptions {
+  configPath: string;
+  approve: string[];
+  state: string;
+  http: boolean;
+  port?: number;
+  tokenFile?: string;
+  publicUrl?: string;
+  droidPath?: string;
+  defaultModel: string;
+  name: string;
+}
+
+export interface InitResult {
+  config: Record<string, unknown>;
+  /** Set when droid was not found: the config is written without droidPath, and doctor will say more. */
+  droidMissing: string | null;
+  registration: string[];
+}
+
+export class InitRefusal extends Error {}
+
+/** The reference host's launch defaults (spec of record, "Reference host setup"). */
+export const REFERENCE_DEFAULTS = { defaultModel: 'claude-opus-5-5', reasoningEffort: 'high', maxAutonomy: 'high', maxConcurrentRuns: 4 } as const;
+
+const CLI_ENTRY = fileURLToPath(new URL('../cli.js', import.meta.url));
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return false;
+    throw new InitRefusal(`${path} cannot be inspected (${errCode(err) ?? 'unknown error'})`);
+  }
+}
+
+function absolute(flag: string, path: string): string {
+  if (!isAbsolute(path)) throw new InitRefusal(`${flag} must be an absolute path; got ${JSON.stringify(path)}`);
+  return path;
+}
+
+export async function init(options: InitOptions): Promise<InitResult> {
+  const configPath = absolute('--config', options.configPath);
+  if (await exists(configPath)) throw new InitRefusal(`${configPath} already exists; init never overwrites a config (remove it or pick another path)`);
+  if (!(await exists(dirname(configPath)))) throw new InitRefusal(`the folder of ${configPath} does not exist; create it first (mode 700)`);
+  if (options.approve.length === 0) throw new InitRefusal('give at least one --approve DIR (an existing project root)');
+  const approved: string[] = [];
+  for (const dir of options.approve) {
+    const real = await realpath(absolute('--approve', dir)).catch(() => {
+      throw new InitRefusal(`--approve ${dir} does not exist; create it first`);
+    });
+    if (!(await stat(real)).isDirectory()) throw new InitRefusal(`--approve ${dir} is not a directory`);
+    if (!approved.includes(real)) approved.push(real);
+  }
+  const state = absolute('--state', options.state);
+  const tokenFile = options.http ? absolute('--token-file', options.tokenFile ?? join(dirname(configPath), 'token')) : undefined;
+  if (tokenFile && (await exists(tokenFile))) throw new InitRefusal(`${tokenFile} already exists; init never overwrites a token file (pass --token-file for another path)`);
+
+  let droidMissing: string | null = null;
+  let droidPath: string | undefined;
+  try {
+    droidPath = await resolveDroid({ droidPath: options.droidPath });
+  } catch (err) {
+    if (options.droidPath !== undefined) throw new InitRefusal(err instanceof Error ? err.message : String(err));
+    droidMissing = err instanceof Error ? err.message : String(err);
+  }
+
+  const config: Record<string, unknown> = {
+    approvedDirectories: approved,
+    stateDirectory: state,
+    ...(droidPath !== undefined && { droidPath }),
+    ...REFERENCE_DEFAULTS,
+    defaultModel: options.defaultModel,
+    ...(options.http && { transport: 'http', port: options.port ?? CONFIG_DEFAULTS.port, tokenFile }),
+    ...(options.publicUrl !== undefined && { publicUrl: options.publicUrl }),
+  };
+  const text = `${JSON.stringify(config, null, 2)}\n`;
+
+  // The real loader judges the file before anything is written.
+  const scratch = mkdtempSync(join(tmpdir(), 'droid-mcp-init-'));
+  try {
+    const trial = join(scratch, 'config.json');
+    writeFileSync(trial, text, { mode: 0o600 });
+    await loadConfig(trial).catch((err: unknown) => {
+      if (err instanceof ConfigError && err.code === 'droid_not_found' && droidMissing) return;
+      throw new InitRefusal(err instanceof Error ? err.message.replace(trial, configPath) : String(err));
+    });
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+
+  try {
+    await prepareStateDir(state);
+  } catch (err) {
+    throw new InitRefusal(err instanceof Error ? err.message : String(err));
+  }
+  // `wx`: never overwrite, even if something appeared since the checks.
+  if (tokenFile) writeFileSync(tokenFile, `${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
+  writeFileSync(configPath, text, { mode: 0o600, flag: 'wx' });
+
+  return { config, droidMissing, registration: registrationLines(options.name, configPath, config) };
+}
+
+/**
+ * How to register the server with MCP clients. Never prints the token: shell
+ * lines read the file, JSON shows where to paste it from.
+ */
+export function registrationLines(name: string, configPath: string, config: Record<string, unknown>): string[] {
+  const node = process.execPath;
+  if (config.transport === 'http') {
+    const url = typeof config.publicUrl === 'string' ? config.publicUrl : `http://127.0.0.1:${String(config.port)}/mcp`;
+    const token = String(config.tokenFile);
+    const headers = { Authorization: `Bearer <contents of ${token}>` };
+    return [
+      `Start the server (under your service manager): ${node} ${CLI_ENTRY} --config ${configPath}`,
+      '',
+      'Claude Code:',
+      `  claude mcp add --scope user --transport http ${name} ${url} --header "Authorization: Bearer $(cat ${token})"`,
+      '',
+      'Amp (settings.json, e.g. ~/.config/amp/settings.json):',
+      `  "amp.mcpServers": ${JSON.stringify({ [name]: { url, headers } })}`,
+      '',
+      'Any client that reads an mcpServers JSON:',
+      `  ${JSON.stringify({ mcpServers: { [name]: { type: 'http', url, headers } } })}`,
+    ];
+  }
+  const args = [CLI_ENTRY, '--config', configPath];
+  return [
+    'Claude Code:',
+    `  claude mcp add --scope user ${name} -- ${node} ${args.join(' ')}`,
+    '',
+    'Amp (settings.json, e.g. ~/.config/amp/settings.json):',
+    `  "amp.mcpServers": ${JSON.stringify({ [name]: { command: node, args } })}`,
+    '',
+    'Any client that reads an mcpServers JSON:',
+    `  ${JSON.stringify({ mcpServers: { [name]: { command: node, args } } })}`,
+  ];
+}

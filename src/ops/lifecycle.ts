@@ -1,0 +1,67 @@
+/**
+ * The session lifecycle both `npm run smoke` and `scripts/verify-live` prove
+ * through MCP over stdio, against the caller's droid login: two exact
+ * results in one session (create, then a follow-up that resumes the same
+ * droid session) and, for verify-live, the cancellation of a third turn.
+ * Output is assertions and versions only.
+ */
+import { randomUUID } from 'node:crypto';
+import { deadline, droidSessionIdsIn, exact, exactPrompt, Report, settle, SLOW_PROMPT, startInstance, untilRunning, versionsLine, type Instance, type VerifyOptions } from './verify.js';
+
+export async function lifecycle(title: string, options: VerifyOptions, cancelThird: boolean): Promise<number> {
+  const report = new Report(title);
+  report.note(versionsLine(options.droid));
+  const bound = deadline(options.timeoutSeconds);
+  let instance: Instance | undefined;
+  try {
+    await Promise.race([bound.expired, run()]);
+  } catch (err) {
+    report.check(false, 'the run completed', err instanceof Error ? err.message.split('\n')[0]! : String(err));
+  } finally {
+    bound.clear();
+    if (instance) {
+      const { leftRunning, removed } = await instance.dispose();
+      report.check(leftRunning === 0, 'no process of this run is left running', `${leftRunning} killed`);
+      report.check(removed, 'the disposable state directory this run created is removed');
+    }
+  }
+  return report.summary();
+
+  async function run(): Promise<void> {
+    instance = await startInstance(options, 'stdio', randomUUID());
+    const { mcp } = instance;
+    report.check(true, 'server started over stdio with a disposable private state directory');
+    const models = await mcp.ok<{ models: Array<{ id: string }> }>('droid_models');
+    if (!report.check(models.models.some((m) => m.id === options.model), `model ${options.model} is in the live catalog`, 'pick one from droid_models')) return;
+
+    const first = exactPrompt('FIRST');
+    const created = await mcp.ok<{ metadata: { session: string } }>('droid_create_session', {
+      requestKey: `verify-${randomUUID()}`,
+      workspace: options.workspace,
+      prompt: first.prompt,
+      replyTo: null,
+      autonomy: options.autonomy,
+    });
+    const session = created.metadata.session;
+    const one = await settle(mcp, session);
+    report.check(one.state === 'succeeded' && exact(one.preview, first.expected), 'turn 1 (droid_create_session) succeeded with the exact reply', `run ${one.state}${one.errorCode ? ` ${one.errorCode}` : ''}${one.state === 'succeeded' ? ', reply differs' : ''}`);
+
+    const second = exactPrompt('SECOND');
+    await mcp.ok('droid_send_message', { requestKey: `verify-${randomUUID()}`, session, prompt: second.prompt });
+    const two = await settle(mcp, session);
+    report.check(two.state === 'succeeded' && exact(two.preview, second.expected), 'turn 2 (droid_send_message, same session) succeeded with the exact reply', `run ${two.state}${two.errorCode ? ` ${two.errorCode}` : ''}${two.state === 'succeeded' ? ', reply differs' : ''}`);
+    const ids = droidSessionIdsIn(instance!.stateDir);
+    report.check(ids.size === 1, "turn 2 resumed turn 1's droid session (one droid session id recorded, not shown)", `${ids.size} droid session ids recorded`);
+
+    if (!cancelThird) return;
+    await mcp.ok('droid_send_message', { requestKey: `verify-${randomUUID()}`, session, prompt: SLOW_PROMPT });
+    const reached = await untilRunning(mcp, session);
+    const cancelled = await mcp.ok<{ status: { latestRun: { state: string } } }>('droid_cancel_session', { session });
+    const three = await settle(mcp, session);
+    report.check(
+      reached === 'running' && ['cancelling', 'interrupted', 'cancelled'].includes(cancelled.status.latestRun.state) && (three.state === 'interrupted' || three.state === 'cancelled'),
+      'turn 3 reached droid and droid_cancel_session stopped it (interrupted)',
+      `reached ${reached}, cancel answered ${cancelled.status.latestRun.state}, ended ${three.state}`,
+    );
+  }
+}
