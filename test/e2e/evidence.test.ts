@@ -4,10 +4,10 @@
  * files, context occupancy); a schema refused before anything is accepted;
  * read and find show the evidence.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { gitRepo } from '../support/git-repo.js';
 import { script } from '../support/model-server.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
@@ -50,19 +50,6 @@ async function settle(session: string): Promise<Status> {
   }
 }
 
-function gitRepo(dir: string): void {
-  const git = (...args: string[]) =>
-    execFileSync('git', ['-c', 'core.hooksPath=/dev/null', '-c', 'user.name=t', '-c', 'user.email=t@t', ...args], {
-      cwd: dir,
-      env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-  git('init', '-q', '-b', 'main');
-  writeFileSync(join(dir, 'README.md'), 'hello\n');
-  writeFileSync(join(dir, 'old.txt'), 'old\n');
-  git('add', '-A');
-  git('commit', '-q', '-m', 'base');
-}
 
 const SCHEMA = {
   type: 'object',
@@ -74,7 +61,7 @@ const SCHEMA = {
 describe('evidence through the MCP tools', () => {
   it('a turn with structured output, changed files and context; read and find show them', async () => {
     const ws = ctx.workspace('evidence-repo');
-    gitRepo(ws);
+    gitRepo(ws, { 'README.md': 'hello\n', 'old.txt': 'old\n' });
     const prompt = `do it ${script({
       steps: [
         { name: 'Create', arguments: { file_path: join(ws, 'notes.md'), content: '# notes\n' } },

@@ -3,55 +3,32 @@
  * occupancy) through the real per-turn worker and the real droid CLI, with
  * the scripted model standing in for the provider.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { makeDroidBed, type DroidBed } from '../support/droid-home.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { gitRepo } from '../support/git-repo.js';
 import { script } from '../support/model-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
-import { baseSpec, newTag, runWorkerTurn } from './harness.js';
+import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 import type { TurnSpec } from '../../src/worker/protocol.js';
 
-let bed: DroidBed;
 let workspace: string;
 let tag: string;
 const BWRAP = '/usr/bin/bwrap';
 
-beforeAll(async () => {
-  bed = await makeDroidBed();
-});
-afterAll(async () => {
-  await bed?.cleanup();
-});
+const real = useRealDroid();
 
 function spec(over: Partial<TurnSpec>): TurnSpec {
   tag = newTag();
   workspace = realpathSync(mkdtempSync(join(tmpdir(), 'droid-ev-')));
-  return baseSpec(tag, bed.home.env, { droidPath: bed.droidPath, model: bed.modelId, workspace, ...over });
+  return realDroidSpec(real.bed, tag, { workspace, ...over });
 }
 
 afterEach(async () => {
   await waitForNoProcesses(tag, 10_000);
   rmSync(workspace, { recursive: true, force: true });
 });
-
-function gitRepo(dir: string, files: Record<string, string>): void {
-  const git = (...args: string[]) =>
-    execFileSync('git', ['-c', 'core.hooksPath=/dev/null', '-c', 'user.name=t', '-c', 'user.email=t@t', ...args], {
-      cwd: dir,
-      env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-  git('init', '-q', '-b', 'main');
-  for (const [name, content] of Object.entries(files)) {
-    mkdirSync(join(dir, name, '..'), { recursive: true });
-    writeFileSync(join(dir, name), content);
-  }
-  git('add', '-A');
-  git('commit', '-q', '-m', 'base');
-}
 
 const exec = (command: string) => ({ name: 'Execute', arguments: { command, summary: 'shell', riskLevel: 'low', riskLevelReason: 'test' } });
 const SCHEMA = { type: 'object', properties: { answer: { type: 'number' } }, required: ['answer'], additionalProperties: false };
@@ -98,9 +75,7 @@ describe('structured output', () => {
     expect(r1.structuredOutput).toBeUndefined();
     expect(r1.context).not.toBeNull();
     await waitForNoProcesses(tag, 10_000);
-    const second = baseSpec(tag, bed.home.env, {
-      droidPath: bed.droidPath,
-      model: bed.modelId,
+    const second = realDroidSpec(real.bed, tag, {
       workspace: first.workspace,
       session: { mode: 'resume', droidSessionId: r1.droidSessionId! },
       outputSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
