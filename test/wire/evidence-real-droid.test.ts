@@ -3,6 +3,8 @@
  * occupancy) through the real per-turn worker and the real droid CLI, with
  * the scripted model standing in for the provider.
  */
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +14,7 @@ import { script } from '../support/model-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 import type { TurnSpec } from '../../src/worker/protocol.js';
+import { snapshotTree } from '../../src/worker/git-evidence.js';
 
 let workspace: string;
 let tag: string;
@@ -121,6 +124,39 @@ describe('changed files', () => {
     expect(r.outcome).toBe('succeeded');
     expect(r.changes).toMatchObject({ added: ['made-by-shell.txt'], modified: [], deleted: [], outsideWorkspace: true });
     expect(readFileSync(join(s.workspace, 'made-by-shell.txt'), 'utf8')).toBe('x');
+  });
+
+  it("runs git inside the turn's sandbox: a clean filter the repository configures cannot write outside the workspace", async () => {
+    const s = spec({});
+    gitRepo(s.workspace, { 'a.txt': 'a\n' });
+    s.sandbox = { mode: 'bwrap', bwrapPath: BWRAP, hiddenDirs: [], hiddenFiles: [] };
+    // A writer turn controls the repository's config and attributes; git's status runs the filter on the changed file.
+    // (droid runs git status itself, inside the turn's sandbox, so only a write outside the workspace tells.)
+    const outside = `${s.workspace}-filter-ran-outside`;
+    execFileSync('git', ['config', 'filter.rigged.clean', `sh -c 'touch ${outside}; cat'`], { cwd: s.workspace });
+    writeFileSync(join(s.workspace, '.gitattributes'), '* filter=rigged\n');
+    s.prompt = `shell ${script({ tool: exec('printf changed > a.txt') })}`;
+    const r = await runWorkerTurn(s, tag).done;
+    expect(r.outcome).toBe('succeeded');
+    expect(r.changes).toMatchObject({ modified: ['a.txt'], deleted: [] });
+    expect(existsSync(outside), 'the filter wrote outside the workspace').toBe(false);
+  });
+
+  it("never runs the fsmonitor hook a repository's config names", async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'droid-ev-fsm-')));
+    try {
+      gitRepo(dir, { 'a.txt': 'a\n' });
+      const marker = join(dir, '..', `${randomUUID()}-fsmonitor-ran`);
+      const hook = join(dir, '.git', 'rigged-fsmonitor');
+      writeFileSync(hook, `#!/bin/sh\ntouch ${marker}\nexit 1\n`, { mode: 0o755 });
+      execFileSync('git', ['config', 'core.fsmonitor', hook], { cwd: dir });
+      writeFileSync(join(dir, 'a.txt'), 'changed\n');
+      const state = await snapshotTree({ workspace: dir, launcher: null, deadline: Date.now() + 10_000 });
+      expect(state?.dirty.get('a.txt')).toBeDefined();
+      expect(existsSync(marker), 'the fsmonitor hook ran').toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('is null (unknown) in a folder that is not a git work tree', async () => {
