@@ -15,6 +15,8 @@
  * means "unknown" (null), never "no changes".
  */
 import { spawn } from 'node:child_process';
+import { lstat } from 'node:fs/promises';
+import { join } from 'node:path';
 import {
   capChanges,
   diffTreeStates,
@@ -139,8 +141,6 @@ async function readState(opts: GitOptions, prefix: string, extraPaths: readonly 
 
 /** Git blob ids of the paths that exist as regular files (or symlinks); others are absent from the map. */
 async function hashPaths(opts: GitOptions, paths: readonly string[]): Promise<Map<string, string>> {
-  const { lstat } = await import('node:fs/promises');
-  const { join } = await import('node:path');
   const present: string[] = [];
   for (const p of paths) {
     if (p.includes('\n')) continue; // cannot go through --stdin-paths; reads as absent
