@@ -16,6 +16,7 @@ import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
 import { assertBwrapExecutable, bwrapArgs, factoryDirOf, prepareTurnPaths } from './sandbox.js';
+import { warmAlive, warmFits, type WarmDroid } from './warm.js';
 
 export interface TurnHooks {
   onStarted(droidSessionId: string): void;
@@ -59,7 +60,12 @@ export interface FinishedTurn {
 /** Titles are applied only after turns droid actually finished. */
 const RENAMABLE: readonly TurnOutcome[] = ['succeeded', 'interrupted'];
 
-export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<FinishedTurn> {
+/**
+ * `warm`: a droid this worker spawned before it knew its turn. Used only when
+ * it fits the turn (warm.ts `warmFits`); otherwise it is killed and droid
+ * starts cold, exactly as without a pool.
+ */
+export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid): Promise<FinishedTurn> {
   const startedAt = Date.now();
   const state: TurnState = { droidSessionId: null, submitted: false };
   let deadlineTimer: NodeJS.Timeout | undefined;
@@ -70,7 +76,7 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
 
   let verdict: Verdict;
   try {
-    verdict = await drive(spec, hooks, state, stop);
+    verdict = await drive(spec, hooks, state, stop, warm);
   } catch (err) {
     verdict = { outcome: 'failed', reason: null, error: toErrorInfo(err) };
   } finally {
@@ -117,11 +123,20 @@ function evidence(state: TurnState) {
 
 export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null };
 
-async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>): Promise<Verdict> {
+async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>, warm?: WarmDroid): Promise<Verdict> {
+  const useWarm = warm !== undefined && warmFits(warm.spec, warmAlive(warm), spec);
+  // A warm droid the turn cannot use goes before anything else starts.
+  if (warm && !useWarm) warm.client.process.kill('SIGKILL');
+  // Owned by the turn from here: `release` stops it whatever happens next.
+  if (useWarm) state.client = warm.client;
   assertDroidExecutable(spec.droidPath);
   await assertWorkspaceUnchanged(spec.workspace);
-  const launcher = confine(spec, state);
-  const client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace, ...(launcher && { launcher }) });
+  let client: DroidClient;
+  if (useWarm) client = warm.client;
+  else {
+    const launcher = confine(spec, state);
+    client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace, ...(launcher && { launcher }) });
+  }
   state.client = client;
   if (spec.replyBack) {
     client.routeReplies({
