@@ -6,13 +6,21 @@
  * started with exactly the environment a cold one gets, in a neutral private
  * folder. droid takes the workspace from the protocol (`initialize_session
  * {cwd}` / `load_session`), not from its process cwd: measured on 0.225.2,
- * tools run in the session's cwd and its AGENTS.md and project `.factory/`
- * are loaded from there (test/wire/warm-real-droid.test.ts).
+ * tools run in the session's cwd, its AGENTS.md, project skills and custom
+ * droids are loaded from there, and droid even moves its own process into
+ * that cwd (test/wire/warm-real-droid.test.ts). One thing is read from the
+ * process's cwd at start and never again: whether project custom droids
+ * exist (the Task tool's description differs). So a warm droid is used only
+ * when no `.factory` folder other than the user's own lies in the workspace
+ * or above it, nor above the warm droid's folder: then both start alike.
  *
  * Never under a sandbox: bubblewrap's binds are fixed when droid is spawned,
  * before the workspace is known (see docs/ARCHITECTURE.md, "Warm pool").
  */
+import { stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { DroidClient } from '../droid/client.js';
+import { factoryDirOf } from './sandbox.js';
 import type { TurnSpec, WarmDroidSpec } from './protocol.js';
 
 export interface WarmDroid {
@@ -30,6 +38,38 @@ export function spawnWarmDroid(spec: WarmDroidSpec): WarmDroid {
  */
 export function warmFits(warm: WarmDroidSpec, alive: boolean, spec: Pick<TurnSpec, 'sandbox' | 'droidPath' | 'droidEnv'>): boolean {
   return alive && spec.sandbox.mode === 'off' && warm.droidPath === spec.droidPath && sameEnv(warm.droidEnv, spec.droidEnv);
+}
+
+/**
+ * Project `.factory` folders droid could find from `dir` upwards: every
+ * ancestor's `.factory` except droid's own user-level one. Pure.
+ */
+export function projectFactoryCandidates(dir: string, userFactoryDir: string): string[] {
+  const out: string[] = [];
+  for (let d = dir; ; d = dirname(d)) {
+    const candidate = join(d, '.factory');
+    if (candidate !== userFactoryDir) out.push(candidate);
+    if (dirname(d) === d) return out;
+  }
+}
+
+/**
+ * Whether a turn in `workspace` starts alike on this warm droid and on a cold
+ * one: no project `.factory` in or above the workspace, nor above the warm
+ * droid's own folder (see the header). Errors count as "present": in doubt, cold.
+ */
+export async function startsAlike(warm: WarmDroidSpec, workspace: string): Promise<boolean> {
+  const user = factoryDirOf(warm.droidEnv);
+  const candidates = [...projectFactoryCandidates(workspace, user), ...projectFactoryCandidates(warm.dir, user)];
+  const present = await Promise.all(
+    candidates.map((path) =>
+      stat(path).then(
+        () => true,
+        (err: NodeJS.ErrnoException) => err.code !== 'ENOENT' && err.code !== 'ENOTDIR',
+      ),
+    ),
+  );
+  return !present.includes(true);
 }
 
 function sameEnv(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
