@@ -124,7 +124,7 @@ function evidence(state: TurnState) {
 export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null };
 
 async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>, warm?: WarmDroid): Promise<Verdict> {
-  const useWarm = warm !== undefined && warmFits(warm.spec, warmAlive(warm), spec) && (await startsAlike(warm.spec, spec.workspace));
+  const useWarm = warm !== undefined && warmFits(warm.spec, warmAlive(warm), spec) && (await startsAlike(warm, spec.workspace));
   // A warm droid the turn cannot use goes before anything else starts.
   if (warm && !useWarm) warm.client.process.kill('SIGKILL');
   // Owned by the turn from here: `release` stops it whatever happens next.

@@ -12,11 +12,13 @@
  * process's cwd at start and never again: whether project custom droids
  * exist (the Task tool's description differs). So a warm droid is used only
  * when no `.factory` folder other than the user's own lies in the workspace
- * or above it, nor above the warm droid's folder: then both start alike.
+ * or above it, nor above the warm droid's folder, and the user-level files
+ * droid read at its start have not changed since: then both start alike.
  *
  * Never under a sandbox: bubblewrap's binds are fixed when droid is spawned,
  * before the workspace is known (see docs/ARCHITECTURE.md, "Warm pool").
  */
+import { statSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { DroidClient } from '../droid/client.js';
@@ -26,10 +28,49 @@ import type { TurnSpec, WarmDroidSpec } from './protocol.js';
 export interface WarmDroid {
   readonly spec: WarmDroidSpec;
   readonly client: DroidClient;
+  /** What droid reads at start, as it was just before the spawn (`startInputs`). */
+  readonly inputs: string;
 }
 
 export function spawnWarmDroid(spec: WarmDroidSpec): WarmDroid {
-  return { spec, client: DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.dir }) };
+  // Taken before the spawn: a change while droid starts makes the turn go cold.
+  const inputs = startInputsSync(spec);
+  return { spec, inputs, client: DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.dir }) };
+}
+
+/**
+ * Files droid reads when it starts (its executable, the user-level settings,
+ * MCP servers, instructions, custom droids, skills, commands, hooks), by
+ * modification time and size. A warm droid is used only if these are still
+ * what they were when it was spawned: droid reads its settings once, at start
+ * (the follow-up bench toggles cloudSessionSync between turns).
+ */
+const START_INPUTS = ['settings.json', 'settings.local.json', 'mcp.json', 'AGENTS.md', 'droids', 'skills', 'commands', 'hooks'];
+
+function startInputPaths(spec: WarmDroidSpec): string[] {
+  const factory = factoryDirOf(spec.droidEnv);
+  return [spec.droidPath, ...START_INPUTS.map((name) => join(factory, name))];
+}
+
+function describeStat(path: string, s: { mtimeMs: number; size: number } | null): string {
+  return s ? `${path}:${s.mtimeMs}:${s.size}` : `${path}:-`;
+}
+
+export function startInputsSync(spec: WarmDroidSpec): string {
+  return startInputPaths(spec)
+    .map((path) => {
+      try {
+        return describeStat(path, statSync(path));
+      } catch {
+        return describeStat(path, null);
+      }
+    })
+    .join('|');
+}
+
+export async function startInputs(spec: WarmDroidSpec): Promise<string> {
+  const parts = await Promise.all(startInputPaths(spec).map((path) => stat(path).then((s) => describeStat(path, s), () => describeStat(path, null))));
+  return parts.join('|');
 }
 
 /**
@@ -58,7 +99,9 @@ export function projectFactoryCandidates(dir: string, userFactoryDir: string): s
  * one: no project `.factory` in or above the workspace, nor above the warm
  * droid's own folder (see the header). Errors count as "present": in doubt, cold.
  */
-export async function startsAlike(warm: WarmDroidSpec, workspace: string): Promise<boolean> {
+export async function startsAlike(warmDroid: WarmDroid, workspace: string): Promise<boolean> {
+  const warm = warmDroid.spec;
+  if ((await startInputs(warm)) !== warmDroid.inputs) return false;
   const user = factoryDirOf(warm.droidEnv);
   const candidates = [...projectFactoryCandidates(workspace, user), ...projectFactoryCandidates(warm.dir, user)];
   const present = await Promise.all(

@@ -197,6 +197,24 @@ describe('warm pool + real droid CLI: a warm droid is a cold droid to the turn',
     expect(firstDifference(normalized(pooled.requests[0]!), normalized(cold.requests[0]!))).toBeNull();
   });
 
+  it('a user-level settings change after the warm droid started makes the turn start droid cold', async () => {
+    // droid reads its settings once, at start: a warm droid spawned before the change would run on the old ones.
+    tag = newTag();
+    const { workspace } = project(false);
+    const s = spec(workspace, { prompt: `hi ${script({ text: 'ok' })}` });
+    const pool = await readyPool(s);
+    const settings = join(bed.home.dir, '.factory', 'settings.json');
+    const original = readFileSync(settings, 'utf8');
+    try {
+      writeFileSync(settings, JSON.stringify({ ...(JSON.parse(original) as object), cloudSessionSync: false }, null, 2));
+      const pooled = await runPooled(pool, s);
+      expect(pooled.result.outcome).toBe('succeeded');
+      expect(ranWarm(pooled)).toBe(false);
+    } finally {
+      writeFileSync(settings, original);
+    }
+  });
+
   it('resumes a session recorded in the workspace (load_session) on a warm droid', async () => {
     tag = newTag();
     const { workspace } = project(false);
