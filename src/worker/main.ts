@@ -4,7 +4,7 @@
  */
 import { toErrorInfo } from '../droid/errors.js';
 import { parseParentMessage, runEnvelopeSchema } from './ipc.js';
-import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent } from './protocol.js';
+import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent, WARM_IDLE_TITLE, WORKER_TITLE } from './protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
 import { spawnWarmDroid, type WarmDroid } from './warm.js';
@@ -92,6 +92,7 @@ function prepare(droid: WarmDroidSpec | null): void {
     return;
   }
   warmed = true;
+  process.title = WARM_IDLE_TITLE;
   if (droid) {
     try {
       const spawned = spawnWarmDroid(droid);
@@ -113,6 +114,7 @@ function start(spec: unknown): void {
     return;
   }
   running = true;
+  if (warmed) process.title = WORKER_TITLE;
   void execute(spec);
 }
 

@@ -110,6 +110,13 @@ export interface WarmDroidSpec {
   dir: string;
 }
 
+/**
+ * Process title of a pool worker while it waits for a turn (ps, /proc/<pid>/cmdline):
+ * operators and leak checks can tell an idle warm worker from a turn's. Reset when the turn comes.
+ */
+export const WARM_IDLE_TITLE = 'droid-mcp warm worker (idle)';
+export const WORKER_TITLE = 'droid-mcp worker';
+
 export type WorkerToParent =
   | { type: 'started'; droidSessionId: string; submittedAt: string }
   /** A warm worker is ready to take a turn (its droid, if any, is spawned). */

@@ -37,6 +37,32 @@ export function pidsWithEnvTag(tag: string): number[] {
   return out;
 }
 
+/** Must equal WARM_IDLE_TITLE in src/worker/protocol.ts (support code stays free of src imports). */
+const WARM_IDLE_TITLE = 'droid-mcp warm worker (idle)';
+
+/**
+ * Tagged processes that belong to the server's idle warm pool: workers whose
+ * title says they wait for a turn, and the members of their process groups
+ * (a pre-spawned droid). They live as long as the server.
+ */
+export function idlePoolPids(tag: string): Set<number> {
+  const pids = pidsWithEnvTag(tag);
+  const idleGroups = new Set(pids.filter((pid) => read(`/proc/${pid}/cmdline`)?.startsWith(WARM_IDLE_TITLE)));
+  const out = new Set<number>();
+  for (const pid of pids) {
+    const stat = read(`/proc/${pid}/stat`);
+    const pgid = stat ? Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) : -1;
+    if (idleGroups.has(pid) || idleGroups.has(pgid)) out.add(pid);
+  }
+  return out;
+}
+
+/** Tagged processes other than `except` and the idle warm pool: what turns left running. */
+export function turnPids(tag: string, except: number[] = []): number[] {
+  const idle = idlePoolPids(tag);
+  return pidsWithEnvTag(tag).filter((pid) => !except.includes(pid) && !idle.has(pid));
+}
+
 function describe(pid: number): string {
   const cmd = read(`/proc/${pid}/cmdline`)?.split('\0').filter(Boolean).join(' ');
   return `${pid} ${cmd ?? '(gone)'}`;
