@@ -18,7 +18,7 @@ import type { SandboxStatus, ToolContext } from './mcp/tools.js';
 import { probeSandbox, SANDBOX_ACTION, type SandboxSpec } from './worker/sandbox.js';
 import { StoreError } from './store/errors.js';
 import { StateStore } from './store/store.js';
-import { startPooledWorker, WarmPool } from './worker/pool.js';
+import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/pool.js';
 import { createLogger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 
@@ -175,7 +175,7 @@ async function main(): Promise<number> {
       await store.close();
       throw listenRefusal(config.port, err);
     }
-    pool?.start();
+    pool?.start(REFILL_DELAY_MS);
     // Tests read the bound port from this line (port 0 picks a free one).
     log.info({ transport: 'http', url: listener.url, port: listener.port, roots: config.approvedDirectories.length }, 'droid-mcp ready');
     return -1;
@@ -184,7 +184,7 @@ async function main(): Promise<number> {
   transport.onclose = () => void stop('client closed stdio').then(() => process.exit(0));
   process.stdin.once('end', () => void stop('stdin ended').then(() => process.exit(0)));
   await createMcpServer(toolContext, log).connect(transport);
-  pool?.start();
+  pool?.start(REFILL_DELAY_MS);
   log.info({ transport: 'stdio', roots: config.approvedDirectories.length }, 'droid-mcp ready');
   return -1;
 }

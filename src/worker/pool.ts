@@ -95,9 +95,14 @@ export class WarmPool {
     this.refillDelayMs = options.refillDelayMs ?? REFILL_DELAY_MS;
   }
 
-  /** Starts filling the pool in the background. */
-  start(): void {
-    this.refill();
+  /**
+   * Starts filling the pool in the background, after `delayMs` (the server
+   * passes REFILL_DELAY_MS, so its own start-up and first catalog probe do not
+   * share the CPU with a warm droid's start).
+   */
+  start(delayMs = 0): void {
+    if (delayMs > 0) this.scheduleRefill(delayMs);
+    else this.refill();
   }
 
   /** Workers held now (starting or ready), and how many are ready. */
