@@ -4,7 +4,7 @@
  */
 import { toErrorInfo } from '../droid/errors.js';
 import { parseParentMessage, runEnvelopeSchema } from './ipc.js';
-import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent, WARM_IDLE_TITLE, WORKER_TITLE } from './protocol.js';
+import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent, POOL_ARG, WARM_IDLE_TITLE, WORKER_TITLE } from './protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
 import { spawnWarmDroid, type WarmDroid } from './warm.js';
@@ -21,6 +21,9 @@ function send(message: WorkerToParent): Promise<void> {
     });
   });
 }
+
+// A pool worker is idle until its turn comes, and says so from its first moment.
+if (process.argv.includes(POOL_ARG)) process.title = WARM_IDLE_TITLE;
 
 let cancel!: () => void;
 const cancelled = new Promise<void>((resolve) => (cancel = resolve));

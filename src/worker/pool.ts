@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { TextTail } from '../util/text.js';
 import { parseWorkerMessage } from './ipc.js';
 import { killGroupAndWait } from './process-group.js';
-import type { TurnSpec, WarmDroidSpec } from './protocol.js';
+import { POOL_ARG, type TurnSpec, type WarmDroidSpec } from './protocol.js';
 import { forkWorker, startWorker, type WorkerHandle, type WorkerOptions } from './runner.js';
 
 /** Warm droids are retired after this long, so a changed droid install or settings file is picked up. */
@@ -164,7 +164,7 @@ export class WarmPool {
     const dir = this.options.droid ? mkdtempSync(join(tmpdir(), 'droid-mcp-warm-')) : null;
     let child: ChildProcess;
     try {
-      child = forkWorker({ ...(this.options.env && { env: this.options.env }), ...(this.options.workerEntry && { workerEntry: this.options.workerEntry }) });
+      child = forkWorker({ ...(this.options.env && { env: this.options.env }), ...(this.options.workerEntry && { workerEntry: this.options.workerEntry }) }, [POOL_ARG]);
     } catch (err) {
       if (dir) rmSync(dir, { recursive: true, force: true });
       throw err;

@@ -116,6 +116,8 @@ export interface WarmDroidSpec {
  */
 export const WARM_IDLE_TITLE = 'droid-mcp warm worker (idle)';
 export const WORKER_TITLE = 'droid-mcp worker';
+/** Argument of a worker forked for the pool: it is idle (WARM_IDLE_TITLE) from its first moment. */
+export const POOL_ARG = '--pool';
 
 export type WorkerToParent =
   | { type: 'started'; droidSessionId: string; submittedAt: string }

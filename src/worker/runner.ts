@@ -42,8 +42,8 @@ export interface WorkerOptions {
 }
 
 /** Forks a worker process leading its own process group (the turn's, or a pool's spare). */
-export function forkWorker(options: Pick<WorkerOptions, 'env' | 'workerEntry'> = {}): ChildProcess {
-  return fork(options.workerEntry ?? WORKER_ENTRY, [], {
+export function forkWorker(options: Pick<WorkerOptions, 'env' | 'workerEntry'> = {}, args: string[] = []): ChildProcess {
+  return fork(options.workerEntry ?? WORKER_ENTRY, args, {
     detached: true,
     env: options.env ?? process.env,
     // stdout is never inherited: in stdio mode ours carries MCP frames.

@@ -2,6 +2,7 @@
 // DROID_MCP_TEST_TAG=<tag> in its env, and children inherit it, so scanning
 // /proc finds whatever outlived the test, however it was started.
 import { readdirSync, readFileSync } from 'node:fs';
+import { POOL_ARG, WARM_IDLE_TITLE } from '../../src/worker/protocol.js';
 
 export const TAG_VAR = 'DROID_MCP_TEST_TAG';
 
@@ -37,8 +38,6 @@ export function pidsWithEnvTag(tag: string): number[] {
   return out;
 }
 
-/** Must equal WARM_IDLE_TITLE in src/worker/protocol.ts (support code stays free of src imports). */
-const WARM_IDLE_TITLE = 'droid-mcp warm worker (idle)';
 
 /**
  * Tagged processes that belong to the server's idle warm pool: workers whose
@@ -47,7 +46,13 @@ const WARM_IDLE_TITLE = 'droid-mcp warm worker (idle)';
  */
 export function idlePoolPids(tag: string): Set<number> {
   const pids = pidsWithEnvTag(tag);
-  const idleGroups = new Set(pids.filter((pid) => read(`/proc/${pid}/cmdline`)?.startsWith(WARM_IDLE_TITLE)));
+  const idleGroups = new Set(
+    pids.filter((pid) => {
+      const cmdline = read(`/proc/${pid}/cmdline`);
+      // Idle by title, or forked for the pool and not yet running its own code.
+      return cmdline !== undefined && (cmdline.startsWith(WARM_IDLE_TITLE) || cmdline.split('\0').includes(POOL_ARG));
+    }),
+  );
   const out = new Set<number>();
   for (const pid of pids) {
     const stat = read(`/proc/${pid}/stat`);
