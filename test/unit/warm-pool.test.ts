@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { settingsAlreadyApplied } from '../../src/droid/client.js';
 import { lossBackoffMs, refillCount } from '../../src/worker/pool.js';
 import { projectFactoryCandidates, warmFits } from '../../src/worker/warm.js';
 
@@ -44,5 +45,19 @@ describe('pool refill rules', () => {
   });
   it('backs off after repeated losses: none, then 1 s doubling to 60 s', () => {
     expect([0, 1, 2, 3, 7, 20].map(lossBackoffMs)).toEqual([0, 1_000, 2_000, 4_000, 60_000, 60_000]);
+  });
+});
+
+describe('settingsAlreadyApplied: a follow-up skips update_session_settings only when nothing would change', () => {
+  const reported = { modelId: 'm', reasoningEffort: 'none', autonomyLevel: 'off', interactionMode: 'spec', autonomyMode: 'spec' };
+  it('skips when every defined value is already reported', () => {
+    expect(settingsAlreadyApplied(reported, { modelId: 'm', autonomyLevel: 'off', interactionMode: 'spec' })).toBe(true);
+    expect(settingsAlreadyApplied(reported, { modelId: 'm', reasoningEffort: undefined, autonomyLevel: 'off', interactionMode: 'spec' })).toBe(true);
+  });
+  it('sends when anything differs or droid reported nothing', () => {
+    expect(settingsAlreadyApplied(reported, { modelId: 'm', autonomyLevel: 'high', interactionMode: 'auto' })).toBe(false);
+    expect(settingsAlreadyApplied(reported, { modelId: 'other', autonomyLevel: 'off', interactionMode: 'spec' })).toBe(false);
+    expect(settingsAlreadyApplied(reported, { modelId: 'm', reasoningEffort: 'high', autonomyLevel: 'off', interactionMode: 'spec' })).toBe(false);
+    expect(settingsAlreadyApplied(undefined, { modelId: 'm', autonomyLevel: 'off', interactionMode: 'spec' })).toBe(false);
   });
 });
