@@ -89,7 +89,12 @@ function scenario(name: string) {
       dbg('waiting for death');
       await waitForDeath(server.pid, 60_000);
       dbg('dead');
-      if (point) expect(server.stderr(), 'the server died at the crash point, not of something else').toContain(`"crashPoint":"${point}"`);
+      if (point) {
+        // The line was written before the kill, but may still sit in the pipe: let it drain.
+        const line = `"crashPoint":"${point}"`;
+        for (const end = Date.now() + 2_000; !server.stderr().includes(line) && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+        expect(server.stderr(), 'the server died at the crash point, not of something else').toContain(line);
+      }
       await server.close().catch(() => undefined);
       // Orphaned workers stop their group at once and SIGKILL it 1 s later;
       // droid's Execute supervisor notices its owner is gone within 2 s.
