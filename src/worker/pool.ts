@@ -8,7 +8,8 @@
  *   for the pool) or starts cold. A taken worker belongs to its turn, runs
  *   that one turn and is never given another; the pool forgets it.
  * - The pool refills in the background after a take, a loss or a retirement,
- *   and never holds more than `size` workers (starting or ready).
+ *   and never holds more than `size` workers (starting, ready, or dropped
+ *   and still being killed).
  * - A worker whose droid died, or that reached `maxAgeMs`, is dropped: its
  *   whole process group is killed and waited for, and it is replaced.
  *   Repeated losses before ready back off (a broken droid must not spin).
@@ -149,7 +150,9 @@ export class WarmPool {
   }
 
   private refill(): void {
-    const n = refillCount({ size: this.options.size, held: this.members.size, closed: this.closed, backingOff: this.refillTimer !== undefined });
+    // A dropped worker still being killed counts: the pool never has more than `size` groups alive.
+    const held = this.members.size + this.dying.size;
+    const n = refillCount({ size: this.options.size, held, closed: this.closed, backingOff: this.refillTimer !== undefined });
     for (let i = 0; i < n; i++) {
       try {
         this.spawn();
@@ -235,6 +238,8 @@ export class WarmPool {
     const gone = killGroupAndWait(pid).finally(() => {
       if (member.dir) rmSync(member.dir, { recursive: true, force: true });
       this.dying.delete(gone);
+      // Its place is free now (a pending back-off timer, if any, still decides when).
+      this.scheduleRefill(0);
     });
     this.dying.add(gone);
   }
