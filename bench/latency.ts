@@ -1,26 +1,37 @@
 /**
- * Start-up latency, printed as medians of 10 runs:
- *  - bare droid: spawn → `initialize_session` answered (the floor);
- *  - our worker: fork → prompt submitted (`started` reported), unconfined
- *    and inside the bubblewrap sandbox (when bwrap is installed);
- *  - the server: `droid_create_session` called → run observed `running`
- *    (prompt submitted), through the MCP SDK client over stdio.
- * Ratios to the bare figure are what matter on a noisy 2-core machine.
+ * Turn start, side by side in one run (issue 12), median of RUNS:
+ *  - bare cold droid: spawn in the workspace → initialize_session →
+ *    add_user_message → the turn's first request at the scripted model (the
+ *    floor every variant is compared with);
+ *  - the server, `droid_create_session` called → the turn's first model
+ *    request, for each of: warm pool off / on, sandbox off / bwrap. With the
+ *    sandbox off the pool holds a pre-spawned droid; under bwrap only the
+ *    Node worker is warm (a sandbox's binds are fixed when droid is spawned);
+ *  - an idle session's follow-up, `droid_send_message` → its first model
+ *    request, pool off / on (sandbox off);
+ *  - the previous turn's slot hold: result → worker and group gone, with and
+ *    without a follow-up waiting (skip_rename);
+ *  - the pool's memory: resident set of one idle warm worker's process group.
+ * Variants are interleaved so machine noise hits each alike; ratios matter.
+ * Goals: warm ≤ 0.25× bare, cold ≤ 1.1×, follow-up with the pool ≤ 0.3×.
+ *
+ * Run: npm run build && node dist/bench/latency.js [runs]
  */
-import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DroidClient } from '../src/droid/client.js';
 import { startWorker } from '../src/worker/runner.js';
-import type { SandboxSpec } from '../src/worker/sandbox.js';
-import { execFileSync } from 'node:child_process';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
-import { script } from '../test/support/model-server.js';
-import { startServer, writeConfig } from '../test/support/mcp-server.js';
+import { messageText, script } from '../test/support/model-server.js';
+import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
 import { WORKER_ENTRY } from '../test/support/paths.js';
 
-const RUNS = 10;
+const DEFAULT_RUNS = 5;
+/** Pause between samples: the previous turn's cleanup and the pool's refill must not land on the next sample. */
+const SETTLE_MS = 2_500;
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -28,70 +39,133 @@ function median(values: number[]): number {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-async function bareDroid(bed: DroidBed, cwd: string): Promise<number> {
-  const t0 = performance.now();
-  const client = DroidClient.spawn({ droidPath: bed.droidPath, env: bed.home.env });
-  await client.initializeSession({ machineId: 'bench', cwd, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
-  const elapsed = performance.now() - t0;
-  await client.shutdown();
-  return elapsed;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** When the model received the first request holding `marker` (unique per turn) in any message. */
+async function modelRequestWith(bed: DroidBed, marker: string, timeoutMs = 60_000): Promise<number> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    for (const request of bed.model.requests) {
+      if (request.messages.some((m) => m.role === 'user' && messageText(m).includes(marker))) return request.at;
+    }
+    if (Date.now() > end) throw new Error(`no model request with ${marker} within ${timeoutMs} ms`);
+    await sleep(2);
+  }
 }
 
-async function worker(bed: DroidBed, cwd: string, i: number, sandbox: SandboxSpec): Promise<number> {
-  const t0 = performance.now();
-  let submitted = 0;
+const marker = (what: string) => `${what}-${Math.random().toString(36).slice(2)}`;
+
+async function bareDroid(bed: DroidBed, ws: string): Promise<number> {
+  const m = marker('bare');
+  const t0 = Date.now();
+  const client = DroidClient.spawn({ droidPath: bed.droidPath, env: bed.home.env, cwd: ws });
+  await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
+  const collector = await client.submit(`${m} ${script({ text: 'ok' })}`, () => undefined);
+  const at = await modelRequestWith(bed, m);
+  await collector.ended;
+  await client.shutdown();
+  return at - t0;
+}
+
+interface Variant {
+  label: string;
+  sandbox: 'off' | 'bwrap';
+  pool: boolean;
+  server?: RunningServer;
+  root?: string;
+  create: number[];
+  followUp: number[];
+}
+
+async function startVariant(bed: DroidBed, base: string, v: Variant, bwrap: string | null): Promise<void> {
+  const root = join(base, v.label.replace(/[^a-z0-9]+/gi, '-'));
+  mkdirSync(root);
+  v.root = root;
+  const config = writeConfig(root, {
+    approvedDirectories: [root],
+    stateDirectory: join(root, 'state'),
+    droidPath: bed.droidPath,
+    defaultModel: bed.modelId,
+    modelCacheTtlMs: 600_000,
+    warmPoolSize: v.pool ? 1 : 0,
+    maxConcurrentRuns: 2,
+    ...(v.sandbox === 'off' ? { sandbox: 'off' } : { sandbox: 'bwrap', bwrapPath: bwrap }),
+  });
+  v.server = await startServer(config, bed.home.env);
+  await v.server.ok('droid_models'); // the catalog probe is not part of a turn's start-up
+}
+
+async function createTurn(bed: DroidBed, v: Variant, i: number): Promise<{ ms: number; session: string }> {
+  const ws = join(v.root!, `ws-${i}`);
+  mkdirSync(ws);
+  const m = marker('create');
+  const t0 = Date.now();
+  const accepted = await v.server!.ok<{ metadata: { session: string } }>('droid_create_session', {
+    requestKey: `bench-${i}`,
+    workspace: ws,
+    prompt: `${m} ${script({ text: 'ok' })}`,
+    autonomy: 'off',
+    replyTo: null,
+  });
+  const at = await modelRequestWith(bed, m);
+  await v.server!.ok('droid_wait_for_sessions', { sessions: [accepted.metadata.session], timeoutSeconds: 60 });
+  return { ms: at - t0, session: accepted.metadata.session };
+}
+
+async function followUpTurn(bed: DroidBed, v: Variant, session: string, i: number): Promise<number> {
+  const m = marker('follow');
+  const t0 = Date.now();
+  await v.server!.ok('droid_send_message', { requestKey: `bench-f-${i}`, session, prompt: `${m} ${script({ text: 'ok' })}` });
+  const at = await modelRequestWith(bed, m);
+  await v.server!.ok('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 60 });
+  return at - t0;
+}
+
+/** Resident set (MiB) of the idle warm workers' process groups under a server (its direct children). */
+function poolRssMiB(serverPid: number): { workers: number; mib: number } {
+  const stats = new Map<number, { ppid: number; pgid: number; rssKb: number }>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'latin1');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const rss = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${name}/status`, 'latin1'));
+      stats.set(Number(name), { ppid: Number(fields[1]), pgid: Number(fields[2]), rssKb: rss ? Number(rss[1]) : 0 });
+    } catch {
+      // gone
+    }
+  }
+  const workers = [...stats].filter(([, s]) => s.ppid === serverPid).map(([pid]) => pid);
+  let kb = 0;
+  for (const [, s] of stats) if (workers.includes(s.pgid)) kb += s.rssKb;
+  return { workers: workers.length, mib: kb / 1024 };
+}
+
+/** The previous turn's hold on its slot: result → worker exited and its group gone (cold worker, sandbox off). */
+async function slotHold(bed: DroidBed, ws: string, followUpWaiting: boolean): Promise<number> {
   const handle = startWorker(
     {
-      runId: `bench-${i}`,
-      workspace: cwd,
+      runId: `hold-${Math.random()}`,
+      workspace: ws,
       droidPath: bed.droidPath,
       droidEnv: bed.home.env,
-      session: { mode: 'create' },
+      session: { mode: 'create', title: 'Bench hold' },
       model: bed.modelId,
       autonomy: 'off',
-      prompt: `bench ${script({ text: 'ok' })}`,
+      prompt: `hold ${script({ text: 'ok' })}`,
       timeoutMs: 60_000,
       graceMs: 2_000,
-      sandbox,
+      sandbox: { mode: 'off' },
+      renameTo: 'Bench hold',
     },
-    { workerEntry: WORKER_ENTRY, onStarted: () => (submitted = performance.now() - t0) },
+    { workerEntry: WORKER_ENTRY },
   );
+  if (followUpWaiting) handle.skipRename();
   await handle.result;
+  const t0 = Date.now();
   handle.acknowledge();
   await handle.cleanedUp;
-  return submitted;
-}
-
-async function server(bed: DroidBed, root: string): Promise<number[]> {
-  const stateDir = join(root, 'state');
-  const config = writeConfig(root, { approvedDirectories: [root], stateDirectory: stateDir, droidPath: bed.droidPath, defaultModel: bed.modelId });
-  const mcp = await startServer(config, bed.home.env);
-  await mcp.ok('droid_models'); // the catalog probe is not part of a turn's start-up
-  const samples: number[] = [];
-  try {
-    for (let i = 0; i < RUNS; i++) {
-      const ws = join(root, `ws-${i}`);
-      mkdirSync(ws);
-      const t0 = performance.now();
-      const accepted = await mcp.ok<{ metadata: { session: string } }>('droid_create_session', {
-        requestKey: `bench-${i}`,
-        workspace: ws,
-        prompt: `bench ${script({ text: 'ok' })}`,
-        autonomy: 'off',
-        replyTo: null,
-      });
-      for (;;) {
-        const { status } = await mcp.ok<{ status: { latestRun: { state: string } } }>('droid_get_session_status', { session: accepted.metadata.session });
-        if (status.latestRun.state !== 'queued' && status.latestRun.state !== 'starting') break;
-        await new Promise((r) => setTimeout(r, 2));
-      }
-      samples.push(performance.now() - t0);
-      await mcp.ok('droid_wait_for_sessions', { sessions: [accepted.metadata.session], timeoutSeconds: 60 });
-    }
-  } finally {
-    await mcp.close();
-  }
-  return samples;
+  return Date.now() - t0;
 }
 
 function findBwrap(): string | null {
@@ -102,40 +176,69 @@ function findBwrap(): string | null {
   }
 }
 
-export async function main(): Promise<void> {
+export async function main(runs = DEFAULT_RUNS): Promise<void> {
   const bed = await makeDroidBed();
-  const root = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-bench-')));
+  const base = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-bench-')));
+  const bwrap = findBwrap();
+  const variants: Variant[] = [
+    { label: 'cold (pool off), sandbox off', sandbox: 'off', pool: false, create: [], followUp: [] },
+    { label: 'warm (pool on), sandbox off', sandbox: 'off', pool: true, create: [], followUp: [] },
+    ...(bwrap
+      ? ([
+          { label: 'cold (pool off), sandbox bwrap', sandbox: 'bwrap', pool: false, create: [], followUp: [] },
+          { label: 'warm Node only (pool on), sandbox bwrap', sandbox: 'bwrap', pool: true, create: [], followUp: [] },
+        ] as Variant[])
+      : []),
+  ];
+  const bare: number[] = [];
+  const holds = { waiting: [] as number[], idle: [] as number[] };
+  const memory: Array<{ label: string; workers: number; mib: number }> = [];
   try {
-    const bwrapPath = findBwrap();
-    const bare: number[] = [];
-    const viaWorker: number[] = [];
-    const viaSandbox: number[] = [];
-    // Interleaved, so machine noise hits every variant alike.
-    for (let i = 0; i < RUNS; i++) {
-      bare.push(await bareDroid(bed, root));
-      viaWorker.push(await worker(bed, root, i, { mode: 'off' }));
-      if (bwrapPath) viaSandbox.push(await worker(bed, root, i, { mode: 'bwrap', bwrapPath, hiddenDirs: [], hiddenFiles: [] }));
+    for (const v of variants) await startVariant(bed, base, v, bwrap);
+    await sleep(SETTLE_MS);
+    for (const v of variants.filter((x) => x.pool)) memory.push({ label: v.label, ...poolRssMiB(v.server!.pid) });
+    for (let i = 0; i < runs; i++) {
+      const ws = join(base, `bare-${i}`);
+      mkdirSync(ws);
+      bare.push(await bareDroid(bed, ws));
+      await sleep(SETTLE_MS);
+      for (const v of variants) {
+        const { ms, session } = await createTurn(bed, v, i);
+        v.create.push(ms);
+        await sleep(SETTLE_MS);
+        if (v.sandbox === 'off') {
+          v.followUp.push(await followUpTurn(bed, v, session, i));
+          await sleep(SETTLE_MS);
+        }
+      }
+      holds.waiting.push(await slotHold(bed, ws, true));
+      holds.idle.push(await slotHold(bed, ws, false));
     }
-    const viaServer = await server(bed, root);
     const b = median(bare);
-    const rows: Array<[string, number]> = [
-      ['bare droid spawn → initialize_session answered', b],
-      ['worker fork → prompt submitted (no sandbox)', median(viaWorker)],
-      ...(bwrapPath ? [['worker fork → prompt submitted (bwrap sandbox)', median(viaSandbox)] as [string, number]] : []),
-      [`server create → prompt submitted (running, sandbox ${bwrapPath ? 'bwrap' : 'unavailable'})`, median(viaServer)],
-    ];
-    console.log(`start-up latency, median of ${RUNS} runs`);
-    for (const [label, ms] of rows) console.log(`  ${label.padEnd(62)} ${ms.toFixed(0).padStart(6)} ms   ratio ${(ms / b).toFixed(2)}`);
-    if (bwrapPath) console.log(`  sandbox cost: bwrap / no sandbox = ${(median(viaSandbox) / median(viaWorker)).toFixed(2)}`);
-    else console.log('  bwrap not installed: sandboxed start-up not measured');
+    const row = (label: string, ms: number, goal = '') =>
+      console.log(`  ${label.padEnd(58)} ${ms.toFixed(0).padStart(6)} ms   ratio ${(ms / b).toFixed(2)}${goal ? `   (goal ${goal})` : ''}`);
+    console.log(`turn start: call → the turn's first model request, median of ${runs}, in one run`);
+    row('bare cold droid: spawn → initialize → first model request', b);
+    for (const v of variants) {
+      const goal = v.sandbox === 'off' ? (v.pool ? '≤ 0.25' : '≤ 1.10') : '';
+      row(`server create, ${v.label}`, median(v.create), goal);
+    }
+    console.log(`follow-up: droid_send_message on an idle session → its first model request, median of ${runs}`);
+    for (const v of variants.filter((x) => x.sandbox === 'off')) row(`server send, ${v.label}`, median(v.followUp), v.pool ? '≤ 0.30' : '');
+    console.log(`slot hold of the previous turn: its result → worker and group gone, median of ${runs}`);
+    console.log(`  a follow-up waiting (rename skipped, droid killed once close_session is answered) ${median(holds.waiting).toFixed(0).padStart(6)} ms`);
+    console.log(`  nobody waiting (rename applied, droid exits by itself)                         ${median(holds.idle).toFixed(0).padStart(6)} ms`);
+    console.log('memory of the idle pool (resident set of each warm worker group: Node worker + droid, if any)');
+    for (const m of memory) console.log(`  ${m.label.padEnd(44)} ${m.workers} worker(s), ${(m.mib / Math.max(1, m.workers)).toFixed(0)} MiB per warm worker`);
   } finally {
+    for (const v of variants) await v.server?.close().catch(() => undefined);
     await bed.cleanup();
-    rmSync(root, { recursive: true, force: true });
+    rmSync(base, { recursive: true, force: true });
   }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  main().catch((err) => {
+  main(Number(process.argv[2]) || DEFAULT_RUNS).catch((err) => {
     console.error(err);
     process.exit(1);
   });

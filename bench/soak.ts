@@ -34,7 +34,7 @@ import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { toolCaller, writeConfig, type ToolOutcome } from '../test/support/mcp-server.js';
 import { prose, script } from '../test/support/model-server.js';
 import { MOCK_DROID, SERVER_ENTRY } from '../test/support/paths.js';
-import { pidsWithEnvTag, waitForNoProcesses } from '../test/support/processes.js';
+import { turnPids, waitForNoProcesses } from '../test/support/processes.js';
 
 export type RoundKind = 'normal' | 'queued' | 'steer' | 'cancel' | 'timeout';
 /** Share of rounds per kind. */
@@ -280,11 +280,12 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
     const capacityNow = async () => (await ok<{ capacity: { active: number; queued: number } }>('droid_list_workspaces')).capacity;
     const leakDeadline = Date.now() + 5_000;
     let capacity = await capacityNow();
-    let leaked = pidsWithEnvTag(tag).filter((p) => p !== pid);
+    // The server's idle warm pool lives as long as the server; what turns left may not.
+    let leaked = turnPids(tag, [pid]);
     while ((leaked.length > 0 || capacity.active > 0) && Date.now() < leakDeadline) {
       await sleep(100);
       capacity = await capacityNow();
-      leaked = pidsWithEnvTag(tag).filter((p) => p !== pid);
+      leaked = turnPids(tag, [pid]);
     }
     sample('end');
 

@@ -18,7 +18,7 @@ import type { SandboxStatus, ToolContext } from './mcp/tools.js';
 import { probeSandbox, SANDBOX_ACTION, type SandboxSpec } from './worker/sandbox.js';
 import { StoreError } from './store/errors.js';
 import { StateStore } from './store/store.js';
-import { startWorker } from './worker/runner.js';
+import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/pool.js';
 import { createLogger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 
@@ -102,11 +102,25 @@ async function main(): Promise<number> {
     maxAutonomy: config.maxAutonomy,
     reasoningEffort: config.reasoningEffort ?? null,
   };
+  // Warm workers (issue 12): a pre-spawned droid only where no confinement is lost
+  // (sandbox off); under bubblewrap only the Node worker is warm. No pool when turns cannot run.
+  const pool =
+    config.warmPoolSize > 0 && sandbox.status.available
+      ? new WarmPool({
+          size: config.warmPoolSize,
+          droid: sandbox.spec.mode === 'off' ? { droidPath: config.droidPath, droidEnv } : null,
+          onEvent: (event) => {
+            if (event.kind === 'lost') log.warn({ pid: event.pid, detail: event.detail, stderr: event.stderrTail }, 'warm worker lost; the pool replaces it');
+            else if (event.kind === 'backoff') log.warn({ failures: event.failures, delayMs: event.delayMs }, 'warm workers keep failing; the pool backs off');
+            else log.debug({ pid: event.pid, ageMs: event.ageMs }, 'warm worker retired by age; the pool replaces it');
+          },
+        })
+      : null;
   const controller = new SessionController({
     store,
     models: () => catalog.models(),
     resolveWorkspace: (path) => resolveWorkspace(path, config.approvedDirectories),
-    startWorker,
+    startWorker: (spec, options) => startPooledWorker(pool, spec, options),
     policy,
     maxConcurrentRuns: config.maxConcurrentRuns,
     runTimeoutMs: config.runTimeoutMs,
@@ -136,6 +150,8 @@ async function main(): Promise<number> {
       log.info({ why }, 'shutting down: interrupting live turns');
       await listener?.close();
       await controller.shutdown(config.cancelGraceMs * 3);
+      // After the controller: nothing takes from the pool any more.
+      await pool?.close();
       await store.close();
       log.info({}, 'stopped');
     })());
@@ -155,9 +171,11 @@ async function main(): Promise<number> {
         ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
       });
     } catch (err) {
+      await pool?.close();
       await store.close();
       throw listenRefusal(config.port, err);
     }
+    pool?.start(REFILL_DELAY_MS);
     // Tests read the bound port from this line (port 0 picks a free one).
     log.info({ transport: 'http', url: listener.url, port: listener.port, roots: config.approvedDirectories.length }, 'droid-mcp ready');
     return -1;
@@ -166,6 +184,7 @@ async function main(): Promise<number> {
   transport.onclose = () => void stop('client closed stdio').then(() => process.exit(0));
   process.stdin.once('end', () => void stop('stdin ended').then(() => process.exit(0)));
   await createMcpServer(toolContext, log).connect(transport);
+  pool?.start(REFILL_DELAY_MS);
   log.info({ transport: 'stdio', roots: config.approvedDirectories.length }, 'droid-mcp ready');
   return -1;
 }

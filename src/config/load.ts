@@ -8,6 +8,7 @@ import { errCode, sharedMode } from '../util/errno.js';
 import {
   AMP_MCP_URL,
   AUTONOMY_ORDER,
+  CONFIG_DEFAULTS,
   CONFIG_KEYS,
   REMOVED_KEYS,
   autonomyAtMost,
@@ -72,6 +73,15 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     );
   }
 
+  // Default 1, but never above the number of turns that can run at once.
+  const warmPoolSize = file.warmPoolSize ?? Math.min(CONFIG_DEFAULTS.warmPoolSize, file.maxConcurrentRuns);
+  if (warmPoolSize > file.maxConcurrentRuns) {
+    throw invalid(
+      configPath,
+      'warmPoolSize',
+      `is ${warmPoolSize}, above maxConcurrentRuns ${file.maxConcurrentRuns}: more warm workers than turns that can run at once only cost memory. Lower warmPoolSize (0 disables the pool) or raise maxConcurrentRuns`,
+    );
+  }
   const approvedDirectories = await resolveApprovedDirectories(configPath, file.approvedDirectories);
   const stateDirectory = normalize(file.stateDirectory);
   await checkStateDirectory(configPath, stateDirectory);
@@ -89,6 +99,7 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     ...(file.reasoningEffort !== undefined && { reasoningEffort: file.reasoningEffort }),
     excludeModelIds: [...new Set(file.excludeModelIds)],
     maxConcurrentRuns: file.maxConcurrentRuns,
+    warmPoolSize,
     runTimeoutMs: file.runTimeoutMs,
     cancelGraceMs: file.cancelGraceMs,
     modelCacheTtlMs: file.modelCacheTtlMs,

@@ -23,6 +23,7 @@ export const CONFIG_DEFAULTS = {
   transport: 'stdio',
   maxAutonomy: 'high',
   maxConcurrentRuns: 4,
+  warmPoolSize: 1,
   runTimeoutMs: 3_600_000,
   cancelGraceMs: 5_000,
   modelCacheTtlMs: 60_000,
@@ -95,6 +96,12 @@ export interface Config {
   readonly reasoningEffort?: ReasoningEffort;
   readonly excludeModelIds: readonly string[];
   readonly maxConcurrentRuns: number;
+  /**
+   * Pre-forked workers kept ready for the next turn (0: none), at most
+   * maxConcurrentRuns. Each holds a pre-spawned droid only when the sandbox
+   * is off; under bubblewrap only the Node worker is warm.
+   */
+  readonly warmPoolSize: number;
   readonly runTimeoutMs: number;
   readonly cancelGraceMs: number;
   readonly modelCacheTtlMs: number;
@@ -209,6 +216,7 @@ export const configFileSchema = z.strictObject(
     reasoningEffort: oneOf(REASONING_EFFORTS).optional(),
     excludeModelIds: z.array(modelId, { error: typeError('an array of model id strings') }).default([]),
     maxConcurrentRuns: intRange(1, 16).default(CONFIG_DEFAULTS.maxConcurrentRuns),
+    warmPoolSize: intRange(0, 16).optional(),
     runTimeoutMs: intRange(1000, MAX_TIMER_MS).default(CONFIG_DEFAULTS.runTimeoutMs),
     cancelGraceMs: intRange(100, MAX_TIMER_MS).default(CONFIG_DEFAULTS.cancelGraceMs),
     modelCacheTtlMs: intRange(5000, 600_000).default(CONFIG_DEFAULTS.modelCacheTtlMs),

@@ -90,6 +90,18 @@ export interface LoadResult {
   settings?: ReportedSettings;
 }
 
+/**
+ * Whether droid already reports every setting we would send (a resumed
+ * session whose settings did not change): then update_session_settings is a
+ * no-op and a follow-up need not wait for it. Only defined values count;
+ * anything droid did not report, or reported differently, means "send". Pure.
+ */
+export function settingsAlreadyApplied(reported: object | undefined, wanted: Partial<SessionSettings>): boolean {
+  if (!reported) return false;
+  const seen = reported as Record<string, unknown>;
+  return Object.entries(wanted).every(([key, value]) => value === undefined || seen[key] === value);
+}
+
 /** The tool ids a session disables, as droid reported them (strings only). */
 export function disabledToolIdsOf(settings: ReportedSettings | undefined): string[] {
   const ids = settings?.disabledToolIds;
@@ -207,8 +219,10 @@ export class DroidClient {
     });
   }
 
-  async updateSettings(settings: Partial<SessionSettings>): Promise<void> {
+  /** `reported`: what droid said the session's settings are; when they already match, nothing is sent. */
+  async updateSettings(settings: Partial<SessionSettings>, reported?: object): Promise<void> {
     if (settings.autonomyLevel) this.autonomy = settings.autonomyLevel;
+    if (settingsAlreadyApplied(reported, settings)) return;
     await this.process.connection.request('droid.update_session_settings', settings);
   }
 

@@ -21,6 +21,7 @@ import {
   type ReplyEvent,
   type TurnOutcome,
   type TurnResult,
+  type WarmDroidSpec,
   type WorkerToParent,
 } from './protocol.js';
 
@@ -98,10 +99,17 @@ export const workerToParentSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('rename'), outcome: renameOutcome }).strict(),
   z.object({ type: z.literal('reply_call'), id: z.string().min(1), call: replyCall }).strict(),
   z.object({ type: z.literal('reply_event'), event: replyEventSchema }).strict(),
+  z.object({ type: z.literal('warm_ready') }).strict(),
+  z.object({ type: z.literal('warm_lost'), detail: z.string() }).strict(),
 ]);
+
+const warmDroidSpec = z
+  .object({ droidPath: z.string().min(1), droidEnv: z.record(z.string(), z.string()), dir: z.string().startsWith('/') })
+  .strict();
 
 export const parentToWorkerSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('run'), spec: turnSpecSchema }).strict(),
+  z.object({ type: z.literal('warm'), droid: warmDroidSpec.nullable() }).strict(),
   z.object({ type: z.literal('cancel') }).strict(),
   z.object({ type: z.literal('ack') }).strict(),
   z.object({ type: z.literal('skip_rename') }).strict(),
@@ -153,6 +161,7 @@ agree<Same<z.infer<typeof turnResultSchema>, TurnResult>>();
 agree<Same<z.infer<typeof turnOutcome>, TurnOutcome>>();
 agree<Same<z.infer<typeof renameOutcome>, RenameOutcome>>();
 agree<Same<z.infer<typeof replyEventSchema>, ReplyEvent>>();
+agree<Same<z.infer<typeof warmDroidSpec>, WarmDroidSpec>>();
 agree<Same<z.infer<typeof progressEventSchema>, ProgressEvent>>();
 agree<Same<z.infer<typeof changeSet>, ChangeSet>>();
 agree<Same<z.infer<typeof contextStats>, ContextStats>>();

@@ -4,9 +4,10 @@
  */
 import { toErrorInfo } from '../droid/errors.js';
 import { parseParentMessage, runEnvelopeSchema } from './ipc.js';
-import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WorkerToParent } from './protocol.js';
+import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent, POOL_ARG, WARM_IDLE_TITLE, WORKER_TITLE } from './protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
+import { spawnWarmDroid, type WarmDroid } from './warm.js';
 import { ACK_WAIT_MS } from './timeline.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -21,11 +22,17 @@ function send(message: WorkerToParent): Promise<void> {
   });
 }
 
+// A pool worker is idle until its turn comes, and says so from its first moment.
+if (process.argv.includes(POOL_ARG)) process.title = WARM_IDLE_TITLE;
+
 let cancel!: () => void;
 const cancelled = new Promise<void>((resolve) => (cancel = resolve));
 let acknowledge!: () => void;
 const acknowledged = new Promise<void>((resolve) => (acknowledge = resolve));
 let running = false;
+/** Set by `warm` (pool workers only): prepared before the turn is known. */
+let warmed = false;
+let warm: WarmDroid | undefined;
 /** Aborted when a follow-up waits for this turn's slot: the Factory title is left for a later turn. */
 const skipRename = new AbortController();
 
@@ -67,6 +74,7 @@ process.on('message', (raw: unknown) => {
     if (message.type === 'skip_rename') return skipRename.abort();
     // An unknown id (a decision that came after the wait gave up) is ignored: that call was already denied.
     if (message.type === 'reply_decision') return gateWaits.get(message.id)?.(message.approve);
+    if (message.type === 'warm') return prepare(message.droid);
     return start(message.spec);
   }
   // A run with a bad spec still gets its named answer (turn_spec_invalid), so the controller is not left waiting.
@@ -76,12 +84,40 @@ process.on('message', (raw: unknown) => {
   process.stderr.write(`worker: ignored invalid IPC message from the controller (${parsed.problem})\n`);
 });
 
+/**
+ * A pool worker gets ready before its turn is known. If its droid dies while
+ * it waits, it says so and keeps waiting: the pool drops it (and kills its
+ * group); a turn that took it meanwhile simply starts droid cold.
+ */
+function prepare(droid: WarmDroidSpec | null): void {
+  if (running || warmed) {
+    process.stderr.write('worker: ignored a warm message after the worker was prepared or given its turn\n');
+    return;
+  }
+  warmed = true;
+  process.title = WARM_IDLE_TITLE;
+  if (droid) {
+    try {
+      const spawned = spawnWarmDroid(droid);
+      warm = spawned;
+      void spawned.client.process.exited.then((exit) => {
+        if (!running) void send({ type: 'warm_lost', detail: `warm droid exited (${exit.signal ? `signal ${exit.signal}` : `code ${exit.code}`})` });
+      });
+    } catch (err) {
+      void send({ type: 'warm_lost', detail: `could not start a warm droid: ${(err as Error).message}` });
+      return;
+    }
+  }
+  void send({ type: 'warm_ready' });
+}
+
 function start(spec: unknown): void {
   if (running) {
     process.stderr.write('worker: ignored a second run message; a worker runs exactly one turn\n');
     return;
   }
   running = true;
+  if (warmed) process.title = WORKER_TITLE;
   void execute(spec);
 }
 
@@ -90,6 +126,8 @@ async function execute(rawSpec: unknown): Promise<void> {
   let result: TurnResult;
   let release = async (_skip: AbortSignal): Promise<RenameOutcome | null> => null;
   if (!parsed.success) {
+    // No turn will use it.
+    warm?.client.process.kill('SIGKILL');
     const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     result = emptyFailure({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
   } else {
@@ -100,7 +138,7 @@ async function execute(rawSpec: unknown): Promise<void> {
         onProgress: (event) => void send({ type: 'progress', event }),
         replyGate: askGate,
         onReply: (event) => void send({ type: 'reply_event', event }),
-      }));
+      }, warm));
     } catch (err) {
       result = emptyFailure(toErrorInfo(err));
     }

@@ -120,8 +120,35 @@ export type ReplyEvent =
   /** A tool of the Amp server ran without the gate approving it (droid did not ask). */
   | { kind: 'bypass'; tool: string; toolUseId: string };
 
+/**
+ * What a pre-forked (warm) worker prepares before it knows its turn: a droid
+ * spawned with the environment a cold one gets, in a neutral private folder,
+ * that has not opened a session. Null: only the Node worker is warm (a
+ * bubblewrap sandbox's binds must be fixed at spawn, before the workspace is
+ * known, so a sandboxed droid is never pre-spawned).
+ */
+export interface WarmDroidSpec {
+  droidPath: string;
+  droidEnv: Record<string, string>;
+  /** Process cwd of the warm droid: empty, private, used by no other worker. */
+  dir: string;
+}
+
+/**
+ * Process title of a pool worker while it waits for a turn (ps, /proc/<pid>/cmdline):
+ * operators and leak checks can tell an idle warm worker from a turn's. Reset when the turn comes.
+ */
+export const WARM_IDLE_TITLE = 'droid-mcp warm worker (idle)';
+export const WORKER_TITLE = 'droid-mcp worker';
+/** Argument of a worker forked for the pool: it is idle (WARM_IDLE_TITLE) from its first moment. */
+export const POOL_ARG = '--pool';
+
 export type WorkerToParent =
   | { type: 'started'; droidSessionId: string; submittedAt: string }
+  /** A warm worker is ready to take a turn (its droid, if any, is spawned). */
+  | { type: 'warm_ready' }
+  /** A warm worker's droid died (or could not start) before any turn: the pool drops it. */
+  | { type: 'warm_lost'; detail: string }
   | { type: 'progress'; event: ProgressEvent }
   | { type: 'terminal'; result: TurnResult }
   | { type: 'rename'; outcome: RenameOutcome }
@@ -131,6 +158,8 @@ export type WorkerToParent =
 /** `skip_rename`: a follow-up waits for this turn's slot, so the Factory title is left for a later turn. */
 export type ParentToWorker =
   | { type: 'run'; spec: TurnSpec }
+  /** Sent once, first, to a pool worker: prepare, then wait for `run`. */
+  | { type: 'warm'; droid: WarmDroidSpec | null }
   | { type: 'cancel' }
   | { type: 'ack' }
   | { type: 'skip_rename' }

@@ -3,7 +3,7 @@
  * relays its reports, and makes sure the whole group is gone at the end.
  * Its budgets come from the turn timeline (timeline.ts).
  */
-import { fork } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ProgressEvent } from '../droid/turn-collector.js';
 import type { ErrorInfo } from '../droid/errors.js';
@@ -33,6 +33,22 @@ export interface WorkerOptions {
   workerEntry?: string;
   /** An IPC message from the worker failed validation and was ignored (for the log). */
   onInvalidMessage?(problem: string): void;
+  /**
+   * A pre-forked worker from the warm pool (pool.ts `take`), already leading
+   * its own process group and not yet given a turn; absent: fork one now.
+   * Either way the worker runs this one turn and is never reused.
+   */
+  worker?: ChildProcess;
+}
+
+/** Forks a worker process leading its own process group (the turn's, or a pool's spare). */
+export function forkWorker(options: Pick<WorkerOptions, 'env' | 'workerEntry'> = {}, args: string[] = []): ChildProcess {
+  return fork(options.workerEntry ?? WORKER_ENTRY, args, {
+    detached: true,
+    env: options.env ?? process.env,
+    // stdout is never inherited: in stdio mode ours carries MCP frames.
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+  });
 }
 
 export interface WorkerHandle {
@@ -55,12 +71,7 @@ type Backstop = 'cancel' | 'deadline' | 'after_result';
 export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): WorkerHandle {
   const timeline = turnTimeline(spec.timeoutMs, spec.graceMs);
   const stderr = new TextTail(16_000);
-  const child = fork(options.workerEntry ?? WORKER_ENTRY, [], {
-    detached: true,
-    env: options.env ?? process.env,
-    // stdout is never inherited: in stdio mode ours carries MCP frames.
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-  });
+  const child = options.worker ?? forkWorker(options);
   child.stderr?.setEncoding('utf8');
   child.stderr?.on('data', (chunk: string) => stderr.push(chunk));
   const pid = child.pid ?? -1;

@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { messageText, prose, script } from '../support/model-server.js';
 import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
-import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
+import { idlePoolPids, pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { droidProcesses, liveDroids, makeContext, type E2EContext } from './context.js';
 import type { Acceptance, SessionView } from '../support/tool-views.js';
 
@@ -75,7 +75,10 @@ function sampleDroids() {
   const loop = (async () => {
     while (running) {
       const at = Date.now();
+      // An idle warm worker (issue 12) is no turn yet: its turn's life starts when it takes one.
+      const idle = idlePoolPids(TAG);
       for (const pid of pidsWithEnvTag(TAG)) {
+        if (idle.has(pid)) continue;
         const life = seen.get(pid);
         if (life) life.last = at;
         else seen.set(pid, { first: at, last: at });

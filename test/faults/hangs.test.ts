@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { privateDir, startServer, writeConfig, type RunningServer } from '../support/mcp-server.js';
 import { MOCK_DROID } from '../support/paths.js';
-import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
+import { turnPids, waitForNoProcesses } from '../support/processes.js';
 import { settle, status, until, type Acceptance, type RunView } from './harness.js';
 
 const GRACE_MS = 1_000;
@@ -100,7 +100,8 @@ function methodsReceived(): string[] {
 
 /** Nothing of ours is left but the server itself: no worker, no droid. */
 async function onlyServerLeft(s: RunningServer, ms = 5_000): Promise<void> {
-  await until(() => pidsWithEnvTag(TAG).every((p) => p === s.pid), ms, 'every worker and droid gone');
+  // The server's idle warm pool (issue 12) lives as long as the server; a turn's processes may not.
+  await until(() => turnPids(TAG, [s.pid]).length === 0, ms, 'every worker and droid gone');
   // The slot is released once the group is seen gone; a zombie left for
   // this VM's init to reap can stretch that by about a second.
   const capacity = async () => (await s.ok<{ capacity: { active: number; queued: number } }>('droid_list_workspaces')).capacity;

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { SERVER_ENTRY } from './paths.js';
+import { warmPoolConfig } from './warm-pool.js';
 
 export { SERVER_ENTRY };
 
@@ -48,9 +49,10 @@ export function toolCaller(client: Client): Pick<RunningServer, 'call' | 'ok'> {
   return { call, ok };
 }
 
+/** Every server config a test writes follows the warm-pool switch, unless the test sets warmPoolSize itself. */
 export function writeConfig(dir: string, config: Record<string, unknown>): string {
   const path = join(dir, `config-${Math.random().toString(36).slice(2)}.json`);
-  writeFileSync(path, JSON.stringify(config, null, 2), { mode: 0o600 });
+  writeFileSync(path, JSON.stringify({ ...warmPoolConfig(), ...config }, null, 2), { mode: 0o600 });
   return path;
 }
 

@@ -2,6 +2,7 @@
 // DROID_MCP_TEST_TAG=<tag> in its env, and children inherit it, so scanning
 // /proc finds whatever outlived the test, however it was started.
 import { readdirSync, readFileSync } from 'node:fs';
+import { POOL_ARG, WARM_IDLE_TITLE } from '../../src/worker/protocol.js';
 
 export const TAG_VAR = 'DROID_MCP_TEST_TAG';
 
@@ -35,6 +36,36 @@ export function pidsWithEnvTag(tag: string): number[] {
     out.push(pid);
   }
   return out;
+}
+
+
+/**
+ * Tagged processes that belong to the server's idle warm pool: workers whose
+ * title says they wait for a turn, and the members of their process groups
+ * (a pre-spawned droid). They live as long as the server.
+ */
+export function idlePoolPids(tag: string): Set<number> {
+  const pids = pidsWithEnvTag(tag);
+  const idleGroups = new Set(
+    pids.filter((pid) => {
+      const cmdline = read(`/proc/${pid}/cmdline`);
+      // Idle by title, or forked for the pool and not yet running its own code.
+      return cmdline !== undefined && (cmdline.startsWith(WARM_IDLE_TITLE) || cmdline.split('\0').includes(POOL_ARG));
+    }),
+  );
+  const out = new Set<number>();
+  for (const pid of pids) {
+    const stat = read(`/proc/${pid}/stat`);
+    const pgid = stat ? Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) : -1;
+    if (idleGroups.has(pid) || idleGroups.has(pgid)) out.add(pid);
+  }
+  return out;
+}
+
+/** Tagged processes other than `except` and the idle warm pool: what turns left running. */
+export function turnPids(tag: string, except: number[] = []): number[] {
+  const idle = idlePoolPids(tag);
+  return pidsWithEnvTag(tag).filter((pid) => !except.includes(pid) && !idle.has(pid));
 }
 
 function describe(pid: number): string {

@@ -65,6 +65,7 @@ describe('config.example.json', () => {
       defaultAutonomy: 'high',
       excludeModelIds: [],
       maxConcurrentRuns: 4,
+      warmPoolSize: 1,
       runTimeoutMs: 3_600_000,
       cancelGraceMs: 5_000,
       modelCacheTtlMs: 60_000,

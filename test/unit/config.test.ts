@@ -86,6 +86,7 @@ describe('loadConfig defaults', () => {
       defaultAutonomy: 'high',
       excludeModelIds: [],
       maxConcurrentRuns: 4,
+      warmPoolSize: 1,
       runTimeoutMs: 3_600_000,
       cancelGraceMs: 5_000,
       modelCacheTtlMs: 60_000,
@@ -427,8 +428,19 @@ describe('loadConfig refusals: policy and limits', () => {
     ['modelCacheTtlMs', 600_001],
     ['port', 0],
     ['port', 65_536],
+    ['warmPoolSize', -1],
+    ['warmPoolSize', 17],
+    ['warmPoolSize', 1.5],
   ])('refuses %s = %j', async (key, value) => {
     await expectRefused(base({ [key]: value }), key, { mentions: ['integer'] });
+  });
+});
+
+describe('loadConfig: warmPoolSize', () => {
+  it('is 0 (pool off) or up to maxConcurrentRuns, never above', async () => {
+    expect((await load(base({ warmPoolSize: 0 }))).warmPoolSize).toBe(0);
+    expect((await load(base({ warmPoolSize: 2, maxConcurrentRuns: 2 }))).warmPoolSize).toBe(2);
+    await expectRefused(base({ warmPoolSize: 3, maxConcurrentRuns: 2 }), 'warmPoolSize', { mentions: ['maxConcurrentRuns'] });
   });
 });
 

@@ -6,10 +6,15 @@
 import { randomUUID } from 'node:crypto';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
 import type { RenameOutcome, TurnResult, TurnSpec } from '../../src/worker/protocol.js';
-import { startWorker, type WorkerHandle } from '../../src/worker/runner.js';
+import { forkWorker, startWorker, type WorkerHandle } from '../../src/worker/runner.js';
 import { afterAll, beforeAll } from 'vitest';
 import { makeDroidBed, type DroidBed } from '../support/droid-home.js';
 import { MOCK_DROID, WORKER_ENTRY } from '../support/paths.js';
+import { warmPoolOn } from '../support/warm-pool.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 
 
 export interface TurnRun {
@@ -42,14 +47,31 @@ export function baseSpec(tag: string, env: Record<string, string>, over: Partial
   };
 }
 
-export function runWorkerTurn(spec: TurnSpec, tag: string): TurnRun {
+/**
+ * A worker prepared the way the warm pool prepares one (src/worker/pool.ts):
+ * forked before its turn and told to warm up, with a pre-spawned droid in a
+ * private neutral folder when the turn is unconfined. The turn follows at
+ * once, so every worker test runs the warm code path with the pool on.
+ */
+function warmWorker(spec: TurnSpec, env: NodeJS.ProcessEnv): { child: ChildProcess; dir: string | null } {
+  const child = forkWorker({ workerEntry: WORKER_ENTRY, env });
+  const dir = spec.sandbox.mode === 'off' ? mkdtempSync(join(tmpdir(), 'droid-mcp-warm-')) : null;
+  child.send({ type: 'warm', droid: dir ? { droidPath: spec.droidPath, droidEnv: spec.droidEnv, dir } : null }, () => undefined);
+  return { child, dir };
+}
+
+/** `warm`: undefined follows DROID_MCP_TEST_WARM_POOL (on unless 0). */
+export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmPoolOn()): TurnRun {
   const events: ProgressEvent[] = [];
   const renames: RenameOutcome[] = [];
   let resolveStarted!: (id: string) => void;
   const started = new Promise<string>((resolve) => (resolveStarted = resolve));
+  const env = { ...process.env, DROID_MCP_TEST_TAG: tag };
+  const prepared = warm ? warmWorker(spec, env) : null;
   const handle = startWorker(spec, {
+    ...(prepared && { worker: prepared.child }),
     workerEntry: WORKER_ENTRY,
-    env: { ...process.env, DROID_MCP_TEST_TAG: tag },
+    env,
     onStarted: resolveStarted,
     onProgress: (e) => events.push(e),
     onRename: (r) => renames.push(r),
@@ -57,6 +79,7 @@ export function runWorkerTurn(spec: TurnSpec, tag: string): TurnRun {
   const done = handle.result.then(async (result) => {
     handle.acknowledge();
     await handle.cleanedUp;
+    if (prepared?.dir) rmSync(prepared.dir, { recursive: true, force: true });
     return result;
   });
   return { handle, started, events, renames, done };

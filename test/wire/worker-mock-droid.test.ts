@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { RENAME_SKIPPED, type TurnSpec } from '../../src/worker/protocol.js';
+import { warmPoolOn } from '../support/warm-pool.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
 import { turnTimeline } from '../../src/worker/timeline.js';
 
@@ -116,7 +117,10 @@ describe('worker + mock droid faults', () => {
     symlinkSync(real, link);
     const result = await runWorkerTurn(spec({ workspace: link, prompt: 'never' }), tag).done;
     expect(result).toMatchObject({ outcome: 'failed', submitted: false, error: { code: 'workspace_changed' } });
-    expect(existsSync(log)).toBe(false); // droid was never spawned
+    // droid never opened a session nor got a prompt (cold: it was never spawned; warm: the pre-spawned one was only closed).
+    const frames = existsSync(log) ? readFileSync(log, 'utf8') : '';
+    expect(frames).not.toMatch(/initialize_session|load_session|add_user_message/);
+    if (!warmPoolOn()) expect(existsSync(log)).toBe(false);
   });
 
   it('a slow initialize past the deadline submits nothing', async () => {
