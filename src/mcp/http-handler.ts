@@ -5,12 +5,12 @@
  * a tool (or reads a body) without the right token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { AuthVerdict } from './http-auth.js';
 import { declaredTooLarge, readBody } from './http-body.js';
 import { parseEnvelope } from './http-envelope.js';
 import type { HostPolicy } from './http-host.js';
 import { exchange } from './http-mcp.js';
+import type { ServerLender } from './http-pool.js';
 import { internalError, refuse, relay, type Refusal } from './http-reply.js';
 import type { Log } from '../util/logger.js';
 
@@ -30,8 +30,8 @@ export interface PipelineOptions {
   authorize(authorization: string | undefined): AuthVerdict;
   hosts: HostPolicy;
   limits: PipelineLimits;
-  /** A fresh MCP server per request (stateless: nothing carries over). */
-  newServer(): Server;
+  /** Lends each request an MCP server of its own for its duration (stateless: nothing carries over). */
+  servers: ServerLender;
   /** The endpoint URL handed to the MCP transport. */
   endpoint: string;
   log: HttpLog;
@@ -119,7 +119,7 @@ export function createPipeline(options: PipelineOptions): RequestHandler {
     res.once('close', onClose);
     try {
       const reply = await exchange(
-        options.newServer(),
+        options.servers,
         { url: options.endpoint, headers: req.headers, messages: envelope.messages, signal: abort.signal },
         (err) => log.warn({ detail: err.message }, 'MCP transport refused a request'),
       );

@@ -1,7 +1,8 @@
 /**
  * One stateless MCP exchange: a fresh SDK Streamable HTTP transport (no
- * session ids, JSON responses) connected to a fresh MCP server for exactly
- * one already-validated request.
+ * session ids, JSON responses) connected, for exactly one already-validated
+ * request, to an MCP server lent by the pool (see http-pool.ts) and handed
+ * back closed.
  *
  * The Web-standard transport class is used rather than its Node wrapper on
  * purpose: the wrapper writes its own 500 bodies (with error text) straight
@@ -9,9 +10,9 @@
  * alone decides what the caller sees.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { ServerLender } from './http-pool.js';
 
 export interface McpExchange {
   /** Absolute URL of the endpoint, as the transport reports it to handlers. */
@@ -32,14 +33,17 @@ export interface McpReply {
 const FORWARDED = ['accept', 'content-type', 'mcp-protocol-version'] as const;
 
 export async function exchange(
-  server: Server,
+  servers: ServerLender,
   request: McpExchange,
   onTransportError: (err: Error) => void,
 ): Promise<McpReply> {
+  const server = servers.take();
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   transport.onerror = onTransportError;
-  await server.connect(transport);
+  let answered = false;
+  let closed = false;
   try {
+    await server.connect(transport);
     const headers = new Headers();
     for (const name of FORWARDED) {
       const value = request.headers[name];
@@ -50,10 +54,18 @@ export async function exchange(
       transport.handleRequest(webRequest, { parsedBody: request.messages }),
       request.signal,
     );
-    return { status: response.status, headers: response.headers, body: await untilAborted(response.text(), request.signal) };
+    const reply = { status: response.status, headers: response.headers, body: await untilAborted(response.text(), request.signal) };
+    answered = true;
+    return reply;
   } finally {
     // Also on abort: an unanswered JSON-mode request would otherwise pin the server.
-    await server.close();
+    // Closing aborts the handlers still running and forgets every request of this connection.
+    try {
+      await server.close();
+      closed = true;
+    } finally {
+      servers.give(server, answered && closed);
+    }
   }
 }
 
