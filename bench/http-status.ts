@@ -220,6 +220,14 @@ export async function main(): Promise<Figures[]> {
       `${f.label.padEnd(34)} ${String(f.calls).padStart(6)} ${f.rps.toFixed(0).padStart(8)} ${f.p50.toFixed(2).padStart(9)} ${f.p99.toFixed(2).padStart(8)}`,
     );
   }
+  const http = results[0]!;
+  const stdio = results[2]!;
+  const ratio = http.rps / stdio.rps;
+  const met = http.p99 <= 20 && ratio >= 0.5;
+  console.log(
+    `goal (issue 12): http p99 <= 20 ms and >= 0.5x stdio throughput (${CONCURRENCY} in flight): ` +
+      `p99 ${http.p99.toFixed(2)} ms, ${ratio.toFixed(2)}x -> ${met ? 'met' : 'NOT met'}`,
+  );
   return results;
 }
 
