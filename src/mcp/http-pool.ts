@@ -3,9 +3,9 @@
  * time and reused, so a request does not pay for building a server (its
  * handler table and JSON Schema validator) every time.
  *
- * What is per request stays per request: each request still gets its own SDK
- * transport (the SDK refuses to reuse a stateless one) and the server is
- * connected to it alone for that request. Closing the connection is what
+ * What is per request stays per request: each request gets a transport of
+ * its own (http-json-transport.ts) and the server is connected to it alone
+ * for that request. Closing the connection is what
  * makes a server fit for the next one: the SDK's `Protocol` keeps every
  * request's state (abort controllers by request id, progress and response
  * handlers, timeouts) per connection and clears it on close, and a handler

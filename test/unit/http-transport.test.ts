@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHttpListener, type HttpListener } from '../../src/mcp/http-server.js';
+import { JsonExchangeTransport } from '../../src/mcp/http-json-transport.js';
 import { createMcpServer } from '../../src/mcp/server.js';
 import { fakeContext, captureLog, mcpHeaders, rawRequest, rpc, toolCall, type FakeContext } from '../support/http-fixtures.js';
 
@@ -179,5 +180,74 @@ describe('stateless Streamable HTTP rules', () => {
     expect(res.headers['mcp-session-id']).toBeUndefined();
     expect(res.headers['cache-control']).toBe('no-store');
     expect(JSON.parse(res.body)).toEqual({ jsonrpc: '2.0', id: 'only', result: {} });
+  });
+
+  it('answers a batch of one request with an array of one response (JSON-RPC 2.0 batch rule)', async () => {
+    const h = await start();
+    const res = await post(h, JSON.stringify([request('ping', 1)]));
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.body)).toEqual([{ jsonrpc: '2.0', id: 1, result: {} }]);
+  });
+
+  it('refuses a batch whose requests share an id (400, -32600) before anything runs', async () => {
+    const h = await start();
+    const res = await post(
+      h,
+      JSON.stringify([
+        request('tools/call', 1, { name: 'droid_list_workspaces', arguments: {} }),
+        request('tools/call', 1, { name: 'droid_list_workspaces', arguments: {} }),
+      ]),
+    );
+    expect(res.status).toBe(400);
+    expect(errorOf(res.body).code).toBe(-32600);
+    expect(errorOf(res.body).message).toContain('distinct ids');
+    expect(h.fake.calls).toEqual([]);
+    expect(h.built()).toBe(0);
+    // The same id as a number and as a string are two ids.
+    const distinct = await post(h, JSON.stringify([request('ping', 1), request('ping', '1')]));
+    expect(JSON.parse(distinct.body)).toEqual([
+      { jsonrpc: '2.0', id: 1, result: {} },
+      { jsonrpc: '2.0', id: '1', result: {} },
+    ]);
+  });
+});
+
+describe('JsonExchangeTransport', () => {
+  const result = (id: number | string) => ({ jsonrpc: '2.0' as const, id, result: {} });
+
+  it('resolves with the answers in request order once each request has exactly one', async () => {
+    const t = new JsonExchangeTransport([2, 'a']);
+    await t.start();
+    let done = false;
+    void t.answered.then(() => (done = true));
+    await t.send(result('a'));
+    await Promise.resolve();
+    expect(done).toBe(false);
+    await expect(t.send(result('a'))).rejects.toThrow(/no request with id "a" is waiting/);
+    await expect(t.send(result(3))).rejects.toThrow(/no request with id 3/);
+    await t.send({ jsonrpc: '2.0', id: 2, error: { code: -1, message: 'x' } });
+    expect(await t.answered).toEqual([{ jsonrpc: '2.0', id: 2, error: { code: -1, message: 'x' } }, result('a')]);
+  });
+
+  it('drops what a JSON answer cannot carry: notifications, requests to the client, anything after close', async () => {
+    const t = new JsonExchangeTransport([1]);
+    let closes = 0;
+    t.onclose = () => closes++;
+    await t.start();
+    await t.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: 1 } }, { relatedRequestId: 1 });
+    await t.send({ jsonrpc: '2.0', id: 9, method: 'sampling/createMessage', params: {} }, { relatedRequestId: 1 });
+    await t.close();
+    await t.close();
+    expect(closes).toBe(1);
+    await t.send(result(1));
+    expect(() => t.deliver([{ jsonrpc: '2.0', id: 1, method: 'ping' }], {})).toThrow(/not connected/);
+  });
+
+  it('refuses a second start and duplicate request ids', async () => {
+    expect(() => new JsonExchangeTransport([1, 1])).toThrow(/appears twice/);
+    const t = new JsonExchangeTransport([]);
+    await t.start();
+    await expect(t.start()).rejects.toThrow(/already started/);
+    expect(await t.answered).toEqual([]);
   });
 });
