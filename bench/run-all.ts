@@ -10,6 +10,7 @@ import { main as findSessions } from './find-sessions.js';
 import { main as httpStatus } from './http-status.js';
 import { main as soak } from './soak.js';
 import { main as lineReader } from './line-reader.js';
+import { main as evidence } from './evidence.js';
 
 const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['start-up latency', latency],
@@ -20,6 +21,7 @@ const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['status over HTTP vs stdio', httpStatus],
   ['soak: 300 mixed turns, 8 sessions, 4 slots (mock droid)', () => soak([])],
   ['one long frame line', lineReader],
+  ['changed-files evidence: added time per turn', evidence],
 ];
 
 for (const [name, run] of benches) {

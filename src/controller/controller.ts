@@ -37,6 +37,7 @@ import type { Log } from '../util/logger.js';
 import { errnoOf } from '../store/errors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { crashPoint } from '../util/crash-point.js';
+import { canonicalJson, checkOutputSchema } from '../worker/output-schema.js';
 import { isConversationId, nextRoute, provenHandles, routeOf, withReply } from './reply-route.js';
 import { decideReplyCall } from './reply-gate.js';
 
@@ -82,6 +83,7 @@ export interface CreateInput extends Requested {
   replyTo: string | null;
   title?: string;
   labels?: string[];
+  outputSchema?: Record<string, unknown>;
 }
 
 export interface SendInput extends Requested {
@@ -89,6 +91,7 @@ export interface SendInput extends Requested {
   session: string;
   prompt: string;
   interrupt?: boolean;
+  outputSchema?: Record<string, unknown>;
   /** Omitted: keep the route; a conversation: retarget; null: detach. */
   replyTo?: string | null;
 }
@@ -231,11 +234,12 @@ export class SessionController {
 
   async create(input: CreateInput): Promise<Acceptance> {
     this.assertRoutable(input.replyTo);
+    const schema = validOutputSchema(input.outputSchema);
     // I/O first, outside the chain: a slow catalog must not hold up anyone's cancel.
     const workspace = await this.deps.resolveWorkspace(input.workspace);
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
-    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels };
+    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels, ...schemaIntent(schema) };
     // A replay never consults the catalog.
     const early = this.replay(input.requestKey, intent, input);
     if (early) return early;
@@ -281,15 +285,16 @@ export class SessionController {
       };
       await this.commit({ sessions: [session], runs: [run] });
       crashPoint('accepted');
-      return this.enqueue(run, workspace, input.prompt, []);
+      return this.enqueue(run, workspace, input.prompt, [], schema);
     });
     return this.report(accepted);
   }
 
   async send(input: SendInput): Promise<Acceptance> {
+    const schema = validOutputSchema(input.outputSchema);
     const session = this.session(input.session);
     const interrupt = input.interrupt ?? false;
-    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: input.replyTo, title: null, labels: [] };
+    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: input.replyTo, title: null, labels: [], ...schemaIntent(schema) };
     const early = this.replay(input.requestKey, intent, input);
     if (early) return early;
     this.assertRunning();
@@ -339,7 +344,7 @@ export class SessionController {
       // Committed: now memory follows.
       this.forgetQueued(superseded);
       for (const r of stopping) this.turns.get(r.id)?.requestStop();
-      return this.enqueue(run, current.workspace, input.prompt, stopping);
+      return this.enqueue(run, current.workspace, input.prompt, stopping, schema);
     });
     return this.report(accepted);
   }
@@ -444,9 +449,10 @@ export class SessionController {
   }
 
   /** Called after the acceptance commit: the turn joins the queue. `interrupting`: live turns steering stops. */
-  private enqueue(run: RunRecord, workspace: string, prompt: string, interrupting: readonly RunRecord[]): Accepted {
+  private enqueue(run: RunRecord, workspace: string, prompt: string, interrupting: readonly RunRecord[], outputSchema: Record<string, unknown> | null): Accepted {
     const claim: LockClaim = { sessionId: run.sessionId, workspace, writer: run.settings.autonomy !== 'off' };
     const turn = new Turn(run.id, claim, prompt);
+    turn.outputSchema = outputSchema;
     this.turns.set(run.id, turn);
     // The session's previous turn leaves its Factory title for later rather than hold this one up.
     for (const other of this.turns.values()) if (other !== turn && other.sessionId === run.sessionId && other.holdsClaim()) other.skipRename();
@@ -615,6 +621,7 @@ export class SessionController {
     }
 
     const spec = turnSpecFor(run, this.session(run.sessionId), turn.takePrompt(), this.deps);
+    if (turn.outputSchema) spec.outputSchema = turn.outputSchema;
     let started: Promise<void> = Promise.resolve();
     let handle: WorkerHandle;
     try {
@@ -862,6 +869,24 @@ export class SessionController {
     await Promise.race([Promise.all([...this.owners]), sleep(timeoutMs)]);
     await this.chain;
   }
+}
+
+/**
+ * The caller's outputSchema, checked before anything else (size, depth, keys,
+ * object root, compiles in ajv): a bad one is `invalid_arguments` with the
+ * reason, and nothing is accepted or changed.
+ */
+function validOutputSchema(schema: unknown): Record<string, unknown> | null {
+  if (schema === undefined) return null;
+  const check = checkOutputSchema(schema);
+  if (!check.ok) {
+    throw new ControllerError('invalid_arguments', check.reason, 'Pass outputSchema as a JSON Schema object with "type": "object" at its root, at most 32 KiB serialized, or omit it.');
+  }
+  return check.schema;
+}
+
+function schemaIntent(schema: Record<string, unknown> | null): Pick<Intent, 'outputSchema'> {
+  return schema ? { outputSchema: canonicalJson(schema) } : {};
 }
 
 function workspaceChanged(): ControllerError {

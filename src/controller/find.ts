@@ -29,12 +29,16 @@ export interface FindFilters {
   before?: string;
   /** Default false hides archived sessions; true selects archived ones only. */
   archived?: boolean;
+  /** true: sessions where some turn recorded changed files; false: none did (unknown counts as none). */
+  hasChanges?: boolean;
 }
 
 /** What find needs from a session's runs; computed only when a filter needs it. */
 export interface SessionSummary {
   agentState: AgentState;
   preview: string;
+  /** Some run of the session recorded a non-empty change set (absent: none did). */
+  hasChanges?: boolean;
 }
 
 export interface FindPage {
@@ -214,12 +218,14 @@ interface NormalizedFilters {
   afterMs: number | null;
   beforeMs: number | null;
   archived: boolean;
+  hasChanges: boolean | null;
 }
 
 const STATES: readonly AgentState[] = ['working', 'idle', 'unknown'];
 
 function normalizeFilters(filters: FindFilters): NormalizedFilters {
-  const { query, state, workspace, labels, archived } = filters;
+  const { query, state, workspace, labels, archived, hasChanges } = filters;
+  if (hasChanges !== undefined && typeof hasChanges !== 'boolean') throw invalidArguments('hasChanges is true or false', 'Pass hasChanges: true or false, or omit it.');
   if (query !== undefined && typeof query !== 'string') throw invalidArguments('query is text', 'Pass query as a string.');
   if (state !== undefined && !STATES.includes(state)) {
     throw invalidArguments('state is working, idle or unknown', 'Pass state as "working", "idle" or "unknown", or omit it.');
@@ -249,12 +255,14 @@ function normalizeFilters(filters: FindFilters): NormalizedFilters {
     afterMs,
     beforeMs,
     archived: archived === true,
+    hasChanges: hasChanges ?? null,
   };
 }
 
 /** Binds a cursor to its filters; a hash, so the query text never travels in the cursor. */
 function filterHash(f: NormalizedFilters): string {
-  const canonical = JSON.stringify([f.query, f.state, f.workspace, f.labels, f.afterMs, f.beforeMs, f.archived]);
+  // hasChanges only when set, so cursors issued before the filter existed stay valid.
+  const canonical = JSON.stringify([f.query, f.state, f.workspace, f.labels, f.afterMs, f.beforeMs, f.archived, ...(f.hasChanges !== null ? [f.hasChanges] : [])]);
   return createHash('sha256').update(canonical).digest('base64url').slice(0, 16);
 }
 
@@ -348,6 +356,10 @@ function matches(s: SessionRecord, f: NormalizedFilters, query: ((text: string) 
   if (f.state !== null) {
     summary = view(s);
     if (summary.agentState !== f.state) return false;
+  }
+  if (f.hasChanges !== null) {
+    summary ??= view(s);
+    if ((summary.hasChanges ?? false) !== f.hasChanges) return false;
   }
   if (query === null) return true;
   if (s.title !== null && query(s.title)) return true;

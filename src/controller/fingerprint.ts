@@ -17,6 +17,8 @@ export interface Intent {
   replyTo: string | null | undefined;
   title: string | null;
   labels: readonly string[];
+  /** Canonical JSON of the outputSchema, when one was given. */
+  outputSchema?: string;
 }
 
 export function fingerprint(intent: Intent): string {
@@ -32,6 +34,8 @@ export function fingerprint(intent: Intent): string {
     intent.replyTo === undefined ? null : intent.kind === 'send' ? { replyTo: intent.replyTo } : intent.replyTo,
     intent.title,
     [...intent.labels].sort(),
+    // Only when present, so fingerprints of requests without a schema stay as they were.
+    ...(intent.outputSchema !== undefined ? [intent.outputSchema] : []),
   ];
   return createHash('sha256').update(JSON.stringify(normalized)).digest('hex');
 }

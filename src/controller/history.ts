@@ -5,6 +5,7 @@
  * Never a user prompt: records and result files never hold one (the turn
  * collector keeps only assistant messages), and nothing here invents text.
  */
+import type { ChangeSet } from '../worker/tree-state.js';
 import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
 import type { RunRecord, RunResultFile, RunState } from '../store/records.js';
 import { LIVE_STATES } from '../store/records.js';
@@ -57,7 +58,21 @@ export interface PartialTextItem {
   text: string;
 }
 
-export type HistoryItem = AssistantTextItem | ToolCallItem | NoticeItem | PartialTextItem;
+/** The schema-valid structured output of a run that asked for one. */
+export interface StructuredOutputItem {
+  type: 'structured_output';
+  run: string;
+  value: Record<string, unknown>;
+}
+
+/** The files a run changed (recorded only when known: a git work tree). */
+export interface ChangesItem {
+  type: 'changes';
+  run: string;
+  changes: ChangeSet;
+}
+
+export type HistoryItem = AssistantTextItem | ToolCallItem | NoticeItem | PartialTextItem | StructuredOutputItem | ChangesItem;
 
 export interface HistoryPage {
   items: HistoryItem[];
@@ -186,6 +201,8 @@ function runItems(run: RunRecord, input: HistoryInput): HistoryItem[] {
   }
   for (const p of run.permissionsDeclined) items.push({ type: 'notice', run: run.id, kind: 'permission_declined', detail: permissionDetail(p) });
   for (const q of run.questions) items.push({ type: 'notice', run: run.id, kind: 'question_declined', detail: questionDetail(q) });
+  if (run.structuredOutput) items.push({ type: 'structured_output', run: run.id, value: run.structuredOutput });
+  if (run.changes) items.push({ type: 'changes', run: run.id, changes: run.changes });
   const outcome = outcomeNotice(run);
   if (outcome) items.push(outcome);
   return items;

@@ -6,6 +6,7 @@ import type { ProgressEvent } from '../droid/turn-collector.js';
 import type { ProgressRecord, RunRecord, RunResultFile } from '../store/records.js';
 import type { TurnResult } from '../worker/protocol.js';
 import { head, tail } from '../util/text.js';
+import { hasChanges } from '../worker/tree-state.js';
 
 export const MAX_EVENTS = 20;
 export const EVENT_FIELD_CHARS = 4_000;
@@ -44,6 +45,8 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
   const state = result.outcome;
   const cancelReason =
     state === 'cancelled' ? (result.error?.code === 'interrupt_unconfirmed' ? 'interrupt_unconfirmed' : 'cancelled') : null;
+  // A read-only turn that changed files is reported loudly: it should have been impossible.
+  const readOnlyChanged = run.settings.autonomy === 'off' && !!result.changes && hasChanges(result.changes);
   const needsAttention =
     state === 'failed' ||
     state === 'timed_out' ||
@@ -51,8 +54,14 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     (state === 'interrupted' && !ctx.cancelRequested) ||
     result.permissionsDeclined.length > 0 ||
     result.questions.length > 0 ||
+    readOnlyChanged ||
     // A failed report needs attention; it never changes the run's state.
     (run.reply?.failure ?? null) !== null;
+  const events = [...ctx.events];
+  if (readOnlyChanged) {
+    events.push({ at: ctx.at, kind: 'readonly_turn_changed_files', detail: 'this autonomy off (read-only) turn shows changed files in its workspace; see changes' });
+    if (events.length > MAX_EVENTS) events.splice(0, events.length - MAX_EVENTS);
+  }
   return {
     ...run,
     state,
@@ -65,8 +74,11 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     needsAttention,
     permissionsDeclined: result.permissionsDeclined,
     questions: result.questions,
-    events: [...ctx.events],
+    events,
     hasResult: true,
+    ...(result.structuredOutput !== undefined ? { structuredOutput: result.structuredOutput } : {}),
+    ...(result.changes !== undefined ? { changes: result.changes } : {}),
+    ...(result.context !== undefined ? { context: result.context } : {}),
   };
 }
 

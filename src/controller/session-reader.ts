@@ -3,6 +3,7 @@
  * the stored records plus what live turns have reported so far. It never
  * starts droid and never writes.
  */
+import { hasChanges } from '../worker/tree-state.js';
 import { LIVE_STATES, type ProgressRecord, type RunRecord, type RunResultFile, type SessionRecord } from '../store/records.js';
 import type { Log } from '../util/logger.js';
 import { ControllerError } from './errors.js';
@@ -37,7 +38,7 @@ export class SessionReader {
   /** Sessions newest first, for find; kept current by `noteCommitted`. */
   private readonly index: SessionIndex;
   /** agentState and preview per session, recomputed only after a change. */
-  private readonly summaries = new Map<string, { agentState: SessionView['agentState']; preview: string }>();
+  private readonly summaries = new Map<string, { agentState: SessionView['agentState']; preview: string; hasChanges: boolean }>();
   /** Result files never change once written: paging through history reads each once. */
   private readonly results = new Map<string, { result: RunResultFile; chars: number }>();
   private cachedChars = 0;
@@ -146,7 +147,8 @@ export class SessionReader {
     let summary = this.summaries.get(sessionId);
     if (!summary) {
       const view = this.status(sessionId);
-      summary = { agentState: view.agentState, preview: view.preview };
+      const changed = this.store.runsBySession(sessionId).some((r) => !!r.changes && hasChanges(r.changes));
+      summary = { agentState: view.agentState, preview: view.preview, hasChanges: changed };
       this.summaries.set(sessionId, summary);
     }
     return summary;

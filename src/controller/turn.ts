@@ -35,6 +35,8 @@ export class Turn {
   cancelRequested = false;
   private worker: WorkerHandle | null = null;
   private prompt: string | null;
+  /** The caller's outputSchema, like the prompt kept in memory only (a queued turn does not survive a restart). */
+  outputSchema: Record<string, unknown> | null = null;
   /** Bounded progress log; persisted with the result. */
   readonly events: ProgressRecord[] = [];
   /** Latest assistant text: a running turn's only history. */

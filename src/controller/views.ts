@@ -39,6 +39,12 @@ export interface RunView {
   questions: RunRecord['questions'];
   predecessorFailure: { run: string; state: RunState; error: { code: string; message: string } | null } | null;
   events: RunRecord['events'];
+  /** The schema-valid structured output; null when none was asked for, or none was valid (see error). */
+  structuredOutput: Record<string, unknown> | null;
+  /** Files the turn changed; null when unknown or not recorded. */
+  changes: NonNullable<RunRecord['changes']> | null;
+  /** Context occupancy after the turn; null when not known. */
+  context: NonNullable<RunRecord['context']> | null;
 }
 
 export interface SessionView {
@@ -102,6 +108,9 @@ export function runView(run: RunRecord): RunView {
         }
       : null,
     events: run.events,
+    structuredOutput: run.structuredOutput ?? null,
+    changes: run.changes ?? null,
+    context: run.context ?? null,
   };
 }
 

@@ -54,12 +54,28 @@ export interface InitializeParams extends SessionSettings {
   cwd: string;
   title?: string;
   tags?: Array<{ name: string }>;
+  structuredOutputFormat?: StructuredOutputFormat;
   mcpServers?: McpServerSpec[];
+}
+
+/**
+ * Kept by the droid process, not the session: droid 0.225 honours it in
+ * initialize_session and load_session, and answers `{}` to it in
+ * update_session_settings but ignores it (docs/PROTOCOL-NOTES.md).
+ */
+export interface StructuredOutputFormat {
+  type: 'json_schema';
+  schema: Record<string, unknown>;
 }
 
 /** The part of droid's session settings we read back. */
 export interface ReportedSettings {
   disabledToolIds?: unknown;
+}
+
+export interface ContextStatsResult {
+  used?: unknown;
+  limit?: unknown;
 }
 
 export interface InitializeResult {
@@ -155,10 +171,18 @@ export class DroidClient {
     return result;
   }
 
-  /** `mcpServers` again on every load: droid 0.225.2 does not keep a session's attachments. */
-  async loadSession(sessionId: string, mcpServers?: McpServerSpec[]): Promise<LoadResult> {
-    const params = mcpServers ? { sessionId, mcpServers } : { sessionId };
-    return (await this.process.connection.request<LoadResult>('droid.load_session', params)) ?? {};
+  /**
+   * `mcpServers` again on every load: droid 0.225.2 does not keep a session's
+   * attachments; `structuredOutputFormat` is held by the droid process, so a
+   * resumed turn gives it again too.
+   */
+  async loadSession(sessionId: string, extra: { mcpServers?: McpServerSpec[]; structuredOutputFormat?: StructuredOutputFormat } = {}): Promise<LoadResult> {
+    return (await this.process.connection.request<LoadResult>('droid.load_session', { sessionId, ...extra })) ?? {};
+  }
+
+  /** Context window occupancy of the open session. */
+  async contextStats(timeoutMs: number): Promise<ContextStatsResult> {
+    return (await this.process.connection.request<ContextStatsResult>('droid.get_context_stats', {}, timeoutMs)) ?? {};
   }
 
   async listTools(): Promise<unknown> {

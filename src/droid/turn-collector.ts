@@ -57,6 +57,8 @@ export class TurnCollector {
   /** Set when the turn ended: matching notification seen. */
   end: TurnEnd | undefined;
   droppedEntries = 0;
+  /** The last object droid sent in a `structured_output` notification during this turn; undefined when none came. */
+  structuredOutput: unknown = undefined;
   private readonly spans = new Map<string, ToolSpan>();
   private latestUsage: TokenUsage | null = null;
   private lastPartialAt = 0;
@@ -105,6 +107,10 @@ export class TurnCollector {
         this.onProgress({ kind: 'droid_error', message });
         return;
       }
+      case 'structured_output':
+        // Its messageId is the StructuredOutput tool call's id, not our turn id (droid 0.225, measured).
+        this.structuredOutput = (n as { structuredOutput?: unknown }).structuredOutput;
+        return;
       case 'agent_turn_completed':
         return this.onTurnCompleted(n as Extract<SessionNotification, { type: 'agent_turn_completed' }>);
     }

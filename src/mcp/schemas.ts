@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../store/schemas.js';
+import { changeSet, contextStats } from '../worker/ipc.js';
 import { CONVERSATION_ID } from '../controller/reply-route.js';
 
 export const autonomySchema = z.enum(['off', 'low', 'medium', 'high']);
@@ -12,6 +13,13 @@ const sessionHandle = z.string().min(1).max(100).describe('Session handle return
 const prompt = z.string().min(1).max(100_000).describe('The message for droid. Never stored by the controller.');
 const model = z.string().min(1).max(200).describe('Model id from droid_models. Omit to use the launch default.');
 const reasoningEffort = z.string().min(1).max(50).describe('Reasoning effort supported by the model (see droid_models).');
+const outputSchema = z
+  .record(z.string(), z.unknown())
+  .describe(
+    'JSON Schema (object root, at most 32 KiB serialized) the turn must answer with. droid offers the model a StructuredOutput ' +
+      'tool; the object is checked again here and shown as latestRun.structuredOutput. No valid object: the run fails with ' +
+      'structured_output_missing or structured_output_invalid.',
+  );
 const conversation = z.string().regex(CONVERSATION_ID, 'a conversation id is T- followed by a lowercase UUID');
 const label = z.string().min(1).max(50).regex(/^[a-z0-9][a-z0-9._:-]*$/, 'labels are lowercase letters, digits and . _ : -');
 
@@ -29,6 +37,7 @@ export const createInput = z.strictObject({
   reasoningEffort: reasoningEffort.optional(),
   title: z.string().min(1).max(200).optional(),
   labels: z.array(label).max(20).optional(),
+  outputSchema: outputSchema.optional(),
 });
 
 export const sendInput = z.strictObject({
@@ -45,6 +54,7 @@ export const sendInput = z.strictObject({
   model: model.optional(),
   autonomy: autonomySchema.optional(),
   reasoningEffort: reasoningEffort.optional(),
+  outputSchema: outputSchema.optional(),
 });
 
 export const sessionInput = z.strictObject({ session: sessionHandle });
@@ -82,6 +92,20 @@ export const runView = z.object({
   questions: z.array(questionRecord),
   predecessorFailure: z.object({ run: z.string(), state: runState, error: z.object({ code: z.string(), message: z.string() }).nullable() }).nullable(),
   events: z.array(progressRecord),
+  structuredOutput: z
+    .record(z.string(), z.unknown())
+    .nullable()
+    .describe('The object the turn returned for its outputSchema, valid by our own check; null when none was asked for or none was valid (see error).'),
+  changes: changeSet
+    .nullable()
+    .describe(
+      'Workspace-relative paths the turn added, modified, deleted or renamed, from git state before and after the turn; ' +
+        'null = unknown (not a git work tree, git failed, or not recorded). Ignored files and changes outside the workspace ' +
+        'are not listed; outsideWorkspace:true means a tool call named a path outside it.',
+    ),
+  context: contextStats
+    .nullable()
+    .describe('Context window occupancy after the turn (tokens used, limit, fraction); above about 0.8, start a fresh session.'),
 });
 
 export const sessionView = z.object({
@@ -188,6 +212,10 @@ export const findInput = z.strictObject({
   after: isoDate.optional().describe('Created at or after this ISO date-time (inclusive).'),
   before: isoDate.optional().describe('Created before this ISO date-time (exclusive).'),
   archived: z.boolean().optional().describe('Archived sessions are hidden unless true, which selects archived ones only.'),
+  hasChanges: z
+    .boolean()
+    .optional()
+    .describe('true: sessions where some turn recorded changed files; false: sessions where none did (unknown counts as none).'),
   cursor: cursor.optional(),
   limit: pageLimit,
 });
@@ -227,6 +255,8 @@ const historyItem = z.discriminatedUnion('type', [
     detail: z.string(),
   }),
   z.object({ type: z.literal('partial_text'), run: z.string(), text: z.string() }),
+  z.object({ type: z.literal('structured_output'), run: z.string(), value: z.record(z.string(), z.unknown()) }),
+  z.object({ type: z.literal('changes'), run: z.string(), changes: changeSet }),
 ]);
 
 export const readOutput = z.object({ items: z.array(historyItem), nextCursor: z.string().nullable(), historyAvailable: z.boolean() });

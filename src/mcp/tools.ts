@@ -60,7 +60,9 @@ export const TOOLS: readonly ToolDefinition[] = [
       'required: null for detached work, or the Amp conversation (T-<uuid>) the session reports to when the host offers ' +
       'reply-back (droid_list_workspaces policy.replyBack). A routed turn may message only that conversation, through ' +
       'Amp\'s puck tool; notification in the status says what it did. Omitted model, autonomy and reasoningEffort use the ' +
-      'host launch defaults. admission says whether the turn started at once or is queued, and behind what.\n' +
+      'host launch defaults. admission says whether the turn started at once or is queued, and behind what. ' +
+      'outputSchema (optional JSON Schema, object root, ≤ 32 KiB) asks for a structured answer for this turn; a schema ' +
+      'droid or our validator rejects is invalid_arguments and nothing is accepted.\n' +
       'Example: {"requestKey":"review-42","workspace":"/srv/repos/app","prompt":"Review the diff and report findings.","autonomy":"off","replyTo":null,"title":"Diff review"}',
     input: s.createInput,
     output: s.acceptanceOutput,
@@ -76,7 +78,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'the running turn is interrupted, and this message runs next in the same droid session. Settings default to the ' +
       "session's last accepted ones. replyTo: omit to keep the session's reply route, a conversation id to retarget, " +
       'null to detach; a retarget or detach invalidates every older reply handle from the moment it is accepted. ' +
-      'admission says what happened: started, queued (waitingFor: behind what) or interrupting.\n' +
+      'admission says what happened: started, queued (waitingFor: behind what) or interrupting. ' +
+      'outputSchema applies to this turn only (give it again on each turn that needs it).\n' +
       'Example: {"requestKey":"review-42-fix","session":"5b3c…","prompt":"Now fix the first finding.","interrupt":false}',
     input: s.sendInput,
     output: s.acceptanceOutput,
@@ -89,7 +92,12 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       "Return a session's agentState (working, idle or unknown), needsAttention, notification (what the latest turn did " +
       'about reporting back), a short output preview and its latest ' +
-      'run: state, effective settings, error, usage, declined permissions, declined questions and recent progress. ' +
+      'run: state, effective settings, error, usage, declined permissions, declined questions and recent progress, plus ' +
+      'evidence: structuredOutput (the object the turn returned, valid against its outputSchema by our own check: it proves ' +
+      'the shape, not that the content is true), changes (paths added, modified, deleted and renamed in the workspace, from ' +
+      'git state before and after the turn: proves what changed on disk, not who changed it, and null means unknown, not ' +
+      'none; ignored files and paths outside the workspace are not listed, outsideWorkspace:true flags tool calls that named ' +
+      'such paths) and context {used, limit, fraction} (droid\'s estimate after the turn; above 0.8 start a fresh session). ' +
       'Reading status never starts droid.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"}',
     input: s.sessionInput,
@@ -118,7 +126,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'droid_read_session',
     title: 'Read session history',
     description:
-      "Page through a session's history: assistant text, tool calls with their results, and controller notices " +
+      "Page through a session's history: assistant text, tool calls with their results, each turn's structured output " +
+      'and changed files (own items), and controller notices ' +
       '(interruptions, declined permissions and questions, failures). User prompts are never returned. Follow nextCursor ' +
       'until it is null. historyAvailable:false means some turn has no retained transcript. Reading never starts droid.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21","limit":50}',
@@ -132,7 +141,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     title: 'Find sessions',
     description:
       'Find sessions by text (title, labels and output preview; never prompts) and filters: state, workspace (and its ' +
-      'subdirectories), labels (all required), creation time range, archived. Newest created first; pass nextCursor with ' +
+      'subdirectories), labels (all required), creation time range, archived, hasChanges (some turn recorded changed ' +
+      'files). Newest created first; pass nextCursor with ' +
       'the same filters for the next page (new sessions never shift later pages).\n' +
       'Example: {"query":"review","state":"idle","labels":["backend"],"after":"2026-11-01T00:00:00Z","limit":10}',
     input: s.findInput,

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { McpDriver, ToolReply } from './harness.js';
-import { deadline, exact, exactPrompt, Report, settle, SHARED_ARGS, SLOW_PROMPT, startInstance, untilRunning, verifyOptions, versionsLine, type Instance, type VerifyOptions } from './verify.js';
+import { exact, exactPrompt, onDisposableInstance, Report, settle, SHARED_ARGS, SLOW_PROMPT, untilRunning, verifyOptions, type VerifyOptions } from './verify.js';
 
 const USAGE =
   'Usage: node scripts/acceptance.mjs --droid /abs/droid --model ID --workspace /abs/approved/dir [--reasoning low] [--autonomy low] [--state /abs/new/dir] [--no-sandbox] [--timeout 600]';
@@ -34,25 +34,8 @@ const isRejection = (reply: ToolReply, code: string) =>
 
 async function acceptance(options: VerifyOptions): Promise<number> {
   const report = new Report('acceptance');
-  report.note(versionsLine(options.droid));
-  const bound = deadline(options.timeoutSeconds);
-  let instance: (Instance & { url?: string; token?: string }) | undefined;
-  try {
-    await Promise.race([bound.expired, run()]);
-  } catch (err) {
-    report.check(false, 'the run completed', err instanceof Error ? err.message.split('\n')[0]! : String(err));
-  } finally {
-    bound.clear();
-    if (instance) {
-      const { leftRunning, removed } = await instance.dispose();
-      report.check(leftRunning === 0, 'the second instance stopped and no process of it is left', `${leftRunning} killed`);
-      report.check(removed, 'its disposable state directory and token are removed');
-    }
-  }
-  return report.summary();
-
-  async function run(): Promise<void> {
-    instance = await startInstance(options, 'http', randomUUID());
+  const checks = { stopped: 'the second instance stopped and no process of it is left', removed: 'its disposable state directory and token are removed' };
+  return onDisposableInstance(report, options, 'http', checks, async (instance) => {
     const mcp: McpDriver = instance.mcp;
     report.check(true, 'a second instance is serving HTTP on its own port with its own token and state directory');
 
@@ -113,7 +96,7 @@ async function acceptance(options: VerifyOptions): Promise<number> {
     report.check(usage.turns === 3, 'droid_get_usage counts the three turns of the session', `${usage.turns} turns`);
     const unknown = await mcp.call('droid_get_session_status', { session: randomUUID() });
     report.check(isRejection(unknown, 'session_not_found'), 'an unknown session handle is session_not_found, with an action');
-  }
+  });
 }
 
 try {

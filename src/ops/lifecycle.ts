@@ -6,29 +6,12 @@
  * Output is assertions and versions only.
  */
 import { randomUUID } from 'node:crypto';
-import { deadline, droidSessionIdsIn, exact, exactPrompt, Report, settle, SLOW_PROMPT, startInstance, untilRunning, versionsLine, type Instance, type VerifyOptions } from './verify.js';
+import { droidSessionIdsIn, exact, exactPrompt, onDisposableInstance, Report, settle, SLOW_PROMPT, untilRunning, type VerifyOptions } from './verify.js';
 
 export async function lifecycle(title: string, options: VerifyOptions, cancelThird: boolean): Promise<number> {
   const report = new Report(title);
-  report.note(versionsLine(options.droid));
-  const bound = deadline(options.timeoutSeconds);
-  let instance: Instance | undefined;
-  try {
-    await Promise.race([bound.expired, run()]);
-  } catch (err) {
-    report.check(false, 'the run completed', err instanceof Error ? err.message.split('\n')[0]! : String(err));
-  } finally {
-    bound.clear();
-    if (instance) {
-      const { leftRunning, removed } = await instance.dispose();
-      report.check(leftRunning === 0, 'no process of this run is left running', `${leftRunning} killed`);
-      report.check(removed, 'the disposable state directory this run created is removed');
-    }
-  }
-  return report.summary();
-
-  async function run(): Promise<void> {
-    instance = await startInstance(options, 'stdio', randomUUID());
+  const checks = { stopped: 'no process of this run is left running', removed: 'the disposable state directory this run created is removed' };
+  return onDisposableInstance(report, options, 'stdio', checks, async (instance) => {
     const { mcp } = instance;
     report.check(true, 'server started over stdio with a disposable private state directory');
     const models = await mcp.ok<{ models: Array<{ id: string }> }>('droid_models');
@@ -50,7 +33,7 @@ export async function lifecycle(title: string, options: VerifyOptions, cancelThi
     await mcp.ok('droid_send_message', { requestKey: `verify-${randomUUID()}`, session, prompt: second.prompt });
     const two = await settle(mcp, session);
     report.check(two.state === 'succeeded' && exact(two.preview, second.expected), 'turn 2 (droid_send_message, same session) succeeded with the exact reply', `run ${two.state}${two.errorCode ? ` ${two.errorCode}` : ''}${two.state === 'succeeded' ? ', reply differs' : ''}`);
-    const ids = droidSessionIdsIn(instance!.stateDir);
+    const ids = droidSessionIdsIn(instance.stateDir);
     report.check(ids.size === 1, "turn 2 resumed turn 1's droid session (one droid session id recorded, not shown)", `${ids.size} droid session ids recorded`);
 
     if (!cancelThird) return;
@@ -63,5 +46,5 @@ export async function lifecycle(title: string, options: VerifyOptions, cancelThi
       'turn 3 reached droid and droid_cancel_session stopped it (interrupted)',
       `reached ${reached}, cancel answered ${cancelled.status.latestRun.state}, ended ${three.state}`,
     );
-  }
+  });
 }

@@ -271,6 +271,46 @@ export function deadline(seconds: number): { expired: Promise<never>; clear(): v
   return { expired, clear: () => clearTimeout(timer) };
 }
 
+/** What a script's report says about the instance it started, once it is disposed of. */
+export interface DisposalChecks {
+  stopped: string;
+  removed: string;
+}
+
+/**
+ * Starts a disposable instance and runs `body` against it within the
+ * script's time bound; whatever happens, the instance is disposed of and
+ * the report says whether it left a process or its state behind.
+ */
+export async function onDisposableInstance(
+  report: Report,
+  options: VerifyOptions,
+  transport: 'stdio' | 'http',
+  checks: DisposalChecks,
+  body: (instance: Instance & { url?: string; token?: string }) => Promise<void>,
+): Promise<number> {
+  report.note(versionsLine(options.droid));
+  const bound = deadline(options.timeoutSeconds);
+  let instance: (Instance & { url?: string; token?: string }) | undefined;
+  const run = async () => {
+    instance = await startInstance(options, transport, randomUUID());
+    await body(instance);
+  };
+  try {
+    await Promise.race([bound.expired, run()]);
+  } catch (err) {
+    report.check(false, 'the run completed', err instanceof Error ? err.message.split('\n')[0]! : String(err));
+  } finally {
+    bound.clear();
+    if (instance) {
+      const { leftRunning, removed } = await instance.dispose();
+      report.check(leftRunning === 0, checks.stopped, `${leftRunning} killed`);
+      report.check(removed, checks.removed);
+    }
+  }
+  return report.summary();
+}
+
 export interface Settled {
   state: string;
   agentState: string;

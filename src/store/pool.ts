@@ -84,6 +84,8 @@ export class RecordPool {
           : Object.freeze({ runId: r.predecessorFailure.runId, state: this.#str(r.predecessorFailure.state), error: this.#error(r.predecessorFailure.error) }),
       events: freezeList(r.events, (e) => this.#event(e)),
       hasResult: r.hasResult,
+      // Optional evidence: present only on runs that recorded it, so older runs keep their shape.
+      ...evidenceCopy(r),
       // Optional: kept absent (undefined, so never written) when absent.
       reply: r.reply === undefined ? undefined : this.#reply(r.reply),
     });
@@ -162,6 +164,23 @@ function usage(u: TokenUsage): TokenUsage {
   });
 }
 
+/** The optional evidence fields of a run, deep-copied and frozen; only those present. */
+type EvidenceKey = 'structuredOutput' | 'changes' | 'context';
+function evidenceCopy(r: RunRecord): Pick<RunRecord, EvidenceKey> {
+  const out: Pick<RunRecord, EvidenceKey> = {};
+  if (r.structuredOutput !== undefined) out.structuredOutput = deepFrozenCopy(r.structuredOutput);
+  if (r.changes !== undefined) out.changes = deepFrozenCopy(r.changes);
+  if (r.context !== undefined) out.context = r.context === null ? null : Object.freeze({ used: r.context.used, limit: r.context.limit, fraction: r.context.fraction });
+  return out;
+}
+
+/** Plain JSON data only (validated records): a structural copy, frozen at every level. */
+function deepFrozenCopy<T>(value: T): T {
+  if (typeof value !== 'object' || value === null) return value;
+  const copy: unknown = Array.isArray(value) ? value.map(deepFrozenCopy) : Object.fromEntries(Object.entries(value).map(([k, v]) => [k, deepFrozenCopy(v)]));
+  return Object.freeze(copy) as T;
+}
+
 /** A frozen copy of `list` with each item mapped; the shared empty list if there are none. */
 function freezeList<T, U>(list: readonly T[], map: (item: T) => U): U[] {
   if (list.length === 0) return EMPTY;
@@ -181,7 +200,10 @@ function noOptional<T extends true>(): T | undefined {
   return undefined;
 }
 noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId'>>>();
-noOptional<NoOptionalFields<Omit<RunRecord, 'reply'>>>();
+// The only optional run fields are reply and the evidence ones, which evidenceCopy copies.
+noOptional<NoOptionalFields<Omit<RunRecord, EvidenceKey | 'reply'>>>();
+type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never }[keyof T];
+noOptional<Same<OptionalKeys<RunRecord>, EvidenceKey | 'reply'>>();
 noOptional<NoOptionalFields<RunReply>>();
 noOptional<NoOptionalFields<ReplyHandleRecord>>();
 noOptional<NoOptionalFields<NonNullable<RunRecord['predecessorFailure']>>>();

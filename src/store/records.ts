@@ -6,6 +6,8 @@ import type { ErrorInfo } from '../droid/errors.js';
 import type { TokenUsage } from '../droid/notifications.js';
 import type { Autonomy, PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
 import type { TranscriptEntry } from '../droid/turn-collector.js';
+import type { ContextStats } from '../worker/protocol.js';
+import type { ChangeSet } from '../worker/tree-state.js';
 
 export const STATE_VERSION = 1;
 
@@ -114,6 +116,18 @@ export interface RunRecord {
   events: ProgressRecord[];
   /** Whether a full result file exists for this run. */
   hasResult: boolean;
+  /**
+   * Evidence (optional, so records written before it existed load unchanged;
+   * absent means "not recorded": an older record, a turn not ended yet, or
+   * one that never reached droid).
+   * structuredOutput: absent when the turn asked for no outputSchema; the
+   * schema-valid object; or null when none was valid (see `error`).
+   */
+  structuredOutput?: Record<string, unknown> | null;
+  /** Files the turn changed; null = unknown (not a git work tree, or git failed). */
+  changes?: ChangeSet | null;
+  /** Context occupancy after the turn; null when droid did not say. */
+  context?: ContextStats | null;
   /**
    * Reply-back of a routed turn. Absent: the turn is detached, which
    * includes every run written before reply-back existed.

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../droid/schemas.js';
+import { changeSet, contextStats } from '../worker/ipc.js';
 import type {
   CancelReason,
   EffectiveSettings,
@@ -111,6 +112,9 @@ export const runRecordSchema = z
       .nullable(),
     events: z.array(progressRecord),
     hasResult: z.boolean(),
+    structuredOutput: z.record(z.string(), z.unknown()).nullable().optional(),
+    changes: changeSet.nullable().optional(),
+    context: contextStats.nullable().optional(),
     // Optional: absent on detached turns, including all written before reply-back.
     reply: runReply.optional(),
   })

@@ -12,8 +12,10 @@ import { z } from 'zod';
 import type { ProgressEvent } from '../droid/turn-collector.js';
 import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../droid/schemas.js';
 import { head } from '../util/text.js';
+import type { ChangeSet } from './tree-state.js';
 import {
   turnSpecSchema,
+  type ContextStats,
   type ParentToWorker,
   type RenameOutcome,
   type ReplyEvent,
@@ -33,6 +35,21 @@ export const progressEventSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('droid_error'), message: z.string() }).strict(),
   z.object({ kind: z.literal('ignored_turn_end'), turnId: z.string(), reason: z.string() }).strict(),
 ]);
+
+/** Evidence shapes, also checked when the store reads them back (store/schemas.ts). */
+export const changeSet = z
+  .object({
+    added: z.array(z.string()),
+    modified: z.array(z.string()),
+    deleted: z.array(z.string()),
+    renamed: z.array(z.object({ from: z.string(), to: z.string() }).strict()),
+    truncated: z.number().int().nonnegative(),
+    outsideWorkspace: z.boolean(),
+  })
+  .strict();
+
+const count = z.number().finite().nonnegative();
+export const contextStats = z.object({ used: count, limit: count, fraction: count }).strict();
 
 const turnOutcome = z.enum(['succeeded', 'interrupted', 'cancelled', 'failed', 'timed_out']);
 
@@ -54,6 +71,9 @@ export const turnResultSchema = z
     stderrTail: z.string(),
     // Wall-clock difference: a clock stepped back may make it negative, which is no reason to lose a result.
     durationMs: z.number().finite(),
+    structuredOutput: z.record(z.string(), z.unknown()).nullable().optional(),
+    changes: changeSet.nullable().optional(),
+    context: contextStats.nullable().optional(),
   })
   .strict()
   // A successful turn names its droid session and carries no error; anything else is not a success.
@@ -134,3 +154,5 @@ agree<Same<z.infer<typeof turnOutcome>, TurnOutcome>>();
 agree<Same<z.infer<typeof renameOutcome>, RenameOutcome>>();
 agree<Same<z.infer<typeof replyEventSchema>, ReplyEvent>>();
 agree<Same<z.infer<typeof progressEventSchema>, ProgressEvent>>();
+agree<Same<z.infer<typeof changeSet>, ChangeSet>>();
+agree<Same<z.infer<typeof contextStats>, ContextStats>>();

@@ -8,6 +8,14 @@ import type { ErrorInfo } from '../droid/errors.js';
 import type { TokenUsage } from '../droid/notifications.js';
 import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
 import type { ProgressEvent, TranscriptEntry } from '../droid/turn-collector.js';
+import type { ChangeSet } from './tree-state.js';
+
+/** droid.get_context_stats after the turn: tokens in the context window, its size, and used / limit. */
+export interface ContextStats {
+  used: number;
+  limit: number;
+  fraction: number;
+}
 
 export const turnSpecSchema = z
   .object({
@@ -38,6 +46,12 @@ export const turnSpecSchema = z
         })
         .strict(),
     ]),
+    /**
+     * JSON Schema of this turn's structured output (checked by output-schema.ts
+     * at acceptance). Passed to droid as structuredOutputFormat on the
+     * initialize_session or load_session of this turn's droid process.
+     */
+    outputSchema: z.record(z.string(), z.unknown()).optional(),
     /** Factory title to apply after the turn (best effort), when it changed. */
     renameTo: z.string().min(1).max(200).optional(),
     /**
@@ -71,6 +85,16 @@ export interface TurnResult {
   diagnostics: string[];
   stderrTail: string;
   durationMs: number;
+  /**
+   * Only when the turn carried an outputSchema: the object droid returned,
+   * valid against the schema by our own check; null when none was valid
+   * (the error then says why). Absent: no schema was asked for.
+   */
+  structuredOutput?: Record<string, unknown> | null;
+  /** Files the turn changed (tree-state.ts); null: unknown (not a git work tree, or git failed). Absent: the turn was never submitted. */
+  changes?: ChangeSet | null;
+  /** Context occupancy after the turn; null when droid did not answer. Absent: the turn was never submitted. */
+  context?: ContextStats | null;
 }
 
 /** RenameOutcome.error when the title was left for a later turn because a follow-up waited. */

@@ -16,6 +16,8 @@ import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
 import { assertBwrapExecutable, bwrapArgs, factoryDirOf, prepareTurnPaths } from './sandbox.js';
+import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from './evidence.js';
+import type { Launcher } from './git-evidence.js';
 
 export interface TurnHooks {
   onStarted(droidSessionId: string): void;
@@ -37,6 +39,9 @@ interface TurnState {
   droidSessionId: string | null;
   collector?: TurnCollector;
   submitted: boolean;
+  /** The same confinement as droid's, with a read-only workspace: where git runs (git-evidence.ts). */
+  gitLauncher?: Launcher | null;
+  evidence?: EvidenceStart;
 }
 
 const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
@@ -63,6 +68,8 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
   const startedAt = Date.now();
   const state: TurnState = { droidSessionId: null, submitted: false };
   let deadlineTimer: NodeJS.Timeout | undefined;
+  let cancelledAt: number | null = null;
+  void hooks.cancelled.then(() => (cancelledAt ??= Date.now()));
   const stop = new Promise<Stop>((resolve) => {
     deadlineTimer = setTimeout(() => resolve({ kind: 'deadline' }), spec.timeoutMs);
     void hooks.cancelled.then(() => resolve({ kind: 'cancel' }));
@@ -77,8 +84,13 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks): Promise<Finishe
     clearTimeout(deadlineTimer);
   }
   state.collector?.abortOpenSpans('droid stopped before the tool reported a result');
+  // Evidence of submitted turns only: changes, context, and the structured-output check.
+  const timeline = turnTimeline(spec.timeoutMs, spec.graceMs);
+  const notAfter = Math.min(startedAt + timeline.evidenceEndsByMs, cancelledAt === null ? Infinity : cancelledAt + timeline.evidenceAfterCancelMs);
+  const extra = state.submitted && state.evidence ? await finishEvidence(spec, state.evidence, state.client, state.collector, notAfter) : {};
+  if (state.submitted && spec.outputSchema) verdict = { ...verdict, ...judgeOutput(spec.outputSchema, verdict, state.collector) };
   return {
-    result: { ...verdict, ...evidence(state), durationMs: Date.now() - startedAt },
+    result: { ...verdict, ...evidence(state), ...extra, durationMs: Date.now() - startedAt },
     release: async (skip) => {
       const client = state.client;
       let rename: RenameOutcome | null = null;
@@ -115,7 +127,7 @@ function evidence(state: TurnState) {
   };
 }
 
-export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null };
+export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null; structuredOutput?: Record<string, unknown> | null };
 
 async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>): Promise<Verdict> {
   assertDroidExecutable(spec.droidPath);
@@ -123,6 +135,8 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const launcher = confine(spec, state);
   const client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace, ...(launcher && { launcher }) });
   state.client = client;
+  // droid writes nothing before the prompt is submitted: the "before" snapshot runs during setup.
+  state.evidence = beginEvidence(spec, state.gitLauncher ?? null);
   if (spec.replyBack) {
     client.routeReplies({
       caller: spec.autonomy,
@@ -148,6 +162,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const early = await Promise.race([setup, stop, exitDuringSetup]);
   if (early) return stoppedBeforeSubmit(early);
 
+  await state.evidence.before;
   const collector = await client.submit(spec.prompt, hooks.onProgress);
   state.collector = collector;
   state.submitted = true;
@@ -202,6 +217,8 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number, 
 async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
   // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
   const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
+  // Held by the droid process, not the session: given on this turn's initialize or load (docs/PROTOCOL-NOTES.md).
+  const format = spec.outputSchema ? { structuredOutputFormat: { type: 'json_schema' as const, schema: spec.outputSchema } } : {};
   // Routed turns only, on create and on every resume (droid does not keep it).
   const mcpServers: McpServerSpec[] | undefined = spec.replyBack ? [{ name: AMP_SERVER, type: 'http', url: spec.replyBack.url }] : undefined;
   if (spec.session.mode === 'create') {
@@ -209,6 +226,7 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
       machineId: spec.machineId ?? hostname(),
       cwd: spec.workspace,
       ...settings,
+      ...format,
       ...(spec.session.title ? { title: spec.session.title } : {}),
       // droid 0.225 takes tags as objects ({name}), not strings (measured).
       ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
@@ -217,7 +235,7 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
     await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
     return created.sessionId;
   }
-  const loaded = await client.loadSession(spec.session.droidSessionId, mcpServers);
+  const loaded = await client.loadSession(spec.session.droidSessionId, { ...format, ...(mcpServers && { mcpServers }) });
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
     throw new DroidError(
@@ -247,15 +265,11 @@ function confine(spec: TurnSpec, state: TurnState): { command: string; args: str
   const factoryDir = factoryDirOf(spec.droidEnv);
   const { turnTmp, dispose } = prepareTurnPaths(factoryDir);
   state.disposeSandbox = dispose;
-  const args = bwrapArgs({
-    workspace: spec.workspace,
-    // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
-    workspaceWritable: spec.autonomy !== 'off',
-    factoryDir,
-    turnTmp,
-    hiddenDirs: sandbox.hiddenDirs,
-    hiddenFiles: sandbox.hiddenFiles,
-  });
+  const confinement = { workspace: spec.workspace, factoryDir, turnTmp, hiddenDirs: sandbox.hiddenDirs, hiddenFiles: sandbox.hiddenFiles };
+  // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
+  const args = bwrapArgs({ ...confinement, workspaceWritable: spec.autonomy !== 'off' });
+  // git reads a repository the turn may have rigged (config, attributes): it gets no more rights than the turn.
+  state.gitLauncher = { command: sandbox.bwrapPath, args: bwrapArgs({ ...confinement, workspaceWritable: false }) };
   return { command: sandbox.bwrapPath, args };
 }
 

@@ -39,6 +39,8 @@ export const SLACK_MS = 1_000;
 export const RENAME_CAP_MS = 10_000;
 /** How long a worker waits for the controller to acknowledge its result. */
 export const ACK_WAIT_MS = 30_000;
+/** Room left after the evidence for reporting the result before the deadline backstop. */
+export const EVIDENCE_MARGIN_MS = 500;
 
 export interface TurnTimeline {
   /** Worker: interrupt sent → turn end confirmed, or give up. */
@@ -51,6 +53,15 @@ export interface TurnTimeline {
   deadlineBackstopMs: number;
   /** Runner: hard stop after the result (rename, close, exit). */
   afterResultMs: number;
+  /**
+   * Worker: the after-turn evidence (git snapshot, context stats; evidence.ts,
+   * each at most min(5 s, G)) ends by this long after the worker received the
+   * turn, whatever the turn's end: T + 2G - EVIDENCE_MARGIN_MS, inside the
+   * deadline backstop (T + 2G + SLACK from spawn) with room to report.
+   */
+  evidenceEndsByMs: number;
+  /** Worker: after a cancel, the evidence ends by this long after the cancel came: G + SLACK - margin, inside the cancel backstop. */
+  evidenceAfterCancelMs: number;
 }
 
 export function turnTimeline(runTimeoutMs: number, cancelGraceMs: number): TurnTimeline {
@@ -61,5 +72,7 @@ export function turnTimeline(runTimeoutMs: number, cancelGraceMs: number): TurnT
     cancelBackstopMs: cancelGraceMs + SLACK_MS,
     deadlineBackstopMs: runTimeoutMs + 2 * cancelGraceMs + SLACK_MS,
     afterResultMs: renameWindowMs + SHUTDOWN_BUDGET.closeMs + SHUTDOWN_BUDGET.exitWaitMs + SLACK_MS,
+    evidenceEndsByMs: runTimeoutMs + 2 * cancelGraceMs - EVIDENCE_MARGIN_MS,
+    evidenceAfterCancelMs: cancelGraceMs + SLACK_MS - EVIDENCE_MARGIN_MS,
   };
 }

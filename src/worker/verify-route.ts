@@ -104,7 +104,7 @@ export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteChe
       checks.push(
         await check('reattached', () =>
           withDroid(options, cwd, async (client) => {
-            const loaded = await client.loadSession(id, servers);
+            const loaded = await client.loadSession(id, { mcpServers: servers });
             await preflightAmp(client, options.url, disabledToolIdsOf(loaded.settings));
             const tools = await inventory(client);
             return { ok: onlyPuck(tools), detail: `attached again on load: ${describe(tools)}` };

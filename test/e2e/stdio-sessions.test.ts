@@ -10,31 +10,8 @@ import { messageText, prose, script } from '../support/model-server.js';
 import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { droidProcesses, liveDroids, makeContext, type E2EContext } from './context.js';
+import type { Acceptance, SessionView } from '../support/tool-views.js';
 
-interface RunView {
-  run: string;
-  state: string;
-  model: string;
-  autonomy: string;
-  reasoningEffort: string | null;
-  cancelReason: string | null;
-  error: { code: string } | null;
-  usage: { inputTokens: number; outputTokens: number } | null;
-  startedAt: string | null;
-  endedAt: string | null;
-}
-interface SessionView {
-  session: string;
-  agentState: string;
-  needsAttention: boolean;
-  preview: string;
-  queuedRuns: number;
-  latestRun: RunView;
-}
-interface Acceptance {
-  metadata: { session: string; run: string; requestKey: string; replayed: boolean };
-  status: SessionView;
-}
 
 let ctx: E2EContext;
 let server: RunningServer | undefined;

@@ -89,7 +89,12 @@ function scenario(name: string) {
       dbg('waiting for death');
       await waitForDeath(server.pid, 60_000);
       dbg('dead');
-      if (point) expect(server.stderr(), 'the server died at the crash point, not of something else').toContain(`"crashPoint":"${point}"`);
+      if (point) {
+        // The line was written before the kill, but this process may not have read it off the pipe yet.
+        const line = `"crashPoint":"${point}"`;
+        await until(() => server.stderr().includes(line), 5_000, 'the crash line on stderr').catch(() => undefined);
+        expect(server.stderr(), 'the server died at the crash point, not of something else').toContain(line);
+      }
       await server.close().catch(() => undefined);
       // Orphaned workers stop their group at once and SIGKILL it 1 s later;
       // droid's Execute supervisor notices its owner is gone within 2 s.
@@ -123,6 +128,25 @@ function expectQueueLost(view: SessionView['latestRun'], run: string): void {
   expect(view).toMatchObject({ run, state: 'cancelled', cancelReason: 'queue_lost', needsAttention: true, error: { code: 'queue_lost', retryable: true } });
 }
 type SessionView = Acceptance['status'];
+
+/**
+ * Turn 1 with a follow-up queued behind it; the server dies at `point`; a
+ * new server starts on the same state. The follow-up was never submitted,
+ * so it must read queue_lost.
+ */
+async function crashWithQueuedFollowUp(s: ReturnType<typeof scenario>, point: CrashPointName, firstPrompt: string, followMarker: string) {
+  const crashing = await s.start(point);
+  const a = await crashing.ok<Acceptance>('droid_create_session', createArgs(s, firstPrompt));
+  // droid takes ~750 ms to start; the follow-up is accepted (queued) well before.
+  const f = await crashing.ok<Acceptance>('droid_send_message', { requestKey: s.key(), session: a.metadata.session, prompt: `${followMarker} ${script({ text: 'follow' })}` });
+  expect(f.status.latestRun.state).toBe('queued');
+  await s.crashed(crashing, point);
+  const server = await s.start();
+  const view = await status(server, a.metadata.session);
+  expectQueueLost(view.latestRun, f.metadata.run);
+  return { server, a, view };
+}
+
 
 for (let round = 1; round <= ROUNDS; round++) {
   describe(`crash campaign, round ${round}`, () => {
@@ -224,15 +248,7 @@ for (let round = 1; round <= ROUNDS; round++) {
       const s = scenario('started');
       const m1 = s.marker('started');
       const m2 = s.marker('started-follow');
-      const crashing = await s.start('started');
-      const a = await crashing.ok<Acceptance>('droid_create_session', createArgs(s, sleeper(m1, s.nonce)));
-      // droid takes ~750 ms to start; the follow-up is accepted (queued) well before.
-      const f = await crashing.ok<Acceptance>('droid_send_message', { requestKey: s.key(), session: a.metadata.session, prompt: `${m2} ${script({ text: 'follow' })}` });
-      expect(f.status.latestRun.state).toBe('queued');
-      await s.crashed(crashing, 'started');
-
-      const server = await s.start();
-      expectQueueLost((await status(server, a.metadata.session)).latestRun, f.metadata.run);
+      const { server, a } = await crashWithQueuedFollowUp(s, 'started', sleeper(m1, s.nonce), m2);
       await expectUnknownSession(server, a.metadata.session, a.metadata.run);
       expect(turnOpenings(ctx.bed.model.requests, m1)).toBeLessThanOrEqual(1);
       expect(mentions(ctx.bed.model.requests, m2)).toBe(0);
@@ -242,14 +258,7 @@ for (let round = 1; round <= ROUNDS; round++) {
       const s = scenario('terminal-received');
       const m1 = s.marker('recv');
       const m2 = s.marker('recv-follow');
-      const crashing = await s.start('terminal-received');
-      const a = await crashing.ok<Acceptance>('droid_create_session', createArgs(s, `${m1} ${script({ text: 'done but unrecorded' })}`));
-      const f = await crashing.ok<Acceptance>('droid_send_message', { requestKey: s.key(), session: a.metadata.session, prompt: `${m2} ${script({ text: 'follow' })}` });
-      expect(f.status.latestRun.state).toBe('queued');
-      await s.crashed(crashing, 'terminal-received');
-
-      const server = await s.start();
-      expectQueueLost((await status(server, a.metadata.session)).latestRun, f.metadata.run);
+      const { server, a } = await crashWithQueuedFollowUp(s, 'terminal-received', `${m1} ${script({ text: 'done but unrecorded' })}`, m2);
       await expectUnknownSession(server, a.metadata.session, a.metadata.run);
       expect(turnOpenings(ctx.bed.model.requests, m1)).toBe(1);
       expect(mentions(ctx.bed.model.requests, m2)).toBe(0);
@@ -259,16 +268,8 @@ for (let round = 1; round <= ROUNDS; round++) {
       const s = scenario('terminal-persisted');
       const m1 = s.marker('pers');
       const m2 = s.marker('pers-follow');
-      const crashing = await s.start('terminal-persisted');
-      const a = await crashing.ok<Acceptance>('droid_create_session', createArgs(s, `${m1} ${script({ text: `answer ${s.nonce}` })}`));
-      const f = await crashing.ok<Acceptance>('droid_send_message', { requestKey: s.key(), session: a.metadata.session, prompt: `${m2} ${script({ text: 'follow' })}` });
-      expect(f.status.latestRun.state).toBe('queued');
-      await s.crashed(crashing, 'terminal-persisted');
-
-      const server = await s.start();
-      const view = await status(server, a.metadata.session);
+      const { server, a, view } = await crashWithQueuedFollowUp(s, 'terminal-persisted', `${m1} ${script({ text: `answer ${s.nonce}` })}`, m2);
       expect(view.agentState).toBe('idle');
-      expectQueueLost(view.latestRun, f.metadata.run);
       expect(await history(server, a.metadata.session)).toContainEqual({ type: 'assistant_text', run: a.metadata.run, text: `answer ${s.nonce}` });
       expect(turnOpenings(ctx.bed.model.requests, m1)).toBe(1);
       expect(mentions(ctx.bed.model.requests, m2)).toBe(0);

@@ -7,30 +7,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { messageText, type RecordedRequest } from '../support/model-server.js';
 import type { RunningServer } from '../support/mcp-server.js';
+import type { SessionView } from '../support/tool-views.js';
 
-export interface RunView {
-  run: string;
-  seq: number;
-  state: string;
-  cancelReason: string | null;
-  droidReason: string | null;
-  error: { code: string; message: string; retryable: boolean } | null;
-  needsAttention: boolean;
-  startedAt: string | null;
-  endedAt: string | null;
-}
-export interface SessionView {
-  session: string;
-  agentState: string;
-  needsAttention: boolean;
-  preview: string;
-  queuedRuns: number;
-  latestRun: RunView;
-}
-export interface Acceptance {
-  metadata: { session: string; run: string; requestKey: string; replayed: boolean };
-  status: SessionView;
-}
+export type { Acceptance, RunView, SessionView } from '../support/tool-views.js';
 export interface HistoryItem {
   type: string;
   run: string;

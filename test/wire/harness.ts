@@ -7,6 +7,8 @@ import { randomUUID } from 'node:crypto';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
 import type { RenameOutcome, TurnResult, TurnSpec } from '../../src/worker/protocol.js';
 import { startWorker, type WorkerHandle } from '../../src/worker/runner.js';
+import { afterAll, beforeAll } from 'vitest';
+import { makeDroidBed, type DroidBed } from '../support/droid-home.js';
 import { MOCK_DROID, WORKER_ENTRY } from '../support/paths.js';
 
 
@@ -58,4 +60,30 @@ export function runWorkerTurn(spec: TurnSpec, tag: string): TurnRun {
     return result;
   });
   return { handle, started, events, renames, done };
+}
+
+/**
+ * The real droid CLI with its scripted model, shared by a whole test file:
+ * made before its first test, torn down after its last. Read `.bed` inside
+ * tests and hooks only.
+ */
+export function useRealDroid(): { readonly bed: DroidBed } {
+  let bed: DroidBed | undefined;
+  beforeAll(async () => {
+    bed = await makeDroidBed();
+  });
+  afterAll(async () => {
+    await bed?.cleanup();
+  });
+  return {
+    get bed(): DroidBed {
+      if (!bed) throw new Error('the real droid bed is only ready inside tests and hooks');
+      return bed;
+    },
+  };
+}
+
+/** A turn for the real droid of `bed`. */
+export function realDroidSpec(bed: DroidBed, tag: string, over: Partial<TurnSpec>): TurnSpec {
+  return baseSpec(tag, bed.home.env, { droidPath: bed.droidPath, model: bed.modelId, ...over });
 }

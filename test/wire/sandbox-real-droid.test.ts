@@ -8,17 +8,15 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { makeDroidBed, type DroidBed } from '../support/droid-home.js';
+import { afterEach, describe, expect, it } from 'vitest';
 import { script } from '../support/model-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
-import { baseSpec, newTag, runWorkerTurn } from './harness.js';
+import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 import type { TurnSpec } from '../../src/worker/protocol.js';
 import { bwrapArgs } from '../../src/worker/sandbox.js';
 
 const BWRAP = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();
 
-let bed: DroidBed;
 let root: string;
 let workspace: string;
 let sibling: string;
@@ -28,12 +26,7 @@ let tokenFile: string;
 let tag: string;
 const TOKEN = `tok-${randomUUID()}`;
 
-beforeAll(async () => {
-  bed = await makeDroidBed();
-});
-afterAll(async () => {
-  await bed?.cleanup();
-});
+const real = useRealDroid();
 
 function spec(over: Partial<TurnSpec>): TurnSpec {
   tag = newTag();
@@ -46,7 +39,7 @@ function spec(over: Partial<TurnSpec>): TurnSpec {
   writeFileSync(join(stateDir, 'state.jsonl'), 'other sessions\n');
   tokenFile = join(root, 'token');
   writeFileSync(tokenFile, TOKEN, { mode: 0o600 });
-  const s = baseSpec(tag, bed.home.env, { droidPath: bed.droidPath, model: bed.modelId, workspace, autonomy: 'high', ...over });
+  const s = realDroidSpec(real.bed, tag, { workspace, autonomy: 'high', ...over });
   s.sandbox = { mode: 'bwrap', bwrapPath: BWRAP, hiddenDirs: [stateDir], hiddenFiles: [tokenFile] };
   return s;
 }
@@ -71,10 +64,10 @@ describe('sandbox: a writer turn at high writes only its workspace', () => {
     const s = spec({});
     const targets = [etc, join(sibling, 'x.txt'), join(otherRoot, 'x.txt'), join(stateDir, 'x.txt')];
     s.prompt = `write ${script({ steps: [create(join(workspace, 'in.txt')), ...targets.map(create)] })}`;
-    const model = bed.model.requests.length;
+    const model = real.bed.model.requests.length;
     const result = await runWorkerTurn(s, tag).done;
     expect(result.outcome).toBe('succeeded');
-    expect(bed.model.requests.length - model).toBe(6);
+    expect(real.bed.model.requests.length - model).toBe(6);
     expect(readFileSync(join(workspace, 'in.txt'), 'utf8')).toBe('written\n');
     for (const target of targets) expect(existsSync(target), target).toBe(false);
   });
@@ -118,7 +111,7 @@ describe('sandbox: a writer turn at high writes only its workspace', () => {
 describe('sandbox: a read-only turn writes nothing', () => {
   it('the read-only sandbox refuses every write from a shell, the workspace included, while droid home and TMPDIR stay writable', () => {
     const s = spec({ autonomy: 'off' });
-    const factoryDir = join(bed.home.env.HOME!, '.factory');
+    const factoryDir = join(real.bed.home.env.HOME!, '.factory');
     const turnTmp = mkdtempSync(join(tmpdir(), 'droid-mcp-turn-'));
     try {
       const args = bwrapArgs({ workspace: s.workspace, workspaceWritable: false, factoryDir, turnTmp, hiddenDirs: [stateDir], hiddenFiles: [tokenFile] });
@@ -147,9 +140,7 @@ describe('sandbox: a read-only turn writes nothing', () => {
     const first = await runWorkerTurn(s, tag).done;
     expect(first.outcome).toBe('succeeded');
     expect(existsSync(join(workspace, 'no.txt'))).toBe(false);
-    const again = baseSpec(tag, bed.home.env, {
-      droidPath: bed.droidPath,
-      model: bed.modelId,
+    const again = realDroidSpec(real.bed, tag, {
       workspace,
       autonomy: 'off',
       session: { mode: 'resume', droidSessionId: first.droidSessionId! },
@@ -205,10 +196,10 @@ describe('sandbox: unavailable', () => {
     const s = spec({});
     s.sandbox = { mode: 'bwrap', bwrapPath: join(root, 'no-such-bwrap'), hiddenDirs: [], hiddenFiles: [] };
     s.prompt = `never ${script({ text: 'must not run' })}`;
-    const before = bed.model.requests.length;
+    const before = real.bed.model.requests.length;
     const result = await runWorkerTurn(s, tag).done;
     expect(result).toMatchObject({ outcome: 'failed', submitted: false, error: { code: 'sandbox_unavailable' } });
     expect(result.error!.message).toContain('bubblewrap');
-    expect(bed.model.requests.length).toBe(before);
+    expect(real.bed.model.requests.length).toBe(before);
   });
 });

@@ -6,29 +6,22 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { DroidClient } from '../../src/droid/client.js';
-import { makeDroidBed, type DroidBed } from '../support/droid-home.js';
 import { prose, script } from '../support/model-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
-import { baseSpec, newTag, runWorkerTurn } from './harness.js';
+import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 import type { TurnSpec } from '../../src/worker/protocol.js';
 
-let bed: DroidBed;
 let workspace: string;
 let tag: string;
 
-beforeAll(async () => {
-  bed = await makeDroidBed();
-});
-afterAll(async () => {
-  await bed?.cleanup();
-});
+const real = useRealDroid();
 
 function spec(over: Partial<TurnSpec>): TurnSpec {
   tag = newTag();
   workspace = realpathSync(mkdtempSync(join(tmpdir(), 'droid-ws-')));
-  return baseSpec(tag, bed.home.env, { droidPath: bed.droidPath, model: bed.modelId, workspace, ...over });
+  return realDroidSpec(real.bed, tag, { workspace, ...over });
 }
 
 afterEach(async () => {
@@ -60,10 +53,8 @@ describe('worker + real droid CLI', () => {
     const r1 = await runWorkerTurn(first, tag).done;
     expect(r1.outcome).toBe('succeeded');
     await waitForNoProcesses(tag, 10_000);
-    const before = bed.model.requests.length;
-    const second = baseSpec(tag, bed.home.env, {
-      droidPath: bed.droidPath,
-      model: bed.modelId,
+    const before = real.bed.model.requests.length;
+    const second = realDroidSpec(real.bed, tag, {
       workspace: first.workspace,
       session: { mode: 'resume', droidSessionId: r1.droidSessionId! },
       prompt: `again ${script({ text: 'second answer' })}`,
@@ -72,7 +63,7 @@ describe('worker + real droid CLI', () => {
     expect(r2.outcome).toBe('succeeded');
     expect(r2.droidSessionId).toBe(r1.droidSessionId);
     expect(r2.finalText).toBe('second answer');
-    const seen = JSON.stringify(bed.model.requests.slice(before).map((r) => r.messages));
+    const seen = JSON.stringify(real.bed.model.requests.slice(before).map((r) => r.messages));
     expect(seen).toContain('first-turn-marker');
   });
 
@@ -80,11 +71,9 @@ describe('worker + real droid CLI', () => {
     const first = spec({ prompt: `hi ${script({ text: 'ok' })}` });
     const r1 = await runWorkerTurn(first, tag).done;
     const other = realpathSync(mkdtempSync(join(tmpdir(), 'droid-ws-other-')));
-    const before = bed.model.requests.length;
+    const before = real.bed.model.requests.length;
     const r2 = await runWorkerTurn(
-      baseSpec(tag, bed.home.env, {
-        droidPath: bed.droidPath,
-        model: bed.modelId,
+      realDroidSpec(real.bed, tag, {
         workspace: other,
         session: { mode: 'resume', droidSessionId: r1.droidSessionId! },
         prompt: 'must not be sent',
@@ -93,7 +82,7 @@ describe('worker + real droid CLI', () => {
     ).done;
     rmSync(other, { recursive: true, force: true });
     expect(r2).toMatchObject({ outcome: 'failed', submitted: false, error: { code: 'resume_cwd_mismatch' } });
-    expect(bed.model.requests.length).toBe(before);
+    expect(real.bed.model.requests.length).toBe(before);
   });
 
   it('at autonomy off, a write is refused and the file does not exist', async () => {
@@ -149,7 +138,7 @@ describe('worker + real droid CLI', () => {
   });
 
   it('a Factory model without login fails with droid_auth_failed', async () => {
-    const probe = DroidClient.spawn({ droidPath: bed.droidPath, env: bed.home.env });
+    const probe = DroidClient.spawn({ droidPath: real.bed.droidPath, env: real.bed.home.env });
     const factoryModel = (await probe.listModels()).find((m) => m.isCustom !== true)!;
     await probe.shutdown({ closeMs: 500, exitWaitMs: 1_000 });
     const result = await runWorkerTurn(spec({ model: factoryModel.id, prompt: 'Say hi' }), tag).done;
