@@ -5,9 +5,17 @@
  * Both run the built server as its own process on one seeded session, so no
  * droid turn is involved: the figures are transport + MCP + controller cost.
  *
+ * A second HTTP row drives the same server with a lean client (node:http,
+ * keep-alive, raw JSON-RPC bodies, no MCP client), to tell the client's own
+ * cost from the server's; the goal line is judged on the SDK-client row. The
+ * cpu columns are milliseconds of CPU per measured call, of the server
+ * process and of this (client) process, both on the same machine.
+ *
  * Run: npm run build && node dist/bench/http-status.js
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -35,6 +43,9 @@ export interface Figures {
   rps: number;
   p50: number;
   p99: number;
+  /** CPU ms per measured call: the server process, and this process (the clients). */
+  serverCpu?: number;
+  clientCpu?: number;
 }
 
 interface Bed {
@@ -108,11 +119,28 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-/** `lanes` loops calling `call` back to back; only calls started after the warm-up count. */
-async function drive(label: string, lanes: number, call: (lane: number) => Promise<void>): Promise<Figures> {
+/** User + system CPU time of a process, in ms (Linux /proc; 100 ticks a second). */
+function processCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  // After "pid (comm) ": state is field 0, utime 11, stime 12.
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+function ownCpuMs(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+}
+
+/**
+ * `lanes` loops calling `call` back to back; only calls started after the
+ * warm-up count. With `serverPid`, CPU per call is taken over the measured window.
+ */
+async function drive(label: string, lanes: number, call: (lane: number) => Promise<void>, serverPid?: number): Promise<Figures> {
   const samples: number[] = [];
   const warmEnd = performance.now() + WARMUP_MS;
   const end = warmEnd + MEASURE_MS;
+  let cpuAtStart: [number, number] | undefined;
+  const mark = setTimeout(() => (cpuAtStart = serverPid === undefined ? undefined : [processCpuMs(serverPid), ownCpuMs()]), WARMUP_MS);
   await Promise.all(
     Array.from({ length: lanes }, async (_, lane) => {
       for (let t = performance.now(); t < end; t = performance.now()) {
@@ -121,8 +149,14 @@ async function drive(label: string, lanes: number, call: (lane: number) => Promi
       }
     }),
   );
+  clearTimeout(mark);
   const sorted = samples.sort((a, b) => a - b);
-  return { label, calls: sorted.length, rps: sorted.length / (MEASURE_MS / 1000), p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+  const figures: Figures = { label, calls: sorted.length, rps: sorted.length / (MEASURE_MS / 1000), p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+  if (serverPid !== undefined && cpuAtStart !== undefined && sorted.length > 0) {
+    figures.serverCpu = (processCpuMs(serverPid) - cpuAtStart[0]) / sorted.length;
+    figures.clientCpu = (ownCpuMs() - cpuAtStart[1]) / sorted.length;
+  }
+  return figures;
 }
 
 function statusCall(client: Client, session: string): () => Promise<void> {
@@ -135,7 +169,7 @@ function statusCall(client: Client, session: string): () => Promise<void> {
 // info: the "ready" line is what tells the bench the listener is up.
 const env = { ...process.env, DROID_MCP_LOG_LEVEL: 'info' } as Record<string, string>;
 
-async function benchHttp(bed: Bed): Promise<Figures> {
+async function benchHttp(bed: Bed): Promise<Figures[]> {
   const token = randomBytes(32).toString('base64url');
   const tokenFile = join(bed.base, 'token');
   await writeFile(tokenFile, `${token}\n`, { mode: 0o600 });
@@ -155,12 +189,46 @@ async function benchHttp(bed: Bed): Promise<Figures> {
       }),
     );
     const calls = clients.map((c) => statusCall(c, bed.session));
-    const figures = await drive(`http, ${CONCURRENCY} concurrent clients`, CONCURRENCY, (lane) => calls[lane]!());
+    const sdk = await drive(`http, ${CONCURRENCY} concurrent clients`, CONCURRENCY, (lane) => calls[lane]!(), child.pid);
     await Promise.all(clients.map((c) => c.close()));
-    return figures;
+    const lean = await drive(`http, ${CONCURRENCY} lean clients (raw)`, CONCURRENCY, leanStatusCall(port, token, bed.session), child.pid);
+    return [sdk, lean];
   } finally {
     await stop(child);
   }
+}
+
+/**
+ * A client that costs as little as HTTP allows: one keep-alive socket per
+ * lane, a prebuilt tools/call body, the answer checked for its id and isError.
+ */
+function leanStatusCall(port: number, token: string, session: string): (lane: number) => Promise<void> {
+  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  const headers = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    authorization: `Bearer ${token}`,
+    'mcp-protocol-version': '2025-06-18',
+  };
+  let next = 0;
+  return () =>
+    new Promise<void>((resolve, reject) => {
+      const id = ++next;
+      const body = JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'droid_get_session_status', arguments: { session } } });
+      const req = request({ host: '127.0.0.1', port, path: '/mcp', method: 'POST', agent, headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const answer = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id?: number; result?: { isError?: boolean } };
+          if (res.statusCode !== 200 || answer.id !== id || answer.result?.isError !== undefined) {
+            reject(new Error(`status failed: ${res.statusCode} ${JSON.stringify(answer).slice(0, 300)}`));
+          } else resolve();
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
 }
 
 async function benchStdio(bed: Bed): Promise<Figures[]> {
@@ -169,8 +237,9 @@ async function benchStdio(bed: Bed): Promise<Figures[]> {
   await client.connect(transport);
   try {
     const call = statusCall(client, bed.session);
-    const sequential = await drive('stdio, 1 client, sequential', 1, call);
-    const pipelined = await drive(`stdio, 1 client, ${CONCURRENCY} in flight`, CONCURRENCY, call);
+    const pid = transport.pid ?? undefined;
+    const sequential = await drive('stdio, 1 client, sequential', 1, call, pid);
+    const pipelined = await drive(`stdio, 1 client, ${CONCURRENCY} in flight`, CONCURRENCY, call, pid);
     return [sequential, pipelined];
   } finally {
     await client.close();
@@ -210,16 +279,28 @@ export async function main(): Promise<Figures[]> {
   let results: Figures[];
   try {
     // One after the other: the state directory has a single owner at a time.
-    results = [await benchHttp(bed), ...(await benchStdio(bed))];
+    results = [...(await benchHttp(bed)), ...(await benchStdio(bed))];
   } finally {
     await rm(bed.base, { recursive: true, force: true });
   }
-  console.log('transport                          calls      rps    p50(ms)  p99(ms)');
+  console.log('transport                          calls      rps    p50(ms)  p99(ms)  cpu ms/call server  client');
+  const cpu = (ms: number | undefined) => (ms === undefined ? '-' : ms.toFixed(3));
   for (const f of results) {
     console.log(
-      `${f.label.padEnd(34)} ${String(f.calls).padStart(6)} ${f.rps.toFixed(0).padStart(8)} ${f.p50.toFixed(2).padStart(9)} ${f.p99.toFixed(2).padStart(8)}`,
+      `${f.label.padEnd(34)} ${String(f.calls).padStart(6)} ${f.rps.toFixed(0).padStart(8)} ${f.p50.toFixed(2).padStart(9)} ${f.p99.toFixed(2).padStart(8)}` +
+        `${cpu(f.serverCpu).padStart(19)} ${cpu(f.clientCpu).padStart(7)}`,
     );
   }
+  const http = results[0]!;
+  const lean = results[1]!;
+  const stdio = results[3]!;
+  const ratio = http.rps / stdio.rps;
+  const met = http.p99 <= 20 && ratio >= 0.5;
+  console.log(
+    `goal (issue 12): http p99 <= 20 ms and >= 0.5x stdio throughput (${CONCURRENCY} in flight): ` +
+      `p99 ${http.p99.toFixed(2)} ms, ${ratio.toFixed(2)}x -> ${met ? 'met' : 'NOT met'}`,
+  );
+  console.log(`  (lean raw client, for reference: p99 ${lean.p99.toFixed(2)} ms, ${(lean.rps / stdio.rps).toFixed(2)}x stdio)`);
   return results;
 }
 

@@ -18,6 +18,12 @@ const SESSIONS = 10_000;
 const RUNS_PER_SESSION = 10;
 const CALLS = 300;
 
+/** CPU time (user + system) the process has used, from /proc: unlike wall time, it does not count waiting for a busy CPU. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * (1000 / 100); // clock ticks (USER_HZ 100)
+}
+
 function residentMb(pid: number): number {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
   return Number(line.replace(/\D+/g, '')) / 1024;
@@ -51,6 +57,7 @@ export async function main(): Promise<void> {
   const loadMs = performance.now() - started;
   try {
     const rssLoaded = residentMb(server.pid);
+    const loadCpuMs = cpuMs(server.pid);
     const pick = (i: number) => sessionIds[(i * 7919) % sessionIds.length]!;
     const rows = [
       ['droid_get_session_status', await measure(server, 'droid_get_session_status', (i) => ({ session: pick(i) }))],
@@ -61,7 +68,10 @@ export async function main(): Promise<void> {
       ['droid_read_session (10 turns)', await measure(server, 'droid_read_session', () => ({ session: sessionIds[0]!, limit: 25 }))],
     ] as const;
     console.log(`${SESSIONS} sessions, ${SESSIONS * RUNS_PER_SESSION} runs; ${CALLS} calls each over stdio (MCP SDK client)`);
-    console.log(`server start-up to ready: ${loadMs.toFixed(0)} ms; resident memory after loading: ${rssLoaded.toFixed(0)} MB`);
+    console.log(
+      `server start-up to ready: ${loadMs.toFixed(0)} ms (CPU ${loadCpuMs.toFixed(0)} ms); resident memory after loading: ${rssLoaded.toFixed(0)} MB ` +
+        `(goal: ready <= 500 ms, RSS not above the previous build's)`,
+    );
     for (const [label, f] of rows) console.log(`  ${label.padEnd(44)} p50 ${f.p50.toFixed(2).padStart(7)} ms   p99 ${f.p99.toFixed(2).padStart(7)} ms`);
     console.log(`resident memory after the calls: ${residentMb(server.pid).toFixed(0)} MB (targets: status p99 < 5 ms, find p99 < 50 ms, RSS < 300 MB)`);
   } finally {

@@ -1,17 +1,18 @@
 /**
  * The request pipeline of the HTTP transport. Guards run in a fixed order,
  * each before anything costlier: route and method, bearer token, Host and
- * Origin, size, JSON, JSON-RPC envelope, and only then MCP. Nothing reaches
- * a tool (or reads a body) without the right token.
+ * Origin, size, JSON, JSON-RPC envelope, the Streamable HTTP rules (Accept,
+ * Content-Type, protocol version, batches: http-mcp.ts), and only then MCP.
+ * Nothing reaches a tool (or reads a body) without the right token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { AuthVerdict } from './http-auth.js';
 import { declaredTooLarge, readBody } from './http-body.js';
 import { parseEnvelope } from './http-envelope.js';
 import type { HostPolicy } from './http-host.js';
 import { exchange } from './http-mcp.js';
-import { internalError, refuse, relay, type Refusal } from './http-reply.js';
+import type { ServerLender } from './http-pool.js';
+import { answer, internalError, refuse, type Refusal } from './http-reply.js';
 import type { Log } from '../util/logger.js';
 
 export const MCP_PATH = '/mcp';
@@ -30,9 +31,9 @@ export interface PipelineOptions {
   authorize(authorization: string | undefined): AuthVerdict;
   hosts: HostPolicy;
   limits: PipelineLimits;
-  /** A fresh MCP server per request (stateless: nothing carries over). */
-  newServer(): Server;
-  /** The endpoint URL handed to the MCP transport. */
+  /** Lends each request an MCP server of its own for its duration (stateless: nothing carries over). */
+  servers: ServerLender;
+  /** The endpoint URL handlers see in their request info. */
   endpoint: string;
   log: HttpLog;
 }
@@ -118,12 +119,15 @@ export function createPipeline(options: PipelineOptions): RequestHandler {
     };
     res.once('close', onClose);
     try {
-      const reply = await exchange(
-        options.newServer(),
-        { url: options.endpoint, headers: req.headers, messages: envelope.messages, signal: abort.signal },
-        (err) => log.warn({ detail: err.message }, 'MCP transport refused a request'),
-      );
-      relay(res, reply.status, reply.headers, reply.body);
+      const outcome = await exchange(options.servers, {
+        url: options.endpoint,
+        headers: req.headers,
+        messages: envelope.messages,
+        signal: abort.signal,
+      });
+      if (outcome.kind === 'refused') return refused(outcome.refusal, outcome.reason, false);
+      if (outcome.kind === 'accepted') answer(res, 202);
+      else answer(res, 200, outcome.body);
     } catch (err) {
       if (err instanceof ClientGone) {
         log.info({ path }, 'http client went away before the MCP response');

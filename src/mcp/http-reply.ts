@@ -43,15 +43,12 @@ export function refuse(req: IncomingMessage, res: ServerResponse, refusal: Refus
   res.end(body);
 }
 
-/** Sends what the MCP transport produced, as it produced it. */
-export function relay(res: ServerResponse, status: number, headers: Headers, body: string): void {
+/** Sends MCP's answer: a JSON body, or none (202). */
+export function answer(res: ServerResponse, status: 200 | 202, json?: string): void {
   if (res.headersSent || res.destroyed) return;
   res.statusCode = status;
-  headers.forEach((value, name) => {
-    // Node computes framing headers itself.
-    if (name !== 'content-length' && name !== 'transfer-encoding' && name !== 'connection') res.setHeader(name, value);
-  });
+  if (json !== undefined) res.setHeader('Content-Type', 'application/json');
   res.setHeader('Cache-Control', 'no-store');
-  res.setHeader('Content-Length', Buffer.byteLength(body));
-  res.end(body);
+  res.setHeader('Content-Length', json === undefined ? 0 : Buffer.byteLength(json));
+  res.end(json);
 }

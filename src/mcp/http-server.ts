@@ -9,6 +9,7 @@ import type { Server as McpServer } from '@modelcontextprotocol/sdk/server/index
 import { bearerAuth } from './http-auth.js';
 import { createPipeline, MCP_PATH, type HttpLog, type PipelineLimits } from './http-handler.js';
 import { hostPolicy } from './http-host.js';
+import { ServerPool } from './http-pool.js';
 import { createMcpServer } from './server.js';
 import type { ToolContext } from './tools.js';
 
@@ -42,7 +43,7 @@ export interface HttpListenerOptions {
   port: number;
   publicUrl?: string;
   limits?: Partial<HttpLimits>;
-  /** Builds the per-request MCP server; a seam for tests that inject failures. */
+  /** Builds the MCP servers lent to requests (see http-pool.ts); a seam for tests that inject failures. */
   newServer?: (ctx: ToolContext, log: HttpLog) => McpServer;
 }
 
@@ -76,7 +77,7 @@ export async function startHttpListener(options: HttpListenerOptions): Promise<H
     authorize,
     hosts: hostPolicy(port, options.publicUrl),
     limits,
-    newServer: () => newServer(options.ctx, options.log),
+    servers: new ServerPool(() => newServer(options.ctx, options.log)),
     endpoint: url,
     log: options.log,
   });

@@ -3,6 +3,7 @@
  * are validated here so every rejection has the same `{error: {...}}` shape.
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { ControllerError, type PublicError } from '../controller/errors.js';
@@ -85,11 +86,18 @@ export async function callTool(name: string, args: unknown, ctx: ToolContext, lo
   }
 }
 
-/** Built once: the HTTP transport creates a server per request. */
+/** Built once: the HTTP transport may build many servers. */
 let listing: ReturnType<typeof toolListing>[] | undefined;
+/**
+ * One for all servers: the SDK otherwise builds an Ajv instance per server.
+ * It only checks elicitation answers (never requested here) and holds no
+ * more than compiled schemas, so sharing it shares nothing of a request.
+ */
+let validator: AjvJsonSchemaValidator | undefined;
 
 export function createMcpServer(ctx: ToolContext, log: ServerLog): Server {
-  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} } });
+  validator ??= new AjvJsonSchemaValidator();
+  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} }, jsonSchemaValidator: validator });
   listing ??= TOOLS.map(toolListing);
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listing }));
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {

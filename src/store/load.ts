@@ -16,6 +16,7 @@ import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 import { StateIndex } from './indexes.js';
 import { forEachLine } from './lines.js';
+import { isRunRecord, isSessionRecord } from './record-guard.js';
 import { RecordPool } from './pool.js';
 import { STATE_VERSION, type RunRecord, type SessionRecord } from './records.js';
 import { describeIssue, journalEntrySchema, runRecordSchema, sessionRecordSchema, snapshotHeaderSchema } from './schemas.js';
@@ -128,8 +129,8 @@ export async function loadState(dir: string): Promise<LoadedState> {
           if (n === 1 && entry.data.seq > snapshotSeq + 1) {
             throw refuse(`${where} starts at seq ${entry.data.seq} but ${STATE_FILE} ends at seq ${snapshotSeq}: commits are missing`);
           }
-          const lineSessions = entry.data.sessions.map((v, j) => validate(sessionRecordSchema, v, `${where} sessions[${j}]`, refuse));
-          const lineRuns = entry.data.runs.map((v, j) => validate(runRecordSchema, v, `${where} runs[${j}]`, refuse));
+          const lineSessions = entry.data.sessions.map((v, j) => validate(sessionRecordSchema, v, `${where} sessions[${j}]`, refuse, isSessionRecord));
+          const lineRuns = entry.data.runs.map((v, j) => validate(runRecordSchema, v, `${where} runs[${j}]`, refuse, isRunRecord));
           // Entries already folded into the snapshot (a crash between writing it and truncating us).
           if (entry.data.seq <= snapshotSeq) return;
           for (const s of lineSessions) {
@@ -190,11 +191,11 @@ async function readSnapshot(
       const record = recordOfLine(value, kind);
       if (record === undefined) throw refuse(`${where} is not a ${kind} line (expected {"${kind}": {…}}, sessions first, then runs)`);
       if (kind === 'session') {
-        const s = pool.session(validate(sessionRecordSchema, record, where, refuse));
+        const s = pool.session(validate(sessionRecordSchema, record, where, refuse, isSessionRecord));
         if (sessions.has(s.id)) throw refuse(`${where}: session ${s.id} appears twice`);
         sessions.set(s.id, s);
       } else {
-        const r = pool.run(validate(runRecordSchema, record, where, refuse));
+        const r = pool.run(validate(runRecordSchema, record, where, refuse, isRunRecord));
         if (runs.has(r.id)) throw refuse(`${where}: run ${r.id} appears twice`);
         runs.set(r.id, r);
       }
@@ -249,7 +250,13 @@ function refuser(dir: string): Refuse {
     );
 }
 
-function validate<T>(schema: z.ZodType<T>, value: unknown, where: string, refuse: Refuse): T {
+/**
+ * `value` as a `T`, or a refusal worded from the schema. `fast` answers yes only
+ * for values the schema accepts unchanged (see record-guard.ts); on no, the
+ * schema decides.
+ */
+function validate<T>(schema: z.ZodType<T>, value: unknown, where: string, refuse: Refuse, fast?: (v: unknown) => v is T): T {
+  if (fast?.(value)) return value;
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   const id = typeof value === 'object' && value !== null && 'id' in value ? ` (id ${JSON.stringify(value.id)})` : '';
