@@ -112,6 +112,7 @@ async function main(): Promise<number> {
           onEvent: (event) => {
             if (event.kind === 'lost') log.warn({ pid: event.pid, detail: event.detail, stderr: event.stderrTail }, 'warm worker lost; the pool replaces it');
             else if (event.kind === 'backoff') log.warn({ failures: event.failures, delayMs: event.delayMs }, 'warm workers keep failing; the pool backs off');
+            else if (event.kind === 'swept') log.info({ folders: event.folders }, 'removed warm droid folders a killed controller left behind');
             else log.debug({ pid: event.pid, ageMs: event.ageMs }, 'warm worker retired by age; the pool replaces it');
           },
         })

@@ -29,6 +29,7 @@ import { parseWorkerMessage } from './ipc.js';
 import { killGroupAndWait } from './process-group.js';
 import { POOL_ARG, type TurnSpec, type WarmDroidSpec } from './protocol.js';
 import { forkWorker, startWorker, type WorkerHandle, type WorkerOptions } from './runner.js';
+import { sweepWarmFolders, WARM_DIR_PREFIX } from './warm-folders.js';
 
 /** Warm droids are retired after this long, so a changed droid install or settings file is picked up. */
 export const WARM_MAX_AGE_MS = 10 * 60_000;
@@ -51,7 +52,8 @@ export interface WarmPoolOptions {
 export type PoolEvent =
   | { kind: 'lost'; pid: number; detail: string; stderrTail: string }
   | { kind: 'retired'; pid: number; ageMs: number }
-  | { kind: 'backoff'; failures: number; delayMs: number };
+  | { kind: 'backoff'; failures: number; delayMs: number }
+  | { kind: 'swept'; folders: string[] };
 
 /** A worker handed to a turn: the turn owns it from here. `dispose` removes its neutral folder once its group is gone. */
 export interface TakenWorker {
@@ -102,6 +104,11 @@ export class WarmPool {
    * share the CPU with a warm droid's start).
    */
   start(delayMs = 0): void {
+    // Folders a pool killed outright left behind (this one's or an earlier controller's).
+    if (this.options.droid) {
+      const swept = sweepWarmFolders(tmpdir());
+      if (swept.length > 0) this.options.onEvent?.({ kind: 'swept', folders: swept });
+    }
     if (delayMs > 0) this.scheduleRefill(delayMs);
     else this.refill();
   }
@@ -164,7 +171,7 @@ export class WarmPool {
   }
 
   private spawn(): void {
-    const dir = this.options.droid ? mkdtempSync(join(tmpdir(), 'droid-mcp-warm-')) : null;
+    const dir = this.options.droid ? mkdtempSync(join(tmpdir(), WARM_DIR_PREFIX)) : null;
     let child: ChildProcess;
     try {
       child = forkWorker({ ...(this.options.env && { env: this.options.env }), ...(this.options.workerEntry && { workerEntry: this.options.workerEntry }) }, [POOL_ARG]);

@@ -1,7 +1,12 @@
+import { spawn } from 'node:child_process';
+import { existsSync, lutimesSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { settingsAlreadyApplied } from '../../src/droid/client.js';
 import { lossBackoffMs, refillCount } from '../../src/worker/pool.js';
 import { projectFactoryCandidates, warmFits } from '../../src/worker/warm.js';
+import { staleWarmFolders, sweepWarmFolders, WARM_DIR_MIN_AGE_MS } from '../../src/worker/warm-folders.js';
 
 const warm = { droidPath: '/bin/droid', droidEnv: { HOME: '/h', PATH: '/bin' }, dir: '/tmp/droid-mcp-warm-x' };
 const unconfined = { sandbox: { mode: 'off' as const }, droidPath: '/bin/droid', droidEnv: { PATH: '/bin', HOME: '/h' } };
@@ -59,5 +64,47 @@ describe('settingsAlreadyApplied: a follow-up skips update_session_settings only
     expect(settingsAlreadyApplied(reported, { modelId: 'other', autonomyLevel: 'off', interactionMode: 'spec' })).toBe(false);
     expect(settingsAlreadyApplied(reported, { modelId: 'm', reasoningEffort: 'high', autonomyLevel: 'off', interactionMode: 'spec' })).toBe(false);
     expect(settingsAlreadyApplied(undefined, { modelId: 'm', autonomyLevel: 'off', interactionMode: 'spec' })).toBe(false);
+  });
+});
+
+describe('warm folders a killed controller left behind', () => {
+  const now = 10 * 60_000;
+  it('staleWarmFolders: only folders past the age bound that no live process is in (or under)', () => {
+    const entries = [
+      { path: '/t/droid-mcp-warm-old', mtimeMs: now - WARM_DIR_MIN_AGE_MS },
+      { path: '/t/droid-mcp-warm-young', mtimeMs: now - WARM_DIR_MIN_AGE_MS + 1 },
+      { path: '/t/droid-mcp-warm-used', mtimeMs: 0 },
+      { path: '/t/droid-mcp-warm-below', mtimeMs: 0 },
+      { path: '/t/droid-mcp-warm-prefix', mtimeMs: 0 },
+    ];
+    const cwds = new Set(['/t/droid-mcp-warm-used', '/t/droid-mcp-warm-below/sub', '/t/droid-mcp-warm-prefixed']);
+    expect(staleWarmFolders(entries, cwds, now)).toEqual(['/t/droid-mcp-warm-old', '/t/droid-mcp-warm-prefix']);
+  });
+
+  it('sweepWarmFolders removes a stale folder, keeps one a live process is in, a young one and a symlink', async () => {
+    const tmp = realpathSync(mkdtempSync(join(tmpdir(), 'sweep-')));
+    const make = (name: string) => {
+      const path = join(tmp, name);
+      mkdirSync(path);
+      writeFileSync(join(path, 'f'), 'x');
+      return path;
+    };
+    const stale = make('droid-mcp-warm-stale');
+    const used = make('droid-mcp-warm-used');
+    const young = make('droid-mcp-warm-young');
+    const other = make('unrelated');
+    symlinkSync(other, join(tmp, 'droid-mcp-warm-link'));
+    const old = new Date(Date.now() - 2 * WARM_DIR_MIN_AGE_MS);
+    for (const p of [stale, used, other]) utimesSync(p, old, old);
+    lutimesSync(join(tmp, 'droid-mcp-warm-link'), old, old);
+    const sleeper = spawn('sleep', ['30'], { cwd: used, stdio: 'ignore' });
+    try {
+      await new Promise((r) => sleeper.once('spawn', r));
+      expect(sweepWarmFolders(tmp)).toEqual([stale]);
+      expect([stale, used, young, other, join(tmp, 'droid-mcp-warm-link')].map((p) => existsSync(p))).toEqual([false, true, true, true, true]);
+    } finally {
+      sleeper.kill('SIGKILL');
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 });
