@@ -71,9 +71,11 @@ describe('warm pool in the server (sandbox off)', () => {
     expect(status.latestRun.state).toBe('succeeded');
     // The symlink spelling ran in the canonical workspace.
     expect(status.preview).toContain(`tool said: ${workspace}`);
-    // The warm droid was taken (it is gone with its turn) and a new one replaced it; never more than one.
+    // The warm droid was taken and a new one replaced it. The turn's droid is killed
+    // just after its result is recorded, so wait for it to go: then only the pool's one is left.
     await until(() => warmDroids().length === 1 && warmDroids()[0] !== firstWarm);
-    expect(liveDroids(TAG)).toHaveLength(1);
+    await until(() => liveDroids(TAG).length === 1);
+    expect(warmDroids()).toHaveLength(1);
     const secondWarm = warmDroids()[0]!;
 
     await server.ok('droid_send_message', { requestKey: `k-${++keys}`, session, prompt: `again ${script({ tool: execute('pwd') })}` });
