@@ -7,7 +7,8 @@
 import { request, type IncomingHttpHeaders } from 'node:http';
 import type { SessionController } from '../../src/controller/controller.js';
 import { ControllerError } from '../../src/controller/errors.js';
-import type { HttpLog } from '../../src/mcp/http-server.js';
+import { startHttpListener, type HttpListener, type HttpLog } from '../../src/mcp/http-server.js';
+import { createMcpServer } from '../../src/mcp/server.js';
 import type { ToolContext } from '../../src/mcp/tools.js';
 
 export const ROOT = '/srv/repos/app';
@@ -156,4 +157,28 @@ export function rpc(method: string, params: Record<string, unknown> = {}, id: nu
 
 export function toolCall(name: string, args: Record<string, unknown> = {}, id: number | string = 1): string {
   return rpc('tools/call', { name, arguments: args }, id);
+}
+
+/** A listener on a free port over the fake context, counting the MCP servers it builds; `close` it after the test. */
+export interface CountingListener {
+  port: number;
+  fake: FakeContext;
+  built: () => number;
+  listener: HttpListener;
+}
+
+export async function startCountingListener(token: string): Promise<CountingListener> {
+  const fake = fakeContext();
+  let built = 0;
+  const listener = await startHttpListener({
+    ctx: fake.ctx,
+    log: captureLog(),
+    token,
+    port: 0,
+    newServer: (ctx, log) => {
+      built++;
+      return createMcpServer(ctx, log);
+    },
+  });
+  return { port: listener.port, fake, built: () => built, listener };
 }

@@ -11,10 +11,10 @@ import { request } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ServerPool, reusable } from '../../src/mcp/http-pool.js';
-import { startHttpListener, type HttpListener } from '../../src/mcp/http-server.js';
+import type { HttpListener } from '../../src/mcp/http-server.js';
 import { createMcpServer } from '../../src/mcp/server.js';
 import type { ToolContext } from '../../src/mcp/tools.js';
-import { captureLog, fakeContext, mcpHeaders, rawRequest, rpc, toolCall, type FakeContext } from '../support/http-fixtures.js';
+import { mcpHeaders, rawRequest, rpc, startCountingListener, toolCall, type FakeContext } from '../support/http-fixtures.js';
 
 const TOKEN = randomBytes(32).toString('base64url');
 
@@ -24,20 +24,9 @@ afterEach(async () => {
 });
 
 async function start(): Promise<{ port: number; fake: FakeContext; built: () => number }> {
-  const fake = fakeContext();
-  let built = 0;
-  const listener = await startHttpListener({
-    ctx: fake.ctx,
-    log: captureLog(),
-    token: TOKEN,
-    port: 0,
-    newServer: (ctx, log) => {
-      built++;
-      return createMcpServer(ctx, log);
-    },
-  });
-  open.push(listener);
-  return { port: listener.port, fake, built: () => built };
+  const started = await startCountingListener(TOKEN);
+  open.push(started.listener);
+  return started;
 }
 
 /** What the fake's droid_read_session answers: its own session and the call's number. */

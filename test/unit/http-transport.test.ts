@@ -8,10 +8,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startHttpListener, type HttpListener } from '../../src/mcp/http-server.js';
+import type { HttpListener } from '../../src/mcp/http-server.js';
 import { JsonExchangeTransport } from '../../src/mcp/http-json-transport.js';
-import { createMcpServer } from '../../src/mcp/server.js';
-import { fakeContext, captureLog, mcpHeaders, rawRequest, rpc, toolCall, type FakeContext } from '../support/http-fixtures.js';
+import { mcpHeaders, rawRequest, rpc, startCountingListener, toolCall, type CountingListener } from '../support/http-fixtures.js';
 
 const TOKEN = randomBytes(32).toString('base64url');
 
@@ -20,27 +19,12 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((l) => l.close(100)));
 });
 
-interface Harness {
-  port: number;
-  fake: FakeContext;
-  built: () => number;
-}
+type Harness = Pick<CountingListener, 'port' | 'fake' | 'built'>;
 
 async function start(): Promise<Harness> {
-  const fake = fakeContext();
-  let built = 0;
-  const listener = await startHttpListener({
-    ctx: fake.ctx,
-    log: captureLog(),
-    token: TOKEN,
-    port: 0,
-    newServer: (ctx, log) => {
-      built++;
-      return createMcpServer(ctx, log);
-    },
-  });
-  open.push(listener);
-  return { port: listener.port, fake, built: () => built };
+  const started = await startCountingListener(TOKEN);
+  open.push(started.listener);
+  return started;
 }
 
 function post(h: Harness, body: string, extra: Record<string, string> = {}) {
