@@ -27,6 +27,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Log } from '../src/util/logger.js';
 import type { RunRecord, SessionRecord } from '../src/store/records.js';
 import { StateStore } from '../src/store/store.js';
+import { recordGoal } from './goals.js';
 
 const SERVER_ENTRY = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 /** Any executable satisfies start-up; status never runs it. */
@@ -336,6 +337,7 @@ export async function main(): Promise<Figures[]> {
     const ratio = http.rps / stdio.rps;
     const met = http.p99 <= 20 && ratio >= 0.5;
     console.log(`  ${what.padEnd(40)} p99 ${http.p99.toFixed(2).padStart(6)} ms, ${ratio.toFixed(2)}x stdio -> ${met ? 'met' : 'NOT met'}`);
+    recordGoal({ name: `http status, ${CONCURRENCY} clients, ${what}`, measured: `p99 ${http.p99.toFixed(1)} ms, ${ratio.toFixed(2)}x`, goal: 'p99 <= 20 ms, >= 0.5x', met });
   };
   console.log(`goal (issue 12): http, ${CONCURRENCY} concurrent clients: p99 <= 20 ms and >= 0.5x stdio throughput (${CONCURRENCY} in flight)`);
   // The server's figure: clients that cost next to nothing on both transports. With SDK

@@ -22,6 +22,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { recordGoal } from './goals.js';
 import { DroidClient } from '../src/droid/client.js';
 import { startWorker } from '../src/worker/runner.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
@@ -219,12 +220,18 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       console.log(`  ${label.padEnd(58)} ${ms.toFixed(0).padStart(6)} ms   ratio ${(ms / b).toFixed(2)}${goal ? `   (goal ${goal})` : ''}`);
     console.log(`turn start: call → the turn's first model request, median of ${runs}, in one run`);
     row('bare cold droid: spawn → initialize → first model request', b);
+    const judged = (name: string, ms: number, limit: number) =>
+      recordGoal({ name, measured: `${ms.toFixed(0)} ms = ${(ms / b).toFixed(2)}x`, goal: `<= ${limit.toFixed(2)}x bare ${b.toFixed(0)} ms`, met: ms / b <= limit });
     for (const v of variants) {
       const goal = v.sandbox === 'off' ? (v.pool ? '≤ 0.25' : '≤ 1.10') : '';
       row(`server create, ${v.label}`, median(v.create), goal);
+      if (v.sandbox === 'off') judged(`turn start, ${v.label}`, median(v.create), v.pool ? 0.25 : 1.1);
     }
     console.log(`follow-up: droid_send_message on an idle session → its first model request, median of ${runs}`);
-    for (const v of variants.filter((x) => x.sandbox === 'off')) row(`server send, ${v.label}`, median(v.followUp), v.pool ? '≤ 0.30' : '');
+    for (const v of variants.filter((x) => x.sandbox === 'off')) {
+      row(`server send, ${v.label}`, median(v.followUp), v.pool ? '≤ 0.30' : '');
+      if (v.pool) judged(`idle follow-up, ${v.label}`, median(v.followUp), 0.3);
+    }
     console.log(`slot hold of the previous turn: its result → worker and group gone, median of ${runs}`);
     console.log(`  a follow-up waiting (rename skipped, droid killed once close_session is answered) ${median(holds.waiting).toFixed(0).padStart(6)} ms`);
     console.log(`  nobody waiting (rename applied, droid exits by itself)                         ${median(holds.idle).toFixed(0).padStart(6)} ms`);

@@ -11,6 +11,7 @@ import { main as httpStatus } from './http-status.js';
 import { main as soak } from './soak.js';
 import { main as lineReader } from './line-reader.js';
 import { main as evidence } from './evidence.js';
+import { printGoals } from './goals.js';
 
 const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['start-up latency', latency],
@@ -28,3 +29,6 @@ for (const [name, run] of benches) {
   console.log(`\n== ${name} ==`);
   await run();
 }
+
+console.log('\n== issue 12 goals, as measured above ==');
+printGoals();

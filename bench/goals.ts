@@ -1,0 +1,25 @@
+/**
+ * The issue-12 goals, as each benchmark measured them in this run, so
+ * `npm run bench` can end with one table of them (run-all.ts).
+ */
+export interface GoalFigure {
+  /** What was measured. */
+  name: string;
+  /** The figure, with its unit or as a ratio. */
+  measured: string;
+  /** The goal, as the issue states it. */
+  goal: string;
+  met: boolean;
+}
+
+const figures: GoalFigure[] = [];
+
+export function recordGoal(figure: GoalFigure): void {
+  figures.push(figure);
+}
+
+export function printGoals(): void {
+  if (figures.length === 0) return;
+  console.log(`${'goal'.padEnd(62)} ${'measured'.padStart(18)}  ${'target'.padEnd(22)} verdict`);
+  for (const f of figures) console.log(`${f.name.padEnd(62)} ${f.measured.padStart(18)}  ${f.goal.padEnd(22)} ${f.met ? 'met' : 'NOT met'}`);
+}
