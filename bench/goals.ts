@@ -21,5 +21,8 @@ export function recordGoal(figure: GoalFigure): void {
 export function printGoals(): void {
   if (figures.length === 0) return;
   console.log(`${'goal'.padEnd(62)} ${'measured'.padStart(18)}  ${'target'.padEnd(22)} verdict`);
-  for (const f of figures) console.log(`${f.name.padEnd(62)} ${f.measured.padStart(18)}  ${f.goal.padEnd(22)} ${f.met ? 'met' : 'NOT met'}`);
+  for (const f of figures) {
+    const verdict = f.goal === '-' ? '' : f.met ? 'met' : 'NOT met';
+    console.log(`${f.name.padEnd(62)} ${f.measured.padStart(18)}  ${f.goal.padEnd(22)} ${verdict}`);
+  }
 }

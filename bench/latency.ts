@@ -68,6 +68,28 @@ async function bareDroid(bed: DroidBed, ws: string): Promise<number> {
   return at - t0;
 }
 
+/**
+ * The floor of any warm path: a droid spawned earlier in a neutral folder and
+ * left idle, driven directly (no server, no worker): initialize_session in the
+ * workspace → the turn's first model request. What droid itself does after a
+ * submit (≈ 200-350 ms here) is in every path, warm or cold.
+ */
+async function idleDroid(bed: DroidBed, ws: string, idleDir: string): Promise<number> {
+  const m = marker('idle');
+  const client = DroidClient.spawn({ droidPath: bed.droidPath, env: bed.home.env, cwd: idleDir });
+  try {
+    await sleep(SETTLE_MS);
+    const t0 = Date.now();
+    await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
+    const collector = await client.submit(`${m} ${script({ text: 'ok' })}`, () => undefined);
+    const at = await modelRequestWith(bed, m);
+    await collector.ended;
+    return at - t0;
+  } finally {
+    await client.shutdown();
+  }
+}
+
 interface Variant {
   label: string;
   sandbox: 'off' | 'bwrap';
@@ -192,6 +214,7 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       : []),
   ];
   const bare: number[] = [];
+  const idle: number[] = [];
   const holds = { waiting: [] as number[], idle: [] as number[] };
   const memory: Array<{ label: string; workers: number; mib: number }> = [];
   try {
@@ -202,6 +225,12 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       const ws = join(base, `bare-${i}`);
       mkdirSync(ws);
       bare.push(await bareDroid(bed, ws));
+      await sleep(SETTLE_MS);
+      const idleWs = join(base, `idle-ws-${i}`);
+      const idleDir = join(base, `idle-${i}`);
+      mkdirSync(idleWs);
+      mkdirSync(idleDir);
+      idle.push(await idleDroid(bed, idleWs, idleDir));
       await sleep(SETTLE_MS);
       for (const v of variants) {
         const { ms, session } = await createTurn(bed, v, i);
@@ -220,8 +249,11 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       console.log(`  ${label.padEnd(58)} ${ms.toFixed(0).padStart(6)} ms   ratio ${(ms / b).toFixed(2)}${goal ? `   (goal ${goal})` : ''}`);
     console.log(`turn start: call → the turn's first model request, median of ${runs}, in one run`);
     row('bare cold droid: spawn → initialize → first model request', b);
+    row('idle droid, driven directly: initialize → first model request', median(idle), 'none: the floor of a warm path');
+    const floor = median(idle) / b;
     const judged = (name: string, ms: number, limit: number) =>
       recordGoal({ name, measured: `${ms.toFixed(0)} ms = ${(ms / b).toFixed(2)}x`, goal: `<= ${limit.toFixed(2)}x bare ${b.toFixed(0)} ms`, met: ms / b <= limit });
+    recordGoal({ name: 'the floor: an idle droid driven directly (no goal)', measured: `${median(idle).toFixed(0)} ms = ${floor.toFixed(2)}x`, goal: '-', met: true });
     for (const v of variants) {
       const goal = v.sandbox === 'off' ? (v.pool ? '≤ 0.25' : '≤ 1.10') : '';
       row(`server create, ${v.label}`, median(v.create), goal);
