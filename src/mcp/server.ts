@@ -7,6 +7,7 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { ControllerError, type PublicError } from '../controller/errors.js';
+import { StoreError } from '../store/errors.js';
 import { TOOLS, type ToolCall, type ToolContext, type ToolDefinition } from './tools.js';
 import type { Log } from '../util/logger.js';
 import type { ProgressSink } from './progress.js';
@@ -75,6 +76,16 @@ export async function callTool(name: string, args: unknown, ctx: ToolContext, lo
     return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
   } catch (err) {
     if (err instanceof ControllerError) return errorResult(err.toPublic());
+    if (err instanceof StoreError && err.code === 'state_unreadable') {
+      // Its message names state files: those go to the log, never to callers.
+      log.error({ err, tool: name }, 'a stored run could not be read back');
+      return errorResult({
+        code: 'state_unreadable',
+        message: 'a stored run could not be read back as the controller verified it at start-up (its state file changed underneath); nothing was guessed',
+        retryable: false,
+        action: 'Ask the operator to restart the controller: start-up checks the state directory and refuses damaged state.',
+      });
+    }
     // Unexpected: details to the log only, a generic error to the caller.
     log.error({ err, tool: name }, 'tool failed unexpectedly');
     return errorResult({

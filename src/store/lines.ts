@@ -5,6 +5,7 @@
  * never occurs inside a multi-byte UTF-8 sequence.
  */
 import { isUtf8 } from 'node:buffer';
+import type { Hash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 
 const READ_CHUNK_BYTES = 1 << 20;
@@ -22,12 +23,22 @@ export interface LineScan {
 }
 
 export interface LineHandlers {
-  /** Called for each complete line (without its newline), numbered from 1; may throw to stop. */
-  onLine(line: string, lineNumber: number): void;
+  /**
+   * Called for each complete line (without its newline), numbered from 1,
+   * with the byte offset where it starts and its length in bytes; may throw to stop.
+   */
+  onLine(line: string, lineNumber: number, offset: number, bytes: number): void;
   /** The error to throw for a line that is not UTF-8 or is longer than allowed. */
   refuse(lineNumber: number, problem: string): Error;
   /** Longest acceptable first line in bytes (a header); unlimited if absent. */
   firstLineMaxBytes?: number;
+  /** Updated with every byte read. */
+  hash?: Hash;
+  /**
+   * Lines handed out; after that many the rest of the file is only read
+   * (and hashed), not split, and `lines` counts no further.
+   */
+  maxLines?: number;
 }
 
 /** Reads `handle` from its current position to the end. */
@@ -40,15 +51,20 @@ export async function forEachLine(handle: FileHandle, handlers: LineHandlers): P
   let bytesTotal = 0;
   const limitOf = (n: number): number => (n === 1 && handlers.firstLineMaxBytes !== undefined ? handlers.firstLineMaxBytes : Infinity);
   const tooLong = (n: number): Error => handlers.refuse(n, `line ${n} is longer than ${limitOf(n)} bytes`);
+  const maxLines = handlers.maxLines ?? Infinity;
 
   for (;;) {
     const { bytesRead } = await handle.read(chunk, 0, READ_CHUNK_BYTES, null);
     if (bytesRead === 0) break;
-    bytesTotal += bytesRead;
     const data = chunk.subarray(0, bytesRead);
+    handlers.hash?.update(data);
+    const chunkAt = bytesTotal;
+    bytesTotal += bytesRead;
+    if (lineNumber >= maxLines) continue;
     let start = 0;
     for (let newline = data.indexOf(NEWLINE, start); newline !== -1; newline = data.indexOf(NEWLINE, start)) {
       const n = lineNumber + 1;
+      const lineAt = chunkAt + start - carryBytes;
       let bytes = data.subarray(start, newline);
       if (carryBytes > 0) {
         bytes = Buffer.concat([...carry, bytes], carryBytes + bytes.length);
@@ -59,9 +75,13 @@ export async function forEachLine(handle: FileHandle, handlers: LineHandlers): P
       if (bytes.length > limitOf(n)) throw tooLong(n);
       if (!isUtf8(bytes)) throw handlers.refuse(n, `line ${n} is not valid UTF-8`);
       lineNumber = n;
-      handlers.onLine(bytes.toString('utf8'), n);
+      handlers.onLine(bytes.toString('utf8'), n, lineAt, bytes.length);
+      if (lineNumber >= maxLines) break;
     }
-    if (start < data.length) {
+    if (lineNumber >= maxLines) {
+      carry = [];
+      carryBytes = 0;
+    } else if (start < data.length) {
       // The chunk buffer is reused by the next read: keep a copy.
       carry.push(Buffer.from(data.subarray(start)));
       carryBytes += data.length - start;
