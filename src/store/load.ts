@@ -282,22 +282,25 @@ function addStubs(index: IndexBody, sessionList: SessionRecord[], runs: RunTable
     const f = flags[i]!;
     const s = RUN_STATE_CODES[state[i]!];
     const k = key[i];
-    const ms = accepted[i];
     const n = length[i]!;
     const q = seq[i]!;
-    if (typeof runId !== 'string' || owner === undefined || s === undefined || (k !== null && typeof k !== 'string') || !Number.isSafeInteger(q)) return `run ${i} is malformed`;
-    if (typeof f !== 'number' || (ms !== null && typeof ms !== 'number') || !Number.isSafeInteger(n) || n < 0) return `run ${i} is malformed`;
+    if (typeof runId !== 'string' || owner === undefined || s === undefined || (k !== null && typeof k !== 'string') || q < 1 || n < 0) return `run ${i} is malformed`;
     let usage: TokenUsage | null = null;
     if ((f & FLAG_USAGE) !== 0) {
-      const [a, b, c, dd, e, credits] = [u[ui], u[ui + 1], u[ui + 2], u[ui + 3], u[ui + 4], u[ui + 5]];
+      const credits = u[ui + 5]!;
+      usage = Object.freeze<TokenUsage>({
+        inputTokens: u[ui]!,
+        outputTokens: u[ui + 1]!,
+        cacheCreationTokens: u[ui + 2]!,
+        cacheReadTokens: u[ui + 3]!,
+        thinkingTokens: u[ui + 4]!,
+        factoryCredits: Number.isNaN(credits) ? null : credits,
+      });
       ui += 6;
-      if (typeof a !== 'number' || typeof b !== 'number' || typeof c !== 'number' || typeof dd !== 'number' || typeof e !== 'number') return `run ${i} has malformed usage`;
-      if (credits !== null && typeof credits !== 'number') return `run ${i} has malformed usage`;
-      usage = Object.freeze<TokenUsage>({ inputTokens: a, outputTokens: b, cacheCreationTokens: c, cacheReadTokens: dd, thinkingTokens: e, factoryCredits: credits ?? null });
     }
     const text = (f & FLAG_PREVIEW) === 0 ? '' : previews.get(i);
-    if (runs.has(runId)) return `run ${runId} appears twice`;
-    runs.add(new RunEntry(runId, owner.id, q, k ?? null, s, (f & FLAG_STARTED) !== 0, ms ?? NaN, usage, (f & FLAG_CHANGES) !== 0, text, at, n, undefined));
+    runs.add(new RunEntry(runId, owner.id, q, k ?? null, s, (f & FLAG_STARTED) !== 0, accepted[i]!, usage, (f & FLAG_CHANGES) !== 0, text, at, n, undefined));
+    if (runs.size !== i + 1) return `run ${runId} appears twice`;
     at += n + 1;
   }
   if (ui !== u.length) return 'its usage column has a wrong length';

@@ -13,11 +13,14 @@
  * snapshot as before. It is never a reason to refuse start-up: a missing,
  * damaged, stale or foreign index only costs time.
  *
- * Layout: line 1 `{"version":1,"body":{"bytes":N,"sha256":"…"}}`, then the
- * body, one JSON document of columns (see `IndexBody`), and a newline.
+ * Layout: line 1 `{"version":1,"endian":"LE","body":{"bytes":N,"strings":M,"sha256":"…"}}`
+ * (padded to a multiple of 8 bytes), then the body: M bytes of one JSON line
+ * with the snapshot's digest and the string columns, spaces up to a multiple
+ * of 8, then the numeric columns in the order of `IndexBody` (Float64, Int32, Uint8).
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { endianness } from 'node:os';
 import { join } from 'node:path';
 import { errCode } from '../util/errno.js';
 import { writeFileAtomic } from './atomic.js';
@@ -60,26 +63,30 @@ export interface SnapshotDigest {
   runsAt: number;
 }
 
-/** The index's columns; each has one item per run of the snapshot, in its order, except `usage` and `preview`. */
+/**
+ * The index's columns, one item per run of the snapshot in its order (but
+ * `usage` and `preview`). Strings travel as JSON; numbers as little-endian
+ * binary columns, so reading 100k runs parses no number.
+ */
 export interface IndexBody {
   snapshot: SnapshotDigest;
   id: string[];
-  /** Position of the run's session among the snapshot's sessions. */
-  session: number[];
-  seq: number[];
   key: Array<string | null>;
-  /** Code in RUN_STATE_CODES. */
-  state: number[];
-  /** FLAG_* bits. */
-  flags: number[];
-  /** Date.parse(acceptedAt); null when it does not parse. */
-  accepted: Array<number | null>;
-  /** Bytes of the run's line, without its newline. */
-  length: number[];
-  /** Six numbers (TokenUsage in field order; credits may be null) per run with FLAG_USAGE. */
-  usage: Array<number | null>;
   /** Pairs: run position, preview text: each session's latest run with a preview. */
   preview: Array<number | string>;
+  /** Date.parse(acceptedAt); NaN when it does not parse. */
+  accepted: Float64Array;
+  /** Six numbers (TokenUsage in field order; NaN: credits null) per run with FLAG_USAGE. */
+  usage: Float64Array;
+  /** Position of the run's session among the snapshot's sessions. */
+  session: Int32Array;
+  seq: Int32Array;
+  /** Bytes of the run's line, without its newline. */
+  length: Int32Array;
+  /** Code in RUN_STATE_CODES. */
+  state: Uint8Array;
+  /** FLAG_* bits. */
+  flags: Uint8Array;
 }
 
 /** A run to index: its facts and its line's length in the snapshot. */
@@ -87,6 +94,8 @@ export interface IndexedRun {
   facts: RunFacts;
   length: number;
 }
+
+const INT32_MAX = 0x7fffffff;
 
 /**
  * Writes the index of a snapshot durably (temp file, fsync, rename, directory
@@ -101,34 +110,51 @@ export async function writeRunIndex(
   previewOf: (facts: RunFacts) => string,
   fs: StoreFs = nodeStoreFs,
 ): Promise<void> {
-  const body: IndexBody = { snapshot, id: [], session: [], seq: [], key: [], state: [], flags: [], accepted: [], length: [], usage: [], preview: [] };
+  const n = snapshot.runs;
+  const id: string[] = [];
+  const key: Array<string | null> = [];
+  const accepted = new Float64Array(n);
+  const usage: number[] = [];
+  const session = new Int32Array(n);
+  const seq = new Int32Array(n);
+  const length = new Int32Array(n);
+  const state = new Uint8Array(n);
+  const flags = new Uint8Array(n);
   const stateCode = new Map(RUN_STATE_CODES.map((s, i) => [s, i]));
   /** Per session: position and facts of its latest run with a preview. */
   const latest = new Map<string, { at: number; facts: RunFacts }>();
   let at = 0;
-  for (const { facts: f, length } of runs) {
+  for (const { facts: f, length: bytes } of runs) {
+    if (at >= n) throw new Error(`run index listed more runs than the snapshot's ${n}`);
     const u = f.usage;
-    const flags = (f.started ? FLAG_STARTED : 0) | (f.hasChanges ? FLAG_CHANGES : 0) | (f.preview !== '' ? FLAG_PREVIEW : 0) | (u !== null ? FLAG_USAGE : 0);
-    body.id.push(f.id);
-    body.session.push(sessionPosition(f.sessionId));
-    body.seq.push(f.seq);
-    body.key.push(f.requestKey);
-    body.state.push(stateCode.get(f.state)!);
-    body.flags.push(flags);
-    body.accepted.push(Number.isNaN(f.acceptedMs) ? null : f.acceptedMs);
-    body.length.push(length);
-    if (u !== null) body.usage.push(u.inputTokens, u.outputTokens, u.cacheCreationTokens, u.cacheReadTokens, u.thinkingTokens, u.factoryCredits);
+    const position = sessionPosition(f.sessionId);
+    if (position < 0 || f.seq > INT32_MAX || bytes > INT32_MAX) throw new Error(`run ${f.id} cannot be indexed`);
+    id.push(f.id);
+    key.push(f.requestKey);
+    accepted[at] = f.acceptedMs;
+    if (u !== null) usage.push(u.inputTokens, u.outputTokens, u.cacheCreationTokens, u.cacheReadTokens, u.thinkingTokens, u.factoryCredits ?? NaN);
+    session[at] = position;
+    seq[at] = f.seq;
+    length[at] = bytes;
+    state[at] = stateCode.get(f.state)!;
+    flags[at] = (f.started ? FLAG_STARTED : 0) | (f.hasChanges ? FLAG_CHANGES : 0) | (f.preview !== '' ? FLAG_PREVIEW : 0) | (u !== null ? FLAG_USAGE : 0);
     if (f.preview !== '') {
       const seen = latest.get(f.sessionId);
       if (seen === undefined || seen.facts.seq < f.seq) latest.set(f.sessionId, { at, facts: f });
     }
     at++;
   }
-  if (at !== snapshot.runs) throw new Error(`run index listed ${at} runs for a snapshot of ${snapshot.runs}`);
-  for (const { at: position, facts } of latest.values()) body.preview.push(position, facts.preview ?? previewOf(facts));
-  const text = Buffer.from(JSON.stringify(body) + '\n', 'utf8');
-  const header = JSON.stringify({ version: INDEX_VERSION, body: { bytes: text.length, sha256: createHash('sha256').update(text).digest('hex') } });
-  await writeFileAtomic(join(dir, INDEX_FILE), Buffer.concat([Buffer.from(header + '\n', 'utf8'), text]), fs);
+  if (at !== n) throw new Error(`run index listed ${at} runs for a snapshot of ${n}`);
+  const preview: Array<number | string> = [];
+  for (const { at: position, facts } of latest.values()) preview.push(position, facts.preview ?? previewOf(facts));
+  const strings = Buffer.from(JSON.stringify({ snapshot, id, key, preview }) + '\n', 'utf8');
+  const pad = Buffer.alloc((8 - (strings.length % 8)) % 8, 0x20);
+  const columns = [accepted, new Float64Array(usage), session, seq, length, state, flags].map((c) => Buffer.from(c.buffer, c.byteOffset, c.byteLength));
+  const body = Buffer.concat([strings, pad, ...columns]);
+  const header = JSON.stringify({ version: INDEX_VERSION, endian: 'LE', body: { bytes: body.length, strings: strings.length, sha256: createHash('sha256').update(body).digest('hex') } });
+  // The header line is padded so the body, and with it every Float64 column, starts 8-aligned.
+  const head = Buffer.from(header.padEnd(header.length + ((7 - (header.length % 8)) % 8)) + '\n', 'utf8');
+  await writeFileAtomic(join(dir, INDEX_FILE), Buffer.concat([head, body]), fs);
 }
 
 /** The index in `dir`, or why there is none to use (`missing`: no file at all). */
@@ -150,23 +176,52 @@ export async function readRunIndex(dir: string): Promise<{ body: IndexBody } | {
   } catch {
     return bad('has a header that is not JSON');
   }
-  const h = header as { version?: unknown; body?: { bytes?: unknown; sha256?: unknown } } | null;
+  const h = header as { version?: unknown; endian?: unknown; body?: { bytes?: unknown; strings?: unknown; sha256?: unknown } } | null;
   if (typeof h !== 'object' || h === null) return bad('has a header that is not an object');
   if (h.version !== INDEX_VERSION) return bad(`has version ${JSON.stringify(h.version)}, not ${INDEX_VERSION}`);
-  const body = bytes.subarray(newline + 1);
+  if (h.endian !== 'LE' || endianness() !== 'LE') return bad('has numbers in another byte order');
+  let body = bytes.subarray(newline + 1);
   if (h.body?.bytes !== body.length) return bad(`is truncated or extended (its body has ${body.length} bytes, its header says ${JSON.stringify(h.body?.bytes)})`);
   if (h.body.sha256 !== createHash('sha256').update(body).digest('hex')) return bad('does not match its own checksum');
-  let parsed: unknown;
+  const stringBytes = h.body.strings;
+  if (!Number.isSafeInteger(stringBytes) || (stringBytes as number) > body.length) return bad('has a malformed header');
+  let strings: unknown;
   try {
-    parsed = JSON.parse(body.toString('utf8'));
+    strings = JSON.parse(body.subarray(0, stringBytes as number).toString('utf8'));
   } catch {
-    return bad('has a body that is not JSON');
+    return bad('has strings that are not JSON');
   }
-  const problem = shapeProblem(parsed);
-  return problem === undefined ? { body: parsed as IndexBody } : bad(`has an unexpected shape (${problem})`);
+  const problem = shapeProblem(strings);
+  if (problem !== undefined) return bad(`has an unexpected shape (${problem})`);
+  const { snapshot, id, key, preview } = strings as Pick<IndexBody, 'snapshot' | 'id' | 'key' | 'preview'>;
+  // Typed arrays need aligned offsets; a copy costs little next to parsing.
+  if (body.byteOffset % 8 !== 0) body = Buffer.from(body);
+  const n = snapshot.runs;
+  let at = (stringBytes as number) + ((8 - ((stringBytes as number) % 8)) % 8);
+  const take = <T>(make: (buffer: ArrayBuffer, offset: number, length: number) => T, count: number, size: number): T | undefined => {
+    if (at + count * size > body.length) return undefined;
+    const column = make(body.buffer as ArrayBuffer, body.byteOffset + at, count);
+    at += count * size;
+    return column;
+  };
+  const f64 = (b: ArrayBuffer, o: number, l: number) => new Float64Array(b, o, l);
+  const i32 = (b: ArrayBuffer, o: number, l: number) => new Int32Array(b, o, l);
+  const u8 = (b: ArrayBuffer, o: number, l: number) => new Uint8Array(b, o, l);
+  const accepted = take(f64, n, 8);
+  const flagsAt = body.length - n;
+  const flags = flagsAt >= 0 ? new Uint8Array(body.buffer as ArrayBuffer, body.byteOffset + flagsAt, n) : undefined;
+  let withUsage = 0;
+  if (flags !== undefined) for (let i = 0; i < n; i++) if ((flags[i]! & FLAG_USAGE) !== 0) withUsage++;
+  const usage = take(f64, withUsage * 6, 8);
+  const session = take(i32, n, 4);
+  const seq = take(i32, n, 4);
+  const length = take(i32, n, 4);
+  const state = take(u8, n, 1);
+  if (flags === undefined || !accepted || !usage || !session || !seq || !length || !state || at !== flagsAt) return bad('has columns of the wrong size');
+  return { body: { snapshot, id, key, preview, accepted, usage, session, seq, length, state, flags } };
 }
 
-/** What is wrong with the body's shape, if anything; the values are checked as they are used. */
+/** What is wrong with the strings' shape, if anything; the values are checked as they are used. */
 function shapeProblem(v: unknown): string | undefined {
   if (typeof v !== 'object' || v === null) return 'not an object';
   const b = v as Record<string, unknown>;
@@ -175,9 +230,7 @@ function shapeProblem(v: unknown): string | undefined {
   for (const k of ['seq', 'sessions', 'runs', 'bytes', 'runsAt']) if (!Number.isSafeInteger(s[k]) || (s[k] as number) < 0) return `snapshot.${k}`;
   if (typeof s['sha256'] !== 'string') return 'snapshot.sha256';
   const runs = s['runs'] as number;
-  for (const k of ['id', 'session', 'seq', 'key', 'state', 'flags', 'accepted', 'length']) {
-    if (!Array.isArray(b[k]) || (b[k] as unknown[]).length !== runs) return `column ${k}`;
-  }
-  if (!Array.isArray(b['usage']) || !Array.isArray(b['preview'])) return 'usage or preview';
+  for (const k of ['id', 'key']) if (!Array.isArray(b[k]) || (b[k] as unknown[]).length !== runs) return `column ${k}`;
+  if (!Array.isArray(b['preview'])) return 'preview';
   return undefined;
 }
