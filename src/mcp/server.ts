@@ -4,6 +4,7 @@
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { ControllerError, type PublicError } from '../controller/errors.js';
@@ -105,10 +106,11 @@ let listing: ReturnType<typeof toolListing>[] | undefined;
  * more than compiled schemas, so sharing it shares nothing of a request.
  */
 let validator: AjvJsonSchemaValidator | undefined;
+/** Builds that Ajv instance (compiling its meta-schemas) only if a schema is ever checked: never, so far. */
+const lazyValidator: jsonSchemaValidator = { getValidator: (schema) => (validator ??= new AjvJsonSchemaValidator()).getValidator(schema) };
 
 export function createMcpServer(ctx: ToolContext, log: ServerLog): Server {
-  validator ??= new AjvJsonSchemaValidator();
-  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} }, jsonSchemaValidator: validator });
+  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} }, jsonSchemaValidator: lazyValidator });
   listing ??= TOOLS.map(toolListing);
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listing }));
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
