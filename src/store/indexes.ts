@@ -48,13 +48,31 @@ export class StateIndex {
   static adopt(sessions: Map<string, SessionRecord>, runs: RunTable): { index: StateIndex } | { problem: IndexProblem } {
     const index = new StateIndex(sessions, runs);
     for (const s of sessions.values()) deepFreeze(s);
+    // A session's runs mostly follow each other: its list is looked up once for all of them.
+    let lastSession: string | undefined;
+    let list: RunEntry[] = [];
     for (const r of runs.facts()) {
       if (r.record !== undefined) deepFreeze(r.record);
       const problem = (text: string): { problem: IndexProblem } => ({ problem: { kind: 'run', id: r.id, text } });
-      if (!sessions.has(r.sessionId)) return problem(`belongs to session ${r.sessionId}, which does not exist`);
-      const slotOwner = index.#atSeq(r.sessionId, r.seq);
-      if (slotOwner !== undefined) return problem(`has position ${r.seq} in session ${r.sessionId}, already taken by run ${slotOwner.id}`);
-      index.#place(r, false);
+      if (r.sessionId !== lastSession) {
+        if (!sessions.has(r.sessionId)) return problem(`belongs to session ${r.sessionId}, which does not exist`);
+        let known = index.#bySession.get(r.sessionId);
+        if (known === undefined) {
+          known = [];
+          index.#bySession.set(r.sessionId, known);
+        }
+        list = known;
+        lastSession = r.sessionId;
+      }
+      // As #atSeq, then #place: new runs almost always come last.
+      const last = list[list.length - 1];
+      if (last === undefined || last.seq < r.seq) list.push(r);
+      else {
+        const i = lowerBound(list, r.seq);
+        const slotOwner = list[i];
+        if (slotOwner?.seq === r.seq) return problem(`has position ${r.seq} in session ${r.sessionId}, already taken by run ${slotOwner.id}`);
+        list.splice(i, 0, r);
+      }
       if (r.requestKey !== null) {
         const holder = index.#byKey.get(r.requestKey);
         if (holder !== undefined) return problem(`uses request key ${JSON.stringify(r.requestKey)}, already used by run ${holder.id}`);

@@ -22,7 +22,6 @@ import { RecordPool } from './pool.js';
 import { STATE_VERSION, type SessionRecord } from './records.js';
 import { FLAG_CHANGES, FLAG_PREVIEW, FLAG_STARTED, FLAG_USAGE, INDEX_FILE, readRunIndex, RUN_STATE_CODES, type IndexBody, type SnapshotDigest } from './run-index.js';
 import { RunEntry, RunTable } from './run-table.js';
-import type { TokenUsage } from '../droid/notifications.js';
 import { describeIssue, journalEntrySchema, runRecordSchema, sessionRecordSchema, snapshotHeaderSchema } from './schemas.js';
 import { HEADER_MAX_BYTES, LEGACY_STATE_FILE, recordOfLine, STATE_FILE, type RecordKind } from './snapshot.js';
 
@@ -276,6 +275,8 @@ function addStubs(index: IndexBody, sessionList: SessionRecord[], runs: RunTable
   }
   let at = index.snapshot.runsAt;
   let ui = 0;
+  // Its own copy: a view would keep the whole index file in memory.
+  const usageColumn = u.slice();
   for (let i = 0; i < id.length; i++) {
     const runId = id[i];
     const owner = sessionList[session[i]!];
@@ -285,21 +286,11 @@ function addStubs(index: IndexBody, sessionList: SessionRecord[], runs: RunTable
     const n = length[i]!;
     const q = seq[i]!;
     if (typeof runId !== 'string' || owner === undefined || s === undefined || (k !== null && typeof k !== 'string') || q < 1 || n < 0) return `run ${i} is malformed`;
-    let usage: TokenUsage | null = null;
-    if ((f & FLAG_USAGE) !== 0) {
-      const credits = u[ui + 5]!;
-      usage = Object.freeze<TokenUsage>({
-        inputTokens: u[ui]!,
-        outputTokens: u[ui + 1]!,
-        cacheCreationTokens: u[ui + 2]!,
-        cacheReadTokens: u[ui + 3]!,
-        thinkingTokens: u[ui + 4]!,
-        factoryCredits: Number.isNaN(credits) ? null : credits,
-      });
-      ui += 6;
-    }
+    const usageAt = ui;
+    if ((f & FLAG_USAGE) !== 0) ui += 6;
     const text = (f & FLAG_PREVIEW) === 0 ? '' : previews.get(i);
-    runs.add(new RunEntry(runId, owner.id, q, k ?? null, s, (f & FLAG_STARTED) !== 0, accepted[i]!, usage, (f & FLAG_CHANGES) !== 0, text, at, n, undefined));
+    const usage = (f & FLAG_USAGE) !== 0 ? usageColumn : null;
+    runs.add(new RunEntry(runId, owner.id, q, k ?? null, s, (f & FLAG_STARTED) !== 0, accepted[i]!, usage, usageAt, (f & FLAG_CHANGES) !== 0, text, at, n, undefined));
     if (runs.size !== i + 1) return `run ${runId} appears twice`;
     at += n + 1;
   }

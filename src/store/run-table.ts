@@ -57,7 +57,9 @@ export class RunEntry implements RunFacts {
     readonly state: RunState,
     readonly started: boolean,
     readonly acceptedMs: number,
-    readonly usage: TokenUsage | null,
+    /** The usage, or a column of six numbers per run (NaN credits: null) it is made from when asked for, at `usageAt`. */
+    private readonly usageData: TokenUsage | null | Float64Array,
+    private readonly usageAt: number,
     readonly hasChanges: boolean,
     readonly preview: string | undefined,
     /** Byte offset of the run's line in the snapshot the table reads, or -1: not there (changed or added since). */
@@ -67,6 +69,22 @@ export class RunEntry implements RunFacts {
     /** The full record, once read (always, for a run not in the snapshot). */
     public record: RunRecord | undefined,
   ) {}
+
+  /** Made on each call for a stub (a 100k-run start-up then allocates no usage objects). */
+  get usage(): TokenUsage | null {
+    const d = this.usageData;
+    if (!(d instanceof Float64Array)) return d;
+    const at = this.usageAt;
+    const credits = d[at + 5]!;
+    return Object.freeze<TokenUsage>({
+      inputTokens: d[at]!,
+      outputTokens: d[at + 1]!,
+      cacheCreationTokens: d[at + 2]!,
+      cacheReadTokens: d[at + 3]!,
+      thinkingTokens: d[at + 4]!,
+      factoryCredits: Number.isNaN(credits) ? null : credits,
+    });
+  }
 
   /** The entry of a full record; `offset`/`length` where its line is in the snapshot, if it is. */
   static of(r: RunRecord, offset = -1, length = 0): RunEntry {
@@ -79,6 +97,7 @@ export class RunEntry implements RunFacts {
       r.startedAt !== null,
       Date.parse(r.acceptedAt),
       r.usage,
+      0,
       !!r.changes && hasChanges(r.changes),
       r.preview,
       offset,
