@@ -43,7 +43,29 @@ export interface LineHandlers {
 
 /** Reads `handle` from its current position to the end. */
 export async function forEachLine(handle: FileHandle, handlers: LineHandlers): Promise<LineScan> {
-  const chunk = Buffer.allocUnsafe(READ_CHUNK_BYTES);
+  // Two buffers: the next chunk is read (on the thread pool) while this one is hashed and split.
+  const chunks = [Buffer.allocUnsafe(READ_CHUNK_BYTES), Buffer.allocUnsafe(READ_CHUNK_BYTES)];
+  let which = 0;
+  let next: Promise<{ bytesRead: number }> | undefined = handle.read(chunks[0]!, 0, READ_CHUNK_BYTES, null);
+  try {
+    return await scan(handlers, () => {
+      const current = next!;
+      which ^= 1;
+      next = undefined;
+      return current.then((r) => {
+        // Read ahead only while this read found something (sequentially: the file position is past it now).
+        if (r.bytesRead > 0) next = handle.read(chunks[which]!, 0, READ_CHUNK_BYTES, null);
+        return { bytesRead: r.bytesRead, data: chunks[which ^ 1]! };
+      });
+    });
+  } finally {
+    // A refusal can leave a read in flight; let it end before the caller closes the file.
+    await (next as Promise<unknown> | undefined)?.catch(() => undefined);
+  }
+}
+
+/** forEachLine over the chunks `read` hands out in order (0 bytes: the end). */
+async function scan(handlers: LineHandlers, read: () => Promise<{ bytesRead: number; data: Buffer }>): Promise<LineScan> {
   /** Copies of the pieces of a line that spans chunks. */
   let carry: Buffer[] = [];
   let carryBytes = 0;
@@ -54,7 +76,7 @@ export async function forEachLine(handle: FileHandle, handlers: LineHandlers): P
   const maxLines = handlers.maxLines ?? Infinity;
 
   for (;;) {
-    const { bytesRead } = await handle.read(chunk, 0, READ_CHUNK_BYTES, null);
+    const { bytesRead, data: chunk } = await read();
     if (bytesRead === 0) break;
     const data = chunk.subarray(0, bytesRead);
     handlers.hash?.update(data);
