@@ -86,7 +86,7 @@ type Refuse = (problem: string) => StoreError;
  * Reads the state in `dir`. The runs of the result keep the snapshot file
  * open to read records back: close `index.runs` when done with it.
  */
-export async function loadState(dir: string, log?: LoadLog): Promise<LoadedState> {
+export async function loadState(dir: string, log?: LoadLog, options: { index?: boolean } = {}): Promise<LoadedState> {
   const statePath = join(dir, STATE_FILE);
   const journalPath = join(dir, JOURNAL_FILE);
   const refuse = refuser(dir);
@@ -121,7 +121,7 @@ export async function loadState(dir: string, log?: LoadLog): Promise<LoadedState
   let via: LoadedState['snapshot'];
   let file: FileHandle | undefined = snapshotFile;
   try {
-    const indexed = await readIndexed(dir, file, statePath, sessions, runs, pool, refuse);
+    const indexed = options.index === false ? { why: 'not used: the state read through it breaks an invariant (the whole read decides)', missing: false } : await readIndexed(dir, file, statePath, sessions, runs, pool, refuse);
     if ('header' in indexed) {
       header = indexed.header;
       via = { via: 'index' };
@@ -201,6 +201,9 @@ export async function loadState(dir: string, log?: LoadLog): Promise<LoadedState
   const adopted = StateIndex.adopt(sessions, runs);
   if ('problem' in adopted) {
     await runs.close();
+    // Stubs come from the index: whatever it got wrong must not refuse start-up. The whole read
+    // decides, and words a refusal exactly as without an index.
+    if (via.via === 'index') return loadState(dir, log, { index: false });
     const { kind, id, text } = adopted.problem;
     const journalLine = journalOrigin[kind].get(id);
     const where = journalLine !== undefined ? `${journalPath} line ${journalLine}` : `${statePath} line ${snapshotLine(kind, id, sessions, runs)}`;

@@ -16,8 +16,8 @@ import type { ToolContext } from '../../src/mcp/tools.js';
 import type { SessionController } from '../../src/controller/controller.js';
 import { StoreError } from '../../src/store/errors.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
-import { INDEX_FILE } from '../../src/store/run-index.js';
-import { differingFact, factsOf } from '../../src/store/run-table.js';
+import { INDEX_FILE, readRunIndex, writeRunIndex } from '../../src/store/run-index.js';
+import { differingFact, factsOf, type RunFacts, type RunTable } from '../../src/store/run-table.js';
 import { STATE_FILE } from '../../src/store/snapshot.js';
 import type { StateStore } from '../../src/store/store.js';
 import { CrashFs } from './store-crash-fs.js';
@@ -247,6 +247,32 @@ describe('start-up through the run index', () => {
     const again = await openStore(dir);
     expect(again.startup).toEqual({ via: 'whole', why: expect.stringContaining('describes another snapshot') });
     expect(again.runs.get(data.runs[0]!.id)!.preview).toBe('changed');
+    await again.close();
+  });
+});
+
+describe('an index that passes its checks but is wrong (a bug in its writer)', () => {
+  it('never refuses start-up: a broken invariant among its stubs sends start-up the whole way', async () => {
+    const data = generated(61, 8, 3);
+    const dir = await bed(data);
+    const read = await readRunIndex(dir);
+    if (!('body' in read)) throw new Error(read.why);
+    const store = await openStore(dir);
+    const table = store.runs as unknown as RunTable;
+    const runs = [...table.facts()].map((e) => ({ facts: e as RunFacts, length: e.length }));
+    const sessions = [...store.sessions.keys()];
+    await store.close();
+    // Two runs of one session claim the same position.
+    const owner = sessions.find((id) => runs.filter((r) => r.facts.sessionId === id).length >= 2)!;
+    const [a, b] = runs.filter((r) => r.facts.sessionId === owner);
+    expect(b).toBeDefined();
+    b!.facts = { ...b!.facts, usage: b!.facts.usage, seq: a!.facts.seq };
+    await writeRunIndex(dir, read.body.snapshot, runs, (id) => sessions.indexOf(id), () => '');
+    const { log, logged } = capture();
+    const again = await openStore(dir, { logger: log });
+    expect(again.startup).toEqual({ via: 'whole', why: expect.stringContaining('breaks an invariant') });
+    expect(logged.map((l) => l.msg)).toContain('run index not used (a cache: nothing is lost): reading the whole snapshot');
+    expect(again.runsBySession(a!.facts.sessionId).map((r) => r.seq)).toEqual(data.runs.filter((r) => r.sessionId === a!.facts.sessionId).map((r) => r.seq));
     await again.close();
   });
 });
