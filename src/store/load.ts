@@ -10,6 +10,7 @@
  * read, so loading needs little memory beyond the records it keeps.
  */
 import { createHash, type Hash } from 'node:crypto';
+import type { BigIntStats } from 'node:fs';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
@@ -122,8 +123,10 @@ export async function loadState(dir: string, log?: LoadLog, options: { index?: b
   let file: FileHandle | undefined = snapshotFile;
   try {
     const indexed = options.index === false ? { why: 'not used: the state read through it breaks an invariant (the whole read decides)', missing: false } : await readIndexed(dir, file, statePath, sessions, runs, pool, refuse);
+    let verified: BigIntStats | undefined;
     if ('header' in indexed) {
       header = indexed.header;
+      verified = indexed.stat;
       via = { via: 'index' };
     } else {
       if (indexed.missing) log?.info({ dir, why: indexed.why }, 'no run index: reading the whole snapshot');
@@ -134,11 +137,22 @@ export async function loadState(dir: string, log?: LoadLog, options: { index?: b
       file = undefined;
       file = await open(statePath, 'r');
       const hash = createHash('sha256');
+      const statBefore = await file.stat({ bigint: true });
       const whole = await readSnapshot(file, statePath, sessions, runs, pool, refuse, hash);
       header = whole.header;
       via = { via: 'whole', why: indexed.why, digest: { seq: header.seq, sessions: header.sessions, runs: header.runs, bytes: whole.bytes, sha256: hash.digest('hex'), runsAt: whole.runsAt } };
+      if (sameFile(statBefore, await file.stat({ bigint: true }))) verified = statBefore;
+      else {
+        // Written to while it was read: the records stand as read, but no byte of it is copied or indexed.
+        for (const e of runs.facts()) e.offset = -1;
+        delete via.digest;
+      }
     }
-    runs.repoint({ path: statePath, handle: file, stat: await file.stat({ bigint: true }) });
+    if (verified !== undefined) runs.repoint({ path: statePath, handle: file, stat: verified });
+    else {
+      await file.close();
+      file = undefined;
+    }
   } catch (err) {
     await file?.close();
     throw err;
@@ -227,7 +241,7 @@ async function readIndexed(
   runs: RunTable,
   pool: RecordPool,
   refuse: Refuse,
-): Promise<{ header: z.infer<typeof snapshotHeaderSchema> } | { why: string; missing: boolean }> {
+): Promise<{ header: z.infer<typeof snapshotHeaderSchema>; stat: BigIntStats } | { why: string; missing: boolean }> {
   const read = await readRunIndex(dir);
   if ('why' in read) return read;
   const index = read.body;
@@ -260,10 +274,14 @@ async function readIndexed(
     return stale(err instanceof Error ? err.message : String(err));
   }
   if (hash.digest('hex') !== d.sha256) return stale('its SHA-256 differs');
-  const after = await file.stat({ bigint: true });
-  if (after.size !== before.size || after.mtimeNs !== before.mtimeNs || after.ctimeNs !== before.ctimeNs) return stale(`${STATE_FILE} changed while it was read`);
+  if (!sameFile(before, await file.stat({ bigint: true }))) return stale(`${STATE_FILE} changed while it was read`);
   const problem = addStubs(index, [...sessions.values()], runs);
-  return problem === undefined ? { header: header! } : stale(problem);
+  return problem === undefined ? { header: header!, stat: before } : stale(problem);
+}
+
+/** No write reached the file between the two stats (a write changes its size, mtime or ctime). */
+function sameFile(a: BigIntStats, b: BigIntStats): boolean {
+  return a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.ino === b.ino;
 }
 
 /** Adds the index's runs to `runs` as stubs; what is wrong with the index if it cannot. */
