@@ -157,13 +157,16 @@ export class StateStore {
       const store = new StateStore(dir, owner, journal, loaded, now, logger, fs, opts.compactMinLines ?? COMPACT_MIN_LINES);
       store.#startup = { via: loaded.snapshot.via, ...(loaded.snapshot.why !== undefined && { why: loaded.snapshot.why }) };
       if (loaded.journalLines > 0) await store.#enqueue(() => store.#compact());
-      // Read whole because its index did not serve, and not compacted: index it now, for the next start.
-      else if (loaded.snapshot.digest !== undefined) {
-        const digest = loaded.snapshot.digest;
-        const lengths = Array.from(loaded.index.runs.facts(), (e) => e.length);
-        await writeIndexOrWarn(dir, { digest, lengths }, loaded.index, fs, logger);
-      }
       await store.#removeTempFiles();
+      // Read whole because its index did not serve, and not compacted: index it for the next start.
+      // In the write queue, so open need not wait for it (a cache; writes after it wait for it); before
+      // recovery's commit, which changes runs the index must show as the snapshot holds them; after
+      // the temp files are removed, as it makes one.
+      const reindex = loaded.journalLines === 0 ? loaded.snapshot.digest : undefined;
+      if (reindex !== undefined) {
+        const lengths = Array.from(loaded.index.runs.facts(), (e) => e.length);
+        void store.#enqueue(() => writeIndexOrWarn(dir, { digest: reindex, lengths }, loaded.index, fs, logger));
+      }
       store.#recovery = await store.#recoverAfterCrash();
       return store;
     } catch (err) {

@@ -7,7 +7,7 @@
  * reads read no record; and a record that no longer reads back as verified
  * is an error, never a wrong record.
  */
-import { cp, open as openFile, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, open as openFile, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SessionReader } from '../../src/controller/session-reader.js';
@@ -18,7 +18,7 @@ import { StoreError } from '../../src/store/errors.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
 import { INDEX_FILE, readRunIndex, writeRunIndex } from '../../src/store/run-index.js';
 import { differingFact, factsOf, type RunFacts, type RunTable } from '../../src/store/run-table.js';
-import { STATE_FILE } from '../../src/store/snapshot.js';
+import { STATE_FILE, writeSnapshot } from '../../src/store/snapshot.js';
 import type { StateStore } from '../../src/store/store.js';
 import { CrashFs } from './store-crash-fs.js';
 import { atEveryCrashPoint, capture, contents, openImage, openStore, removeTemps, T0, tempBase, type Contents } from './store-fixtures.js';
@@ -248,6 +248,32 @@ describe('start-up through the run index', () => {
     expect(again.startup).toEqual({ via: 'whole', why: expect.stringContaining('describes another snapshot') });
     expect(again.runs.get(data.runs[0]!.id)!.preview).toBe('changed');
     await again.close();
+  });
+});
+
+describe('the index written after a whole read', () => {
+  it('describes the snapshot as it is on disk, even when crash recovery then changes runs in the journal', async () => {
+    const data = generated(71, 6, 3);
+    const live = { ...data.runs[0]!, state: 'running' as const, endedAt: null };
+    // A snapshot as a crash leaves it (a run in flight) with an empty journal and no index.
+    const dir = join(await tempBase(), 'state');
+    await mkdir(dir, { mode: 0o700 });
+    const runs = [live, ...data.runs.slice(1)];
+    await writeSnapshot(dir, 0, { size: data.sessions.length, values: () => data.sessions }, { size: runs.length, values: () => runs });
+    await rm(join(dir, INDEX_FILE));
+    const store = await openStore(dir);
+    expect(store.startup.via).toBe('whole');
+    expect(store.recovery.unknown).toBe(1);
+    expect(store.runs.get(live.id)!.state).toBe('unknown');
+    await store.close();
+    const read = await readRunIndex(dir);
+    if (!('body' in read)) throw new Error(read.why);
+    const onDisk = (await readFile(join(dir, STATE_FILE), 'utf8'))
+      .split('\n')
+      .filter((l) => l.startsWith('{"run":'))
+      .map((l) => (JSON.parse(l) as { run: RunRecord }).run.state);
+    expect(Array.from(read.body.state, (code) => ['queued', 'starting', 'running', 'cancelling', 'succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown'][code])).toEqual(onDisk);
+    expect(onDisk[0]).toBe('running');
   });
 });
 
