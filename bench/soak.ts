@@ -316,6 +316,7 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
     }
     if (capacity.active !== 0 || capacity.queued !== 0) stuck.push(`capacity not released: ${JSON.stringify(capacity)}`);
     const phantom = [...index.runs.keys()].filter((id) => !acceptedRuns.has(id));
+    await index.runs.close();
     return {
       options: { turns: options.turns, sessions: options.sessions, slots: options.slots, droid: options.droid, seed: options.seed },
       durationMs,

@@ -12,7 +12,7 @@ import { readTokenFile } from './config/token.js';
 import { SessionController } from './controller/controller.js';
 import { droidCatalogFetcher, ModelCatalog } from './controller/model-catalog.js';
 import { resolveWorkspace } from './controller/workspaces.js';
-import { startHttpListener, HTTP_HOST, type HttpListener } from './mcp/http-server.js';
+import type { HttpListener } from './mcp/http-server.js';
 import { createMcpServer } from './mcp/server.js';
 import type { SandboxStatus, ToolContext } from './mcp/tools.js';
 import { probeSandbox, SANDBOX_ACTION, type SandboxSpec } from './worker/sandbox.js';
@@ -81,12 +81,25 @@ async function main(): Promise<number> {
   void droidVersion.current();
   // HTTP refuses a bad token file before any state is opened.
   const token = config.transport === 'http' ? await readTokenFile(requiredTokenFile(config)) : undefined;
-  const store = await StateStore.open(config.stateDirectory);
+  // The sandbox trial run (a bwrap process) needs nothing from the state: it runs while the state loads.
+  const sandboxProbe = sandboxFor(config);
+  sandboxProbe.catch(() => undefined); // awaited below; a refused state exits first
+  // Only the HTTP transport needs its modules: loaded meanwhile, never for stdio.
+  const http = token !== undefined ? import('./mcp/http-server.js') : undefined;
+  http?.catch(() => undefined);
+  let store: StateStore;
+  try {
+    store = await StateStore.open(config.stateDirectory);
+  } catch (err) {
+    // Let the trial run finish and remove its temp directory before the refusal exits.
+    await sandboxProbe.catch(() => undefined);
+    throw err;
+  }
   if (store.recovery.unknown || store.recovery.queueLost) {
     log.warn(store.recovery, 'recovered after an unclean stop: running turns are now unknown, queued turns queue_lost');
   }
 
-  const sandbox = await sandboxFor(config);
+  const sandbox = await sandboxProbe;
   if (sandbox.status.available) log.info({ sandbox: sandbox.status.mode }, 'turn sandbox ready');
   else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
 
@@ -162,7 +175,8 @@ async function main(): Promise<number> {
   }
 
   // ── transport ─────────────────────────────────────────────────────────
-  if (token !== undefined) {
+  if (token !== undefined && http !== undefined) {
+    const { startHttpListener, HTTP_HOST } = await http;
     try {
       listener = await startHttpListener({
         ctx: toolContext,
@@ -174,7 +188,7 @@ async function main(): Promise<number> {
     } catch (err) {
       await pool?.close();
       await store.close();
-      throw listenRefusal(config.port, err);
+      throw listenRefusal(config.port, HTTP_HOST, err);
     }
     pool?.start(REFILL_DELAY_MS);
     // Tests read the bound port from this line (port 0 picks a free one).
@@ -196,10 +210,10 @@ function requiredTokenFile(config: Config): string {
   return config.tokenFile;
 }
 
-function listenRefusal(port: number, err: unknown): ConfigError {
+function listenRefusal(port: number, host: string, err: unknown): ConfigError {
   const code = err instanceof Error && 'code' in err ? String(err.code) : 'unknown error';
   const why = code === 'EADDRINUSE' ? 'is already in use' : code === 'EACCES' ? 'may not be bound by this user' : `cannot be bound (${code})`;
-  return new ConfigError('config_invalid', `"port" ${port} on ${HTTP_HOST} ${why}; stop the other listener or choose another port`, 'port');
+  return new ConfigError('config_invalid', `"port" ${port} on ${host} ${why}; stop the other listener or choose another port`, 'port');
 }
 
 main().then(

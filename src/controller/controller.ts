@@ -134,6 +134,7 @@ export class SessionController {
       {
         live: (runId) => this.turns.get(runId),
         shown: (run) => this.halted?.shown.get(run.id) ?? run,
+        override: (runId) => this.halted?.shown.get(runId),
       },
       deps.resolveWorkspace,
       deps.log,

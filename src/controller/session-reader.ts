@@ -5,12 +5,13 @@
  */
 import { hasChanges } from '../worker/tree-state.js';
 import { LIVE_STATES, type ProgressRecord, type RunRecord, type RunResultFile, type SessionRecord } from '../store/records.js';
+import type { RunFacts } from '../store/run-table.js';
 import type { Log } from '../util/logger.js';
 import { ControllerError } from './errors.js';
 import { findSessions, SessionIndex, type FindFilters } from './find.js';
 import { pageHistory, type HistoryPage } from './history.js';
 import { selectRunsForUsage, summarizeUsage, type UsageScope, type UsageSummary } from './usage.js';
-import { sessionView, type SessionView } from './views.js';
+import { isWorking, sessionView, type SessionView } from './views.js';
 
 /** The part of the durable store reading needs. */
 export interface ReadableStore {
@@ -18,6 +19,12 @@ export interface ReadableStore {
   readonly runs: ReadonlyMap<string, RunRecord>;
   runsBySession(sessionId: string): RunRecord[];
   readResult(runId: string): Promise<RunResultFile | undefined>;
+  /**
+   * What summaries and usage need of every run (or one session's, in `seq`
+   * order) without reading records back; records are used when absent.
+   */
+  runFacts?(): Iterable<RunFacts>;
+  runFactsBySession?(sessionId: string): readonly RunFacts[];
 }
 
 /** What live turns have reported, owned by the controller and shared here. */
@@ -29,6 +36,8 @@ export interface LiveReports {
    * could not record state, what a restart will make of it.
    */
   shown(run: RunRecord): RunRecord;
+  /** The run as `shown` makes it read, only for runs it changes; lets summaries skip reading records. */
+  override?(runId: string): RunRecord | undefined;
 }
 
 /** Result files kept in memory, by total size (one file is at most ~2 M characters). */
@@ -146,11 +155,39 @@ export class SessionReader {
   private summary(sessionId: string) {
     let summary = this.summaries.get(sessionId);
     if (!summary) {
-      const view = this.status(sessionId);
-      const changed = this.store.runsBySession(sessionId).some((r) => !!r.changes && hasChanges(r.changes));
-      summary = { agentState: view.agentState, preview: view.preview, hasChanges: changed };
+      summary = this.summaryFromFacts(sessionId);
+      if (!summary) {
+        const view = this.status(sessionId);
+        const changed = this.store.runsBySession(sessionId).some((r) => !!r.changes && hasChanges(r.changes));
+        summary = { agentState: view.agentState, preview: view.preview, hasChanges: changed };
+      }
       this.summaries.set(sessionId, summary);
     }
     return summary;
+  }
+
+  /**
+   * The summary as `sessionView` would make it (agentState, latest preview)
+   * plus hasChanges, from the facts the store holds for every run: reads no
+   * record, but the one whose preview is the latest if the store does not
+   * hold its text. Undefined when the store or live reports cannot say.
+   */
+  private summaryFromFacts(sessionId: string): { agentState: SessionView['agentState']; preview: string; hasChanges: boolean } | undefined {
+    const facts = this.store.runFactsBySession?.(sessionId);
+    const override = this.live.override;
+    if (facts === undefined || override === undefined || facts.length === 0) return undefined;
+    let working = false;
+    let unknown = false;
+    let changed = false;
+    let latest: RunFacts | undefined;
+    for (const f of facts) {
+      const state = override(f.id)?.state ?? f.state;
+      if (isWorking(state)) working = true;
+      else if (state === 'unknown') unknown = true;
+      if (f.hasChanges) changed = true;
+      if (f.preview !== '') latest = f;
+    }
+    const preview = latest === undefined ? '' : (latest.preview ?? this.store.runs.get(latest.id)?.preview ?? '');
+    return { agentState: working ? 'working' : unknown ? 'unknown' : 'idle', preview, hasChanges: changed };
   }
 }

@@ -10,6 +10,7 @@
  */
 import type { TokenUsage } from '../droid/notifications.js';
 import type { RunRecord, SessionRecord } from '../store/records.js';
+import type { RunFacts } from '../store/run-table.js';
 import { TERMINAL_STATES } from '../store/records.js';
 import { ControllerError } from './errors.js';
 import { parseRange } from './find.js';
@@ -33,12 +34,18 @@ export interface UsageSource {
   readonly sessions: ReadonlyMap<string, SessionRecord>;
   readonly runs: ReadonlyMap<string, RunRecord>;
   runsBySession(sessionId: string): readonly RunRecord[];
+  /** What counting needs of every run, without reading records back; used instead of `runs` when present. */
+  runFacts?(): Iterable<RunFacts>;
+  runFactsBySession?(sessionId: string): readonly RunFacts[];
 }
 
+/** A run as usage reads it: its record, or the facts the store holds for it. */
+export type UsageRun = RunRecord | RunFacts;
+
 /** Whether a run is one accepted turn of work, final enough to count. */
-export function countsAsTurn(run: RunRecord): boolean {
+export function countsAsTurn(run: UsageRun): boolean {
   if (!TERMINAL_STATES.includes(run.state)) return false;
-  return run.state !== 'cancelled' || run.startedAt !== null;
+  return run.state !== 'cancelled' || ('started' in run ? run.started : run.startedAt !== null);
 }
 
 /** Credits are fractional; rounding hides float noise such as 0.30000000000000004. */
@@ -46,7 +53,7 @@ function roundCredits(value: number): number {
   return Math.round(value * 1e6) / 1e6;
 }
 
-export function summarizeUsage(runs: Iterable<RunRecord>): UsageSummary {
+export function summarizeUsage(runs: Iterable<UsageRun>): UsageSummary {
   const sum: UsageSummary = {
     turns: 0,
     turnsWithUsage: 0,
@@ -85,21 +92,21 @@ export function summarizeUsage(runs: Iterable<RunRecord>): UsageSummary {
  * known for every run and never changes, so a turn stays in the same range
  * (and a range total stays stable) whether it is queued, running or done.
  */
-export function selectRunsForUsage(source: UsageSource, scope: UsageScope): RunRecord[] {
+export function selectRunsForUsage(source: UsageSource, scope: UsageScope): UsageRun[] {
   const { afterMs, beforeMs } = parseRange(scope.after, scope.before);
-  let candidates: Iterable<RunRecord>;
+  let candidates: Iterable<UsageRun>;
   if (scope.session !== undefined) {
     if (typeof scope.session !== 'string' || !source.sessions.has(scope.session)) {
       throw new ControllerError('session_not_found', 'no session with this handle exists on this controller', 'Use a handle returned by droid_create_session.');
     }
-    candidates = source.runsBySession(scope.session);
+    candidates = source.runFactsBySession?.(scope.session) ?? source.runsBySession(scope.session);
   } else {
-    candidates = source.runs.values();
+    candidates = source.runFacts?.() ?? source.runs.values();
   }
   if (afterMs === null && beforeMs === null) return [...candidates];
-  const selected: RunRecord[] = [];
+  const selected: UsageRun[] = [];
   for (const run of candidates) {
-    const at = Date.parse(run.acceptedAt);
+    const at = 'acceptedMs' in run ? run.acceptedMs : Date.parse(run.acceptedAt);
     if (Number.isNaN(at)) continue; // cannot be placed in any range
     if (afterMs !== null && at < afterMs) continue;
     if (beforeMs !== null && at >= beforeMs) continue;

@@ -4,9 +4,11 @@
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { ControllerError, type PublicError } from '../controller/errors.js';
+import { StoreError } from '../store/errors.js';
 import { TOOLS, type ToolCall, type ToolContext, type ToolDefinition } from './tools.js';
 import type { Log } from '../util/logger.js';
 import type { ProgressSink } from './progress.js';
@@ -75,6 +77,16 @@ export async function callTool(name: string, args: unknown, ctx: ToolContext, lo
     return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
   } catch (err) {
     if (err instanceof ControllerError) return errorResult(err.toPublic());
+    if (err instanceof StoreError && err.code === 'state_unreadable') {
+      // Its message names state files: those go to the log, never to callers.
+      log.error({ err, tool: name }, 'a stored run could not be read back');
+      return errorResult({
+        code: 'state_unreadable',
+        message: 'a stored run could not be read back as the controller verified it at start-up (its state file changed underneath); nothing was guessed',
+        retryable: false,
+        action: 'Ask the operator to restart the controller: start-up checks the state directory and refuses damaged state.',
+      });
+    }
     // Unexpected: details to the log only, a generic error to the caller.
     log.error({ err, tool: name }, 'tool failed unexpectedly');
     return errorResult({
@@ -94,10 +106,11 @@ let listing: ReturnType<typeof toolListing>[] | undefined;
  * more than compiled schemas, so sharing it shares nothing of a request.
  */
 let validator: AjvJsonSchemaValidator | undefined;
+/** Builds that Ajv instance (compiling its meta-schemas) only if a schema is ever checked: never, so far. */
+const lazyValidator: jsonSchemaValidator = { getValidator: (schema) => (validator ??= new AjvJsonSchemaValidator()).getValidator(schema) };
 
 export function createMcpServer(ctx: ToolContext, log: ServerLog): Server {
-  validator ??= new AjvJsonSchemaValidator();
-  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} }, jsonSchemaValidator: validator });
+  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} }, jsonSchemaValidator: lazyValidator });
   listing ??= TOOLS.map(toolListing);
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listing }));
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {

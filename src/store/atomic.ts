@@ -54,6 +54,17 @@ export async function writeLinesAtomic(path: string, lines: Iterable<string>, fs
 }
 
 /**
+ * `writeFileAtomic` for content produced as a sequence of byte chunks, each
+ * written as soon as it is produced. If producing one throws, the temp file
+ * is removed and `path` is left as it was.
+ */
+export async function writeChunksAtomic(path: string, chunks: Iterable<Uint8Array>, fs: StoreFs = nodeStoreFs): Promise<void> {
+  await replaceAtomic(path, fs, async (handle) => {
+    for (const chunk of chunks) await writeAll(handle, chunk);
+  });
+}
+
+/**
  * Temp file in the same directory, filled by `fill`, fsynced, renamed over
  * `path`, directory fsynced. Until the rename, `path` is untouched and any
  * failure removes the temp file (a temp file that cannot be removed is

@@ -14,6 +14,11 @@ export type StoreErrorCode =
   /** Another process took the owner lock from us: writing on would risk two owners. */
   | 'state_lock_lost'
   /**
+   * A run record kept in the snapshot could not be read back as it was
+   * verified at start-up: the file changed underneath. Nothing is guessed.
+   */
+  | 'state_unreadable'
+  /**
    * A write to disk failed. The action says whether nothing was stored or the
    * change may have been, and whether the store still accepts writes.
    */

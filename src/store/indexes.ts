@@ -7,7 +7,9 @@
  * to it; a run keeps its session and position; positions are unique within a
  * session; a request key names at most one run.
  */
+import { RecordPool } from './pool.js';
 import type { RunRecord, SessionRecord } from './records.js';
+import { RunTable, type RunEntry, type RunFacts } from './run-table.js';
 
 export interface StoreChange {
   sessions?: SessionRecord[];
@@ -22,18 +24,19 @@ export interface IndexProblem {
 
 export class StateIndex {
   readonly sessions: Map<string, SessionRecord>;
-  readonly runs: Map<string, RunRecord>;
+  /** Runs by id; records of runs kept in the snapshot are read back when asked for (run-table.ts). */
+  readonly runs: RunTable;
   /** Runs of each session, ascending by `seq`. */
-  readonly #bySession = new Map<string, RunRecord[]>();
-  readonly #byKey = new Map<string, RunRecord>();
+  readonly #bySession = new Map<string, RunEntry[]>();
+  readonly #byKey = new Map<string, RunEntry>();
 
   /** An empty index. */
   constructor();
   /** Only for `adopt`: takes the maps over without indexing or checking them. */
-  constructor(sessions: Map<string, SessionRecord>, runs: Map<string, RunRecord>);
-  constructor(sessions = new Map<string, SessionRecord>(), runs = new Map<string, RunRecord>()) {
+  constructor(sessions: Map<string, SessionRecord>, runs: RunTable);
+  constructor(sessions = new Map<string, SessionRecord>(), runs?: RunTable) {
     this.sessions = sessions;
-    this.runs = runs;
+    this.runs = runs ?? new RunTable(new RecordPool({ maxStrings: 1024, maxObjects: 256, sessionId: (id) => sessions.get(id)?.id }));
   }
 
   /**
@@ -42,16 +45,34 @@ export class StateIndex {
    * breaks: the same rules, in the same order, as `problemWith` applied to
    * all of it on an empty index. The records are frozen in place.
    */
-  static adopt(sessions: Map<string, SessionRecord>, runs: Map<string, RunRecord>): { index: StateIndex } | { problem: IndexProblem } {
+  static adopt(sessions: Map<string, SessionRecord>, runs: RunTable): { index: StateIndex } | { problem: IndexProblem } {
     const index = new StateIndex(sessions, runs);
     for (const s of sessions.values()) deepFreeze(s);
-    for (const r of runs.values()) {
-      deepFreeze(r);
+    // A session's runs mostly follow each other: its list is looked up once for all of them.
+    let lastSession: string | undefined;
+    let list: RunEntry[] = [];
+    for (const r of runs.facts()) {
+      if (r.record !== undefined) deepFreeze(r.record);
       const problem = (text: string): { problem: IndexProblem } => ({ problem: { kind: 'run', id: r.id, text } });
-      if (!sessions.has(r.sessionId)) return problem(`belongs to session ${r.sessionId}, which does not exist`);
-      const slotOwner = index.#atSeq(r.sessionId, r.seq);
-      if (slotOwner !== undefined) return problem(`has position ${r.seq} in session ${r.sessionId}, already taken by run ${slotOwner.id}`);
-      index.#place(r, false);
+      if (r.sessionId !== lastSession) {
+        if (!sessions.has(r.sessionId)) return problem(`belongs to session ${r.sessionId}, which does not exist`);
+        let known = index.#bySession.get(r.sessionId);
+        if (known === undefined) {
+          known = [];
+          index.#bySession.set(r.sessionId, known);
+        }
+        list = known;
+        lastSession = r.sessionId;
+      }
+      // As #atSeq, then #place: new runs almost always come last.
+      const last = list[list.length - 1];
+      if (last === undefined || last.seq < r.seq) list.push(r);
+      else {
+        const i = lowerBound(list, r.seq);
+        const slotOwner = list[i];
+        if (slotOwner?.seq === r.seq) return problem(`has position ${r.seq} in session ${r.sessionId}, already taken by run ${slotOwner.id}`);
+        list.splice(i, 0, r);
+      }
       if (r.requestKey !== null) {
         const holder = index.#byKey.get(r.requestKey);
         if (holder !== undefined) return problem(`uses request key ${JSON.stringify(r.requestKey)}, already used by run ${holder.id}`);
@@ -59,18 +80,24 @@ export class StateIndex {
       }
     }
     for (const s of sessions.values()) {
-      const problem = headProblem(s, runs.get(s.headRunId));
+      const problem = headProblem(s, runs.entry(s.headRunId));
       if (problem) return { problem };
     }
     return { index };
   }
 
   runsBySession(sessionId: string): RunRecord[] {
+    return this.runs.recordsOf(this.#bySession.get(sessionId) ?? []);
+  }
+
+  /** The facts of the session's runs in `seq` order (a new array); reads no record. */
+  runFactsBySession(sessionId: string): RunFacts[] {
     return [...(this.#bySession.get(sessionId) ?? [])];
   }
 
   runByRequestKey(key: string): RunRecord | undefined {
-    return this.#byKey.get(key);
+    const e = this.#byKey.get(key);
+    return e === undefined ? undefined : this.runs.recordOf(e);
   }
 
   /** The first invariant `change` would break, applied on top of this index. */
@@ -93,7 +120,7 @@ export class StateIndex {
       if (!newSessions.has(r.sessionId) && !this.sessions.has(r.sessionId)) {
         return problem(`belongs to session ${r.sessionId}, which does not exist`);
       }
-      const old = this.runs.get(r.id);
+      const old = this.runs.entry(r.id);
       if (old && (old.sessionId !== r.sessionId || old.seq !== r.seq)) {
         return problem(`would move from session ${old.sessionId} #${old.seq} to ${r.sessionId} #${r.seq}; a run's place is fixed`);
       }
@@ -116,7 +143,7 @@ export class StateIndex {
     }
 
     for (const s of sessions) {
-      const problem = headProblem(s, newRuns.get(s.headRunId) ?? this.runs.get(s.headRunId));
+      const problem = headProblem(s, newRuns.get(s.headRunId) ?? this.runs.entry(s.headRunId));
       if (problem) return problem;
     }
     return undefined;
@@ -130,24 +157,24 @@ export class StateIndex {
     for (const s of sessions) this.sessions.set(s.id, deepFreeze(s));
     for (const r of runs) {
       deepFreeze(r);
-      const old = this.runs.get(r.id);
-      this.runs.set(r.id, r);
-      this.#place(r, old !== undefined);
+      const old = this.runs.entry(r.id);
+      const e = this.runs.set(r);
+      this.#place(e, old !== undefined);
       if (old?.requestKey != null && old.requestKey !== r.requestKey && this.#byKey.get(old.requestKey)?.id === r.id) {
         this.#byKey.delete(old.requestKey);
       }
-      if (r.requestKey !== null) this.#byKey.set(r.requestKey, r);
+      if (r.requestKey !== null) this.#byKey.set(r.requestKey, e);
     }
   }
 
-  #atSeq(sessionId: string, seq: number): RunRecord | undefined {
+  #atSeq(sessionId: string, seq: number): RunEntry | undefined {
     const list = this.#bySession.get(sessionId);
     if (!list) return undefined;
     const i = lowerBound(list, seq);
     return list[i]?.seq === seq ? list[i] : undefined;
   }
 
-  #place(run: RunRecord, replace: boolean): void {
+  #place(run: RunEntry, replace: boolean): void {
     let list = this.#bySession.get(run.sessionId);
     if (!list) {
       list = [];
@@ -166,7 +193,7 @@ export class StateIndex {
 }
 
 /** What is wrong with the session's head run (`head` being what its id names), if anything. */
-function headProblem(s: SessionRecord, head: RunRecord | undefined): IndexProblem | undefined {
+function headProblem(s: SessionRecord, head: Pick<RunFacts, 'sessionId'> | undefined): IndexProblem | undefined {
   if (!head) return { kind: 'session', id: s.id, text: `has head run ${s.headRunId}, which does not exist` };
   if (head.sessionId !== s.id) {
     return { kind: 'session', id: s.id, text: `has head run ${s.headRunId}, which belongs to session ${head.sessionId}` };
@@ -175,7 +202,7 @@ function headProblem(s: SessionRecord, head: RunRecord | undefined): IndexProble
 }
 
 /** First index whose run has `seq` ≥ the given one. */
-function lowerBound(list: readonly RunRecord[], seq: number): number {
+function lowerBound(list: readonly RunFacts[], seq: number): number {
   let lo = 0;
   let hi = list.length;
   while (lo < hi) {

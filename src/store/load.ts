@@ -9,6 +9,8 @@
  * copied into its lean frozen form (see pool.ts) before the next line is
  * read, so loading needs little memory beyond the records it keeps.
  */
+import { createHash, type Hash } from 'node:crypto';
+import type { BigIntStats } from 'node:fs';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
@@ -18,7 +20,9 @@ import { StateIndex } from './indexes.js';
 import { forEachLine } from './lines.js';
 import { isRunRecord, isSessionRecord } from './record-guard.js';
 import { RecordPool } from './pool.js';
-import { STATE_VERSION, type RunRecord, type SessionRecord } from './records.js';
+import { STATE_VERSION, type SessionRecord } from './records.js';
+import { FLAG_CHANGES, FLAG_PREVIEW, FLAG_STARTED, FLAG_USAGE, INDEX_FILE, readRunIndex, RUN_STATE_CODES, type IndexBody, type SnapshotDigest } from './run-index.js';
+import { RunEntry, RunTable } from './run-table.js';
 import { describeIssue, journalEntrySchema, runRecordSchema, sessionRecordSchema, snapshotHeaderSchema } from './schemas.js';
 import { HEADER_MAX_BYTES, LEGACY_STATE_FILE, recordOfLine, STATE_FILE, type RecordKind } from './snapshot.js';
 
@@ -28,6 +32,8 @@ export const RESULTS_DIR = 'results';
 
 /** What the loading pool remembers before starting over: bounds its memory, which is freed after loading. */
 const LOAD_POOL = { maxStrings: 50_000, maxObjects: 4096 };
+/** What the pool of records read back later remembers, for the store's life. */
+const READ_POOL = { maxStrings: 1024, maxObjects: 256 };
 
 export interface LoadedState {
   /** Sequence number of the last commit. */
@@ -42,6 +48,18 @@ export interface LoadedState {
   journalBytes: number;
   /** The journal ends in a torn line (see `TornTail`), left out of the state above. */
   tornTail: TornTail | undefined;
+  /**
+   * How the snapshot was read: through its run index (runs kept as stubs), or
+   * whole; `why` the index did not serve. `digest` is set when the snapshot
+   * was read whole and its index should be written anew.
+   */
+  snapshot: { via: 'index' | 'whole'; why?: string; digest?: SnapshotDigest };
+}
+
+/** Where loading reports why a run index did not serve (a cache: never a refusal). */
+export interface LoadLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
 }
 
 /**
@@ -65,7 +83,11 @@ export interface TornTail {
 
 type Refuse = (problem: string) => StoreError;
 
-export async function loadState(dir: string): Promise<LoadedState> {
+/**
+ * Reads the state in `dir`. The runs of the result keep the snapshot file
+ * open to read records back: close `index.runs` when done with it.
+ */
+export async function loadState(dir: string, log?: LoadLog, options: { index?: boolean } = {}): Promise<LoadedState> {
   const statePath = join(dir, STATE_FILE);
   const journalPath = join(dir, JOURNAL_FILE);
   const refuse = refuser(dir);
@@ -88,19 +110,52 @@ export async function loadState(dir: string): Promise<LoadedState> {
     if (journalSize > 0 || results.length > 0) {
       throw refuse(`${statePath} is missing, but ${journalSize > 0 ? journalPath : join(dir, RESULTS_DIR)} has content`);
     }
-    return { seq: 0, index: new StateIndex(), fresh: true, journalLines: 0, journalBytes: 0, tornTail: undefined };
+    return { seq: 0, index: new StateIndex(), fresh: true, journalLines: 0, journalBytes: 0, tornTail: undefined, snapshot: { via: 'whole' } };
   }
 
   const sessions = new Map<string, SessionRecord>();
-  const runs = new Map<string, RunRecord>();
   const pool = new RecordPool({ ...LOAD_POOL, sessionId: (id) => sessions.get(id)?.id });
+  const runs = new RunTable(new RecordPool({ ...READ_POOL, sessionId: (id) => sessions.get(id)?.id }));
 
-  // ---- snapshot ----
+  // ---- snapshot: through its index if it has a matching one, else whole ----
   let header: z.infer<typeof snapshotHeaderSchema>;
+  let via: LoadedState['snapshot'];
+  let file: FileHandle | undefined = snapshotFile;
   try {
-    header = await readSnapshot(snapshotFile, statePath, sessions, runs, pool, refuse);
-  } finally {
-    await snapshotFile.close();
+    const indexed = options.index === false ? { why: 'not used: the state read through it breaks an invariant (the whole read decides)', missing: false } : await readIndexed(dir, file, statePath, sessions, runs, pool, refuse);
+    let verified: BigIntStats | undefined;
+    if ('header' in indexed) {
+      header = indexed.header;
+      verified = indexed.stat;
+      via = { via: 'index' };
+    } else {
+      if (indexed.missing) log?.info({ dir, why: indexed.why }, 'no run index: reading the whole snapshot');
+      else log?.warn({ dir, why: indexed.why }, 'run index not used (a cache: nothing is lost): reading the whole snapshot');
+      sessions.clear();
+      runs.clear();
+      await file.close();
+      file = undefined;
+      file = await open(statePath, 'r');
+      const hash = createHash('sha256');
+      const statBefore = await file.stat({ bigint: true });
+      const whole = await readSnapshot(file, statePath, sessions, runs, pool, refuse, hash);
+      header = whole.header;
+      via = { via: 'whole', why: indexed.why, digest: { seq: header.seq, sessions: header.sessions, runs: header.runs, bytes: whole.bytes, sha256: hash.digest('hex'), runsAt: whole.runsAt } };
+      if (sameFile(statBefore, await file.stat({ bigint: true }))) verified = statBefore;
+      else {
+        // Written to while it was read: the records stand as read, but no byte of it is copied or indexed.
+        for (const e of runs.facts()) e.offset = -1;
+        delete via.digest;
+      }
+    }
+    if (verified !== undefined) runs.repoint({ path: statePath, handle: file, stat: verified });
+    else {
+      await file.close();
+      file = undefined;
+    }
+  } catch (err) {
+    await file?.close();
+    throw err;
   }
 
   // ---- journal ----
@@ -138,12 +193,15 @@ export async function loadState(dir: string): Promise<LoadedState> {
             journalOrigin.session.set(s.id, n);
           }
           for (const r of lineRuns) {
-            runs.set(r.id, pool.run(r));
+            runs.set(pool.run(r));
             journalOrigin.run.set(r.id, n);
           }
           seq = entry.data.seq;
         },
       });
+    } catch (err) {
+      await runs.close();
+      throw err;
     } finally {
       await journalFile.close();
     }
@@ -156,28 +214,132 @@ export async function loadState(dir: string): Promise<LoadedState> {
   // ---- cross-record invariants ----
   const adopted = StateIndex.adopt(sessions, runs);
   if ('problem' in adopted) {
+    await runs.close();
+    // Stubs come from the index: whatever it got wrong must not refuse start-up. The whole read
+    // decides, and words a refusal exactly as without an index.
+    if (via.via === 'index') return loadState(dir, log, { index: false });
     const { kind, id, text } = adopted.problem;
     const journalLine = journalOrigin[kind].get(id);
     const where = journalLine !== undefined ? `${journalPath} line ${journalLine}` : `${statePath} line ${snapshotLine(kind, id, sessions, runs)}`;
     throw refuse(`${where}: ${kind} ${id} ${text}`);
   }
-  return { seq, index: adopted.index, fresh: false, journalLines, journalBytes, tornTail };
+  return { seq, index: adopted.index, fresh: false, journalLines, journalBytes, tornTail, snapshot: via };
 }
 
-/** Reads the snapshot's header and records into the maps; returns the header. */
+/**
+ * The snapshot read through its run index: the header and sessions parsed
+ * and validated as `readSnapshot` does, every byte hashed, runs added to
+ * `runs` as stubs; or why that could not be done, having read nothing into
+ * the maps that the caller must keep (it clears them). Never a refusal:
+ * anything wrong here is left for the whole read to find and word.
+ */
+async function readIndexed(
+  dir: string,
+  file: FileHandle,
+  path: string,
+  sessions: Map<string, SessionRecord>,
+  runs: RunTable,
+  pool: RecordPool,
+  refuse: Refuse,
+): Promise<{ header: z.infer<typeof snapshotHeaderSchema>; stat: BigIntStats } | { why: string; missing: boolean }> {
+  const read = await readRunIndex(dir);
+  if ('why' in read) return read;
+  const index = read.body;
+  const d = index.snapshot;
+  const stale = (what: string): { why: string; missing: boolean } => ({ why: `${join(dir, INDEX_FILE)} describes another snapshot (${what})`, missing: false });
+  const before = await file.stat({ bigint: true });
+  if (before.size !== BigInt(d.bytes)) return stale(`${d.bytes} bytes, ${STATE_FILE} has ${before.size}`);
+  const hash = createHash('sha256');
+  let header: z.infer<typeof snapshotHeaderSchema> | undefined;
+  try {
+    const scan = await forEachLine(file, {
+      firstLineMaxBytes: HEADER_MAX_BYTES,
+      hash,
+      maxLines: 1 + d.sessions,
+      refuse: (_n, problem) => new Error(problem),
+      onLine(line) {
+        const value = JSON.parse(line) as unknown;
+        if (header === undefined) {
+          header = parseHeader(value, path, refuse);
+          if (header.seq !== d.seq || header.sessions !== d.sessions || header.runs !== d.runs) throw new Error('its header differs');
+          return;
+        }
+        const s = pool.session(validate(sessionRecordSchema, recordOfLine(value, 'session'), '', refuse, isSessionRecord));
+        if (sessions.has(s.id)) throw new Error(`session ${s.id} appears twice`);
+        sessions.set(s.id, s);
+      },
+    });
+    if (scan.lines !== 1 + d.sessions) return stale('fewer lines than it announces');
+  } catch (err) {
+    return stale(err instanceof Error ? err.message : String(err));
+  }
+  if (hash.digest('hex') !== d.sha256) return stale('its SHA-256 differs');
+  if (!sameFile(before, await file.stat({ bigint: true }))) return stale(`${STATE_FILE} changed while it was read`);
+  const problem = addStubs(index, [...sessions.values()], runs);
+  return problem === undefined ? { header: header!, stat: before } : stale(problem);
+}
+
+/** No write reached the file between the two stats (a write changes its size, mtime or ctime). */
+function sameFile(a: BigIntStats, b: BigIntStats): boolean {
+  return a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.ino === b.ino;
+}
+
+/** Adds the index's runs to `runs` as stubs; what is wrong with the index if it cannot. */
+function addStubs(index: IndexBody, sessionList: SessionRecord[], runs: RunTable): string | undefined {
+  const { id, session, seq, key, state, flags, accepted, length, usage: u, preview } = index;
+  const previews = new Map<number, string>();
+  for (let i = 0; i + 1 < preview.length; i += 2) {
+    const at = preview[i];
+    const text = preview[i + 1];
+    if (typeof at !== 'number' || typeof text !== 'string') return 'a preview entry is malformed';
+    previews.set(at, text);
+  }
+  let at = index.snapshot.runsAt;
+  let ui = 0;
+  // Its own copy: a view would keep the whole index file in memory.
+  const usageColumn = u.slice();
+  for (let i = 0; i < id.length; i++) {
+    const runId = id[i];
+    const owner = sessionList[session[i]!];
+    const f = flags[i]!;
+    const s = RUN_STATE_CODES[state[i]!];
+    const k = key[i];
+    const n = length[i]!;
+    const q = seq[i]!;
+    if (typeof runId !== 'string' || owner === undefined || s === undefined || (k !== null && typeof k !== 'string') || q < 1 || n < 0) return `run ${i} is malformed`;
+    const usageAt = ui;
+    if ((f & FLAG_USAGE) !== 0) ui += 6;
+    const text = (f & FLAG_PREVIEW) === 0 ? '' : previews.get(i);
+    const usage = (f & FLAG_USAGE) !== 0 ? usageColumn : null;
+    runs.add(new RunEntry(runId, owner.id, q, k ?? null, s, (f & FLAG_STARTED) !== 0, accepted[i]!, usage, usageAt, (f & FLAG_CHANGES) !== 0, text, at, n, undefined));
+    if (runs.size !== i + 1) return `run ${runId} appears twice`;
+    at += n + 1;
+  }
+  if (ui !== u.length) return 'its usage column has a wrong length';
+  if (at !== index.snapshot.bytes) return `its line lengths add up to ${at} bytes, not ${index.snapshot.bytes}`;
+  return undefined;
+}
+
+/**
+ * Reads the snapshot's header and records into the maps, hashing every byte
+ * into `hash`; returns the header, the file's size and where its runs start.
+ */
 async function readSnapshot(
   file: FileHandle,
   path: string,
   sessions: Map<string, SessionRecord>,
-  runs: Map<string, RunRecord>,
+  runs: RunTable,
   pool: RecordPool,
   refuse: Refuse,
-): Promise<z.infer<typeof snapshotHeaderSchema>> {
+  hash: Hash,
+): Promise<{ header: z.infer<typeof snapshotHeaderSchema>; bytes: number; runsAt: number }> {
   let header: z.infer<typeof snapshotHeaderSchema> | undefined;
+  let runsAt: number | undefined;
   const scan = await forEachLine(file, {
     firstLineMaxBytes: HEADER_MAX_BYTES,
+    hash,
     refuse: (n, problem) => refuse(n === 1 ? `${path} does not start with a snapshot header (${problem})` : `${path} ${problem}`),
-    onLine(line, n) {
+    onLine(line, n, offset, bytes) {
       const where = `${path} line ${n}`;
       const value = parseJson(line, (problem) => refuse(`${where} is not valid JSON (${problem})`));
       if (header === undefined) {
@@ -197,7 +359,8 @@ async function readSnapshot(
       } else {
         const r = pool.run(validate(runRecordSchema, record, where, refuse, isRunRecord));
         if (runs.has(r.id)) throw refuse(`${where}: run ${r.id} appears twice`);
-        runs.set(r.id, r);
+        runsAt ??= offset;
+        runs.set(r, offset, bytes);
       }
     },
   });
@@ -209,7 +372,7 @@ async function readSnapshot(
         `but it ends after ${records} complete record lines${scan.partial ? ' and a partial one' : ''}`,
     );
   }
-  return header;
+  return { header, bytes: scan.totalBytes, runsAt: runsAt ?? scan.totalBytes };
 }
 
 function parseHeader(value: unknown, path: string, refuse: Refuse): z.infer<typeof snapshotHeaderSchema> {

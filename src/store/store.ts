@@ -21,7 +21,7 @@
  * a lean, frozen form (pool.ts), so memory follows the records kept, not the
  * size of the files.
  */
-import { readdir } from 'node:fs/promises';
+import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
 import { appendDurable, FILE_MODE, TEMP_SUFFIX, writeFileAtomic } from './atomic.js';
@@ -33,17 +33,20 @@ import { JOURNAL_FILE, loadState, RESULTS_DIR } from './load.js';
 import { createLogger, type Log } from '../util/logger.js';
 import { beginOwnership, type Ownership } from './owner.js';
 import { RecordPool } from './pool.js';
-import type { RunRecord, RunResultFile, SessionRecord } from './records.js';
+import { LIVE_STATES, type RunRecord, type RunResultFile, type SessionRecord } from './records.js';
 import { planCrashRecovery, type RecoverySummary } from './recovery.js';
 import { readJsonFile } from './json-file.js';
 import { describeIssue, runRecordSchema, runResultFileSchema, sessionRecordSchema } from './schemas.js';
-import { writeSnapshot } from './snapshot.js';
+import { STATE_FILE, writeSnapshotFile, writeSnapshotIndex, type SnapshotWritten } from './snapshot.js';
+import type { RunFacts } from './run-table.js';
+import { INDEX_FILE } from './run-index.js';
 import { DIR_MODE, prepareStateDir } from './state-dir.js';
 import { dropTornTail } from './torn-tail.js';
 
 export type { StoreChange } from './indexes.js';
 export type { RecoverySummary } from './recovery.js';
 export type { StoreFileHandle, StoreFs } from './fs.js';
+export type { RunFacts } from './run-table.js';
 
 /** Below this many journal lines compaction is never worth its full rewrite. */
 export const COMPACT_MIN_LINES = 1000;
@@ -79,6 +82,7 @@ export class StateStore {
   #broken: StoreError | undefined;
   #compactionQueued = false;
   #recovery: RecoverySummary = { unknown: 0, queueLost: 0 };
+  #startup: { via: 'index' | 'whole'; why?: string } = { via: 'whole' };
   /** Makes the stored copies of committed records; a run shares its session's id string. */
   readonly #pool = new RecordPool({ ...COMMIT_POOL, sessionId: (id) => this.#index.sessions.get(id)?.id });
 
@@ -119,17 +123,26 @@ export class StateStore {
     const pending = await step(`taking ownership of ${dir}`, () => beginOwnership(dir, { now, logger, fs }));
     let loaded;
     try {
-      loaded = await loadState(dir);
+      loaded = await loadState(dir, logger);
     } catch (err) {
       await pending.abandon();
       throw err;
     }
 
     // From here on the state is known good and we may write.
-    const owner = await step(`taking ownership of ${dir}`, () => pending.claim());
+    let owner: Ownership;
+    try {
+      owner = await step(`taking ownership of ${dir}`, () => pending.claim());
+    } catch (err) {
+      await loaded.index.runs.close().catch(() => undefined);
+      throw err;
+    }
     let journal: StoreFileHandle | undefined;
     try {
-      if (loaded.fresh) await writeSnapshot(dir, 0, new Map(), new Map(), fs);
+      if (loaded.fresh) {
+        const written = await writeSnapshotFile(dir, 0, new Map(), loaded.index.runs, fs);
+        await writeIndexOrWarn(dir, written, loaded.index, fs, logger);
+      }
       await step(`creating ${join(dir, RESULTS_DIR)}`, () =>
         fs.mkdir(join(dir, RESULTS_DIR), { recursive: false, mode: DIR_MODE }).catch((err: unknown) => {
           if (errCode(err) !== 'EEXIST') throw err;
@@ -142,15 +155,31 @@ export class StateStore {
       await step(`syncing directory ${dir}`, () => fs.syncDir(dir));
       if (loaded.tornTail) await dropTornTail({ dir, journal, tail: loaded.tornTail, now, logger, fs });
       const store = new StateStore(dir, owner, journal, loaded, now, logger, fs, opts.compactMinLines ?? COMPACT_MIN_LINES);
+      store.#startup = { via: loaded.snapshot.via, ...(loaded.snapshot.why !== undefined && { why: loaded.snapshot.why }) };
       if (loaded.journalLines > 0) await store.#enqueue(() => store.#compact());
       await store.#removeTempFiles();
+      // Read whole because its index did not serve, and not compacted: index it for the next start.
+      // In the write queue, so open need not wait for it (a cache; writes after it wait for it); before
+      // recovery's commit, which changes runs the index must show as the snapshot holds them; after
+      // the temp files are removed, as it makes one.
+      const reindex = loaded.journalLines === 0 ? loaded.snapshot.digest : undefined;
+      if (reindex !== undefined) {
+        const lengths = Array.from(loaded.index.runs.facts(), (e) => e.length);
+        void store.#enqueue(() => writeIndexOrWarn(dir, { digest: reindex, lengths }, loaded.index, fs, logger));
+      }
       store.#recovery = await store.#recoverAfterCrash();
       return store;
     } catch (err) {
       await journal?.close().catch(() => undefined);
+      await loaded.index.runs.close().catch(() => undefined);
       await owner.release().catch(() => undefined);
       throw err;
     }
+  }
+
+  /** How start-up read the snapshot: through its run index, or whole (and why). */
+  get startup(): { via: 'index' | 'whole'; why?: string } {
+    return { ...this.#startup };
   }
 
   get sessions(): ReadonlyMap<string, SessionRecord> {
@@ -173,6 +202,21 @@ export class StateStore {
 
   runByRequestKey(key: string): RunRecord | undefined {
     return this.#index.runByRequestKey(key);
+  }
+
+  /** What bulk reads need of every run, without reading any record back. */
+  runFacts(): Iterable<RunFacts> {
+    return this.#index.runs.facts();
+  }
+
+  /** The same for one session's runs, in `seq` order (a new array). */
+  runFactsBySession(sessionId: string): RunFacts[] {
+    return this.#index.runFactsBySession(sessionId);
+  }
+
+  /** Run records read back from the snapshot since start-up (bulk reads read none). */
+  get runReads(): number {
+    return this.#index.runs.reads;
   }
 
   /**
@@ -221,6 +265,7 @@ export class StateStore {
     await this.#chain;
     try {
       await this.journal.close();
+      await this.#index.runs.close();
     } finally {
       await this.owner.release();
     }
@@ -310,7 +355,8 @@ export class StateStore {
     this.#compactionQueued = false;
     this.#assertWritable();
     // Streamed from the maps: no commit can change them meanwhile, as this runs in the write queue.
-    await writeSnapshot(this.dir, this.#seq, this.#index.sessions, this.#index.runs, this.fs);
+    const written = await writeSnapshotFile(this.dir, this.#seq, this.#index.sessions, this.#index.runs, this.fs);
+    await this.#readFrom(written);
     try {
       await this.journal.truncate(0);
       // The file is now empty, whether or not the sync below succeeds; a later undo must cut back to 0.
@@ -322,10 +368,34 @@ export class StateStore {
     } catch (err) {
       throw writeFailure(err, `emptying ${this.#journalPath} after writing the snapshot`, this.dir, 'unchanged');
     }
+    await writeIndexOrWarn(this.dir, written, this.#index, this.fs, this.logger);
+  }
+
+  /**
+   * Points the runs at the snapshot just written, where every run now has a
+   * line, and closes the one they read from before. If it cannot be opened,
+   * they keep reading the old one, which stays valid while it is open.
+   */
+  async #readFrom(written: SnapshotWritten): Promise<void> {
+    const path = join(this.dir, STATE_FILE);
+    let handle;
+    try {
+      handle = await open(path, 'r');
+      const stat = await handle.stat({ bigint: true });
+      if (stat.size !== BigInt(written.digest.bytes)) throw new Error(`${path} has ${stat.size} bytes, ${written.digest.bytes} were written`);
+      const old = this.#index.runs.repoint({ path, handle, stat }, { runsAt: written.digest.runsAt, lengths: written.lengths });
+      await old?.handle.close().catch(() => undefined);
+    } catch (err) {
+      await handle?.close().catch(() => undefined);
+      this.logger.warn({ dir: this.dir, err }, 'could not open the new snapshot to read runs from; they are read from the previous one');
+    }
   }
 
   async #recoverAfterCrash(): Promise<RecoverySummary> {
-    const plan = planCrashRecovery(this.#index.runs.values(), this.now());
+    // Only runs left in flight are read back: facts say which.
+    const table = this.#index.runs;
+    const inFlight = [...table.facts()].filter((f) => f.state === 'queued' || LIVE_STATES.includes(f.state)).map((f) => table.recordOf(f));
+    const plan = planCrashRecovery(inFlight, this.now());
     if (plan.runs.length > 0) {
       await this.commit({ runs: plan.runs });
       this.logger.warn({ dir: this.dir, ...plan.summary }, 'recovered runs left in flight by an unclean stop');
@@ -363,6 +433,19 @@ export class StateStore {
         'Stop this controller and start it again: start-up checks who owns the directory',
       );
     }
+  }
+}
+
+/**
+ * Writes the run index of a snapshot just written. A cache: a failure is
+ * logged, never thrown (the next start-up reads the whole snapshot and
+ * writes the index again).
+ */
+async function writeIndexOrWarn(dir: string, written: SnapshotWritten, index: StateIndex, fs: StoreFs, logger: Log): Promise<void> {
+  try {
+    await writeSnapshotIndex(dir, written, index.sessions, index.runs, fs);
+  } catch (err) {
+    logger.warn({ dir, err }, `${join(dir, INDEX_FILE)} not written (a cache: the next start-up reads the whole snapshot instead)`);
   }
 }
 

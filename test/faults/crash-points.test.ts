@@ -82,7 +82,11 @@ function scenario(name: string) {
     /** The state of the run with this request key as the crash left it on disk (read without taking ownership). */
     async durableState(requestKey: string): Promise<string | undefined> {
       const { index } = await loadState(stateDirectory);
-      return [...index.runs.values()].find((r) => r.requestKey === requestKey)?.state;
+      try {
+        return [...index.runs.facts()].find((r) => r.requestKey === requestKey)?.state;
+      } finally {
+        await index.runs.close();
+      }
     },
     /** Waits for the server to die at `point`, then for every process it left to go. */
     async crashed(server: RunningServer, point: CrashPointName | null): Promise<void> {

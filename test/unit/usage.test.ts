@@ -126,7 +126,7 @@ describe('selectRunsForUsage', () => {
   const b1 = run({ sessionId: 'b', acceptedAt: at(5) });
   const b2 = run({ sessionId: 'b', acceptedAt: at(20), state: 'queued', startedAt: null, endedAt: null });
   const store = source(['a', 'b', 'empty'], [a1, a2, b1, b2]);
-  const idsOf = (runs: RunRecord[]) => runs.map((r) => r.id).sort();
+  const idsOf = (runs: ReadonlyArray<{ id: string }>) => runs.map((r) => r.id).sort();
 
   it('selects one session', () => {
     expect(idsOf(selectRunsForUsage(store, { session: 'a' }))).toEqual(idsOf([a1, a2]));
