@@ -5,15 +5,15 @@
  * scripts; nothing here is part of the server itself.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { CLI_ENTRY } from '../util/build-paths.js';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
 
-/** The built server entry (dist/src/cli.js). */
-export const SERVER_ENTRY = CLI_ENTRY;
+/** The built server entry (dist/src/cli.js), beside this file's own build output. */
+export const SERVER_ENTRY = fileURLToPath(new URL('../cli.js', import.meta.url));
 
 export interface PublicError {
   code: string;

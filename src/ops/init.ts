@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { realpath, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
-import { CLI_ENTRY } from '../util/build-paths.js';
+import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../config/errors.js';
 import { loadConfig, resolveDroid } from '../config/load.js';
 import { CONFIG_DEFAULTS } from '../config/schema.js';
@@ -42,6 +42,7 @@ export class InitRefusal extends Error {}
 /** The reference host's launch defaults (spec of record, "Reference host setup"). */
 export const REFERENCE_DEFAULTS = { defaultModel: 'claude-opus-5-5', reasoningEffort: 'high', maxAutonomy: 'high', maxConcurrentRuns: 4 } as const;
 
+const CLI_ENTRY = fileURLToPath(new URL('../cli.js', import.meta.url));
 
 async function exists(path: string): Promise<boolean> {
   try {

@@ -4,6 +4,8 @@
  * Its budgets come from the turn timeline (timeline.ts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { ProgressEvent } from '../droid/turn-collector.js';
 import type { ErrorInfo } from '../droid/errors.js';
 import { parseWorkerMessage } from './ipc.js';
@@ -11,8 +13,15 @@ import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, 
 import { TextTail } from '../util/text.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from './timeline.js';
-import { WORKER_ENTRY } from '../util/build-paths.js';
 
+/**
+ * The worker every turn forks: the one-file bundle of main.js the build makes
+ * next to it (scripts/bundle.mjs; it starts ~190 ms sooner than the ~165
+ * separate modules), or main.js itself where no bundle was built.
+ */
+export const WORKER_ENTRY = ((bundle) => (existsSync(bundle) ? bundle : fileURLToPath(new URL('./main.js', import.meta.url))))(
+  fileURLToPath(new URL('./worker.bundle.mjs', import.meta.url)),
+);
 /** Invalid IPC messages kept as diagnostics per turn (all are counted). */
 const MAX_IPC_PROBLEMS = 10;
 
