@@ -4,7 +4,6 @@
  * Its budgets come from the turn timeline (timeline.ts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { ProgressEvent } from '../droid/turn-collector.js';
 import type { ErrorInfo } from '../droid/errors.js';
@@ -14,14 +13,8 @@ import { TextTail } from '../util/text.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from './timeline.js';
 
-/**
- * The worker every turn forks: the one-file bundle of main.js the build makes
- * next to it (scripts/bundle.mjs; it starts ~190 ms sooner than the ~165
- * separate modules), or main.js itself where no bundle was built.
- */
-export const WORKER_ENTRY = ((bundle) => (existsSync(bundle) ? bundle : fileURLToPath(new URL('./main.js', import.meta.url))))(
-  fileURLToPath(new URL('./worker.bundle.mjs', import.meta.url)),
-);
+/** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
+export const WORKER_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
 /** Invalid IPC messages kept as diagnostics per turn (all are counted). */
 const MAX_IPC_PROBLEMS = 10;
 
