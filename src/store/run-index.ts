@@ -31,7 +31,11 @@ import type { RunFacts } from './run-table.js';
 export const INDEX_FILE = 'state.index';
 export const INDEX_VERSION = 1;
 
-/** Order of the `state` column's codes. */
+/**
+ * Order of the `state` column's codes. Part of the file format, so kept apart
+ * from the schema's enum (whose order may change): never reorder, only append;
+ * test/unit/store-index.test.ts checks it names every state exactly once.
+ */
 export const RUN_STATE_CODES: readonly RunState[] = [
   'queued',
   'starting',

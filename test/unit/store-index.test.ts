@@ -16,7 +16,8 @@ import type { ToolContext } from '../../src/mcp/tools.js';
 import type { SessionController } from '../../src/controller/controller.js';
 import { StoreError } from '../../src/store/errors.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
-import { INDEX_FILE, readRunIndex, writeRunIndex } from '../../src/store/run-index.js';
+import { INDEX_FILE, readRunIndex, RUN_STATE_CODES, writeRunIndex } from '../../src/store/run-index.js';
+import { runState } from '../../src/store/schemas.js';
 import { differingFact, factsOf, type RunFacts, type RunTable } from '../../src/store/run-table.js';
 import { STATE_FILE, writeSnapshot } from '../../src/store/snapshot.js';
 import type { StateStore } from '../../src/store/store.js';
@@ -138,6 +139,13 @@ async function refusalOf(dir: string): Promise<StoreError> {
 function reader(store: StateStore): SessionReader {
   return new SessionReader(store, { live: () => undefined, shown: (r) => r, override: () => undefined }, async (p) => p, { warn() {} });
 }
+
+describe('the index format', () => {
+  it("the state column's codes name every run state exactly once", () => {
+    expect(new Set(RUN_STATE_CODES).size).toBe(RUN_STATE_CODES.length);
+    expect([...RUN_STATE_CODES].sort()).toEqual([...runState.options].sort());
+  });
+});
 
 describe('start-up through the run index', () => {
   it('shows exactly what a whole read shows, through every accessor, with a journal on top', async () => {
