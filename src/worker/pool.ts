@@ -47,6 +47,8 @@ export interface WarmPoolOptions {
   refillDelayMs?: number;
   /** Diagnostics (a worker lost, a refill backing off). */
   onEvent?(event: PoolEvent): void;
+  /** Kills a dropped worker's group and resolves once it is gone (default killGroupAndWait; tests hold it open). */
+  killGroup?(pid: number): Promise<void>;
 }
 
 export type PoolEvent =
@@ -242,7 +244,7 @@ export class WarmPool {
     this.members.delete(member);
     member.detach();
     const pid = member.child.pid ?? -1;
-    const gone = killGroupAndWait(pid).finally(() => {
+    const gone = (this.options.killGroup ?? killGroupAndWait)(pid).finally(() => {
       if (member.dir) rmSync(member.dir, { recursive: true, force: true });
       this.dying.delete(gone);
       // Its place is free now (a pending back-off timer, if any, still decides when).

@@ -19,6 +19,7 @@ import { WORKER_ENTRY } from '../support/paths.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
 import type { TurnResult, TurnSpec } from '../../src/worker/protocol.js';
 import { startPooledWorker, WarmPool } from '../../src/worker/pool.js';
+import { killGroupAndWait } from '../../src/worker/process-group.js';
 
 const BWRAP = execFileSync('sh', ['-c', 'command -v bwrap || true'], { encoding: 'utf8' }).trim();
 
@@ -338,6 +339,43 @@ describe('warm pool: life of the pool itself', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(events).toContain('retired');
+    expect(pool.counts.held).toBe(1);
+  });
+
+  it('a dropped worker still being killed counts toward the size: no refill until its group is gone', async () => {
+    tag = newTag();
+    project(false); // the bed every test here cleans up after
+    let gone: () => void = () => undefined;
+    const killed: number[] = [];
+    const pool = new WarmPool({
+      size: 1,
+      droid: null, // a Node-only warm worker is enough: the rule is the pool's, not droid's
+      env: { ...process.env, DROID_MCP_TEST_TAG: tag },
+      workerEntry: WORKER_ENTRY,
+      maxAgeMs: 1_000,
+      // The group is killed at once, but reported gone only when the test says so.
+      killGroup: (pid) => {
+        killed.push(pid);
+        if (killed.length > 1) return killGroupAndWait(pid); // the refilled one, at close
+        process.kill(-pid, 'SIGKILL');
+        return new Promise<void>((resolve) => (gone = resolve));
+      },
+    });
+    pools.push(pool);
+    pool.start();
+    const firstPid = pool.pids[0]!;
+    const end = Date.now() + 20_000;
+    while (!killed.includes(firstPid)) {
+      if (Date.now() > end) throw new Error('the aged worker was not retired');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    expect(pool.counts.held).toBe(0);
+    gone();
+    while (!(pool.counts.ready === 1 && pool.pids[0] !== firstPid)) {
+      if (Date.now() > end) throw new Error('the pool did not refill once the group was gone');
+      await new Promise((r) => setTimeout(r, 25));
+    }
     expect(pool.counts.held).toBe(1);
   });
 });
