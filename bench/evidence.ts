@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { changesSince, snapshotTree, type Launcher } from '../src/worker/git-evidence.js';
-import { bwrapArgs } from '../src/worker/sandbox.js';
+import { sandboxLauncher } from '../src/worker/sandbox.js';
 
 const RUNS = 10;
 const FILES = 10_000;
@@ -85,7 +85,7 @@ export async function main(): Promise<void> {
     mkdirSync(factoryDir, { recursive: true });
     const sandboxed = (workspace: string): Launcher | null =>
       existsSync(BWRAP)
-        ? { command: BWRAP, args: bwrapArgs({ workspace, workspaceWritable: false, factoryDir, turnTmp, hiddenDirs: [], hiddenFiles: [] }) }
+        ? sandboxLauncher(BWRAP, { workspace: { path: workspace, writable: false }, factoryDir, sessionsCopy: null, scratch: false, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] })
         : null;
     const rows: Array<[string, string, Launcher | null]> = [
       ['not a git work tree, unconfined', plain, null],

@@ -15,7 +15,7 @@ import { resolveWorkspace } from './controller/workspaces.js';
 import type { HttpListener } from './mcp/http-server.js';
 import { createMcpServer } from './mcp/server.js';
 import type { SandboxStatus, ToolContext } from './mcp/tools.js';
-import { probeSandbox, SANDBOX_ACTION, type SandboxSpec } from './worker/sandbox.js';
+import { probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from './worker/sandbox.js';
 import { StoreError } from './store/errors.js';
 import { StateStore } from './store/store.js';
 import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/pool.js';
@@ -32,12 +32,7 @@ async function sandboxFor(config: Config): Promise<{ spec: SandboxSpec; status: 
   if (config.sandbox.mode === 'off') return { spec: { mode: 'off' }, status: { mode: 'off', available: true, detail: null } };
   const bwrapPath = config.sandbox.bwrapPath;
   const health = bwrapPath === null ? { ok: false, detail: 'no bwrap executable was found on PATH' } : await probeSandbox(bwrapPath);
-  const spec: SandboxSpec = {
-    mode: 'bwrap',
-    bwrapPath: bwrapPath ?? '/nonexistent/bwrap',
-    hiddenDirs: [config.stateDirectory],
-    hiddenFiles: config.tokenFile ? [config.tokenFile] : [],
-  };
+  const spec = sandboxSpecFor(bwrapPath ?? '/nonexistent/bwrap', config.stateDirectory, config.tokenFile);
   return { spec, status: { mode: 'bwrap', available: health.ok, detail: health.detail } };
 }
 
@@ -104,7 +99,7 @@ async function main(): Promise<number> {
   else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
 
   const catalog = new ModelCatalog(
-    droidCatalogFetcher(config.droidPath, droidEnv),
+    droidCatalogFetcher(config.droidPath, droidEnv, sandbox.spec),
     config.modelCacheTtlMs,
     config.excludeModelIds,
     (err) => log.warn({ err }, 'model catalog refresh failed'),

@@ -637,6 +637,7 @@ export class SessionController {
         },
         onRename: (outcome) => void this.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => this.deps.log.error({ err }, 'rename record failed')),
         onInvalidMessage: (problem) => this.deps.log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),
+        onSessionCopy: (copy) => this.deps.log.warn({ run: turn.runId, ...copy }, "some of droid's session files were not copied back from the turn's private sessions folder"),
         onStuck: (members, waitedMs) =>
           this.deps.log.warn({ run: turn.runId, members, waitedMs }, "the turn's processes survive SIGKILL; its workspace lock stays held"),
         onReplyCall: (call) => this.serialized(() => this.onReplyCall(turn, call)),

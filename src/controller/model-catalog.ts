@@ -3,7 +3,9 @@
  * short-lived process: no session, no prompt). Cached for a TTL; concurrent
  * callers share one refresh; an expired catalog is never served.
  */
-import { DroidClient, type CatalogModel } from '../droid/client.js';
+import type { CatalogModel } from '../droid/client.js';
+import type { SandboxSpec } from '../worker/sandbox.js';
+import { withShortLivedDroid } from '../worker/short-lived-droid.js';
 import { DroidError } from '../droid/errors.js';
 import { ControllerError } from './errors.js';
 
@@ -22,15 +24,13 @@ export function visibleModels(models: readonly CatalogModel[], excludeIds: reado
   );
 }
 
-export function droidCatalogFetcher(droidPath: string, env: NodeJS.ProcessEnv, timeoutMs = 20_000): CatalogFetcher {
-  return async () => {
-    const client = DroidClient.spawn({ droidPath, env, requestTimeoutMs: timeoutMs });
-    try {
-      return await client.listModels();
-    } finally {
-      await client.shutdown();
-    }
-  };
+/**
+ * Each read is a short-lived droid, confined like a read-only turn and
+ * killed with its whole process group afterwards (short-lived-droid.ts):
+ * list_models starts whatever MCP servers droid's home names.
+ */
+export function droidCatalogFetcher(droidPath: string, env: Readonly<Record<string, string>>, sandbox: SandboxSpec, timeoutMs = 20_000): CatalogFetcher {
+  return () => withShortLivedDroid({ droidPath, env, sandbox, requestTimeoutMs: timeoutMs }, (client) => client.listModels());
 }
 
 export class ModelCatalog {

@@ -3,6 +3,7 @@
  * through the protocol, never through CLI flags.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { handFd3 } from '../util/child-fd3.js';
 import { accessSync, constants, statSync } from 'node:fs';
 import { DroidConnection } from './connection.js';
 import { DroidError } from './errors.js';
@@ -31,8 +32,13 @@ export interface SpawnDroidOptions {
   env: NodeJS.ProcessEnv;
   /** Working directory of the process; the session's cwd is set by protocol. */
   cwd?: string;
-  /** Runs droid through this program (a sandbox): `command ...args droidPath exec …`. */
-  launcher?: { command: string; args: readonly string[] };
+  /**
+   * Runs droid through this program (a sandbox): `command ...args droidPath exec …`,
+   * with `fd3` (the sandbox's seccomp program) readable on the program's fd 3.
+   */
+  launcher?: { command: string; args: readonly string[]; fd3?: Uint8Array };
+  /** Leads its own process group (a droid started outside any worker, so its group can be killed whole). */
+  detached?: boolean;
   requestTimeoutMs?: number;
 }
 
@@ -54,11 +60,14 @@ export function spawnDroid(options: SpawnDroidOptions): DroidProcess {
   const [command, args] = options.launcher
     ? [options.launcher.command, [...options.launcher.args, options.droidPath, ...DROID_EXEC_ARGS]]
     : [options.droidPath, DROID_EXEC_ARGS];
+  const fd3 = options.launcher?.fd3;
   const child = spawn(command, args, {
     cwd: options.cwd,
     env: options.env,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+    detached: options.detached ?? false,
+    stdio: fd3 ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+  }) as ChildProcessWithoutNullStreams;
+  if (fd3) handFd3(child, fd3);
   const connection = new DroidConnection({
     input: child.stdout,
     output: child.stdin,

@@ -19,7 +19,7 @@ import type { CatalogModel } from '../droid/client.js';
 import { HTTP_HOST } from '../mcp/http-server.js';
 import { currentIdentity, OWNER_FILE, OWNER_LOCK, OWNER_STALE_MS } from '../store/owner.js';
 import { errCode, sharedMode } from '../util/errno.js';
-import { factoryDirOf, probeSandbox, SANDBOX_ACTION } from '../worker/sandbox.js';
+import { factoryDirOf, probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../worker/sandbox.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -85,12 +85,16 @@ export async function doctor(configPath: string, options: DoctorOptions = {}): P
     checks.push(fail('droid', describe(err), 'Install the droid CLI as the service user (curl -fsSL https://app.factory.ai/cli | sh) or set "droidPath".'));
   }
 
+  // ── sandbox: before the catalog, whose droid runs in it
+  const sandbox = await checkSandbox(file, env);
+  checks.push(sandbox.check);
+
   // ── catalog and default model
   let catalog: CatalogModel[] | null = null;
   if (droidPath) {
     const started = Date.now();
     try {
-      catalog = visibleModels(await droidCatalogFetcher(droidPath, env, 30_000)(), file.excludeModelIds);
+      catalog = visibleModels(await droidCatalogFetcher(droidPath, stringEnvOf(env), sandbox.spec, 30_000)(), file.excludeModelIds);
       checks.push(ok('catalog', `droid.list_models answered with ${catalog.length} usable models in ${Date.now() - started} ms (no session created)`));
     } catch (err) {
       checks.push(fail('catalog', `droid.list_models failed: ${describe(err)}`, 'Run droid once as the service user (droid --version; droid) and check its login.'));
@@ -132,9 +136,6 @@ export async function doctor(configPath: string, options: DoctorOptions = {}): P
     }
     checks.push(await checkPort(file.port, owner.livePid));
   }
-
-  // ── sandbox
-  checks.push(await checkSandbox(file, env));
 
   // ── droid's cloud session sync
   checks.push(await checkCloudSync(env, options.factoryReachable ?? (() => reachable(FACTORY_API.host, FACTORY_API.port))));
@@ -249,9 +250,16 @@ function checkPort(port: number, livePid: number | null): Promise<Check> {
   });
 }
 
-async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<Check> {
-  if (file.sandbox === 'off') return warn('sandbox', 'off: turns run unconfined, with every right of the service user', `Only where bubblewrap cannot run. ${SANDBOX_ACTION}`);
-  if (process.platform !== 'linux') return fail('sandbox', `bwrap is Linux only and this is ${process.platform}`, 'Set "sandbox": "off".');
+function stringEnvOf(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => typeof e[1] === 'string'));
+}
+
+/** The sandbox check, and the sandbox doctor's own catalog droid runs in (a failing one: the catalog read fails too). */
+async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; spec: SandboxSpec }> {
+  const off: SandboxSpec = { mode: 'off' };
+  const unusable = sandboxSpecFor('/nonexistent/bwrap', file.stateDirectory, file.tokenFile);
+  if (file.sandbox === 'off') return { check: warn('sandbox', 'off: turns run unconfined, with every right of the service user', `Only where bubblewrap cannot run. ${SANDBOX_ACTION}`), spec: off };
+  if (process.platform !== 'linux') return { check: fail('sandbox', `bwrap is Linux only and this is ${process.platform}`, 'Set "sandbox": "off".'), spec: unusable };
   let bwrap = file.bwrapPath ?? null;
   if (!bwrap) {
     for (const dir of (env.PATH ?? '').split(':').filter((d) => d.startsWith('/'))) {
@@ -261,15 +269,16 @@ async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<C
       }
     }
   }
-  if (!bwrap) return fail('sandbox', 'bwrap (the default sandbox) is not on PATH: every turn would fail sandbox_unavailable', SANDBOX_ACTION);
+  if (!bwrap) return { check: fail('sandbox', 'bwrap (the default sandbox) is not on PATH: every turn would fail sandbox_unavailable', SANDBOX_ACTION), spec: unusable };
   const health = await probeSandbox(bwrap);
-  return health.ok ? ok('sandbox', `bwrap ${bwrap}: a trial run with the turn's flags works`) : fail('sandbox', `bwrap ${bwrap}: ${health.detail}`, SANDBOX_ACTION);
+  const spec = sandboxSpecFor(bwrap, file.stateDirectory, file.tokenFile);
+  if (!health.ok) return { check: fail('sandbox', `bwrap ${bwrap}: ${health.detail}`, SANDBOX_ACTION), spec };
+  return { check: ok('sandbox', `bwrap ${bwrap}: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets`), spec };
 }
 
 /** droid's `cloudSessionSync` in the service user's Factory home (default true; org settings may override it). */
 export async function readCloudSync(env: NodeJS.ProcessEnv): Promise<{ value: boolean; explicit: boolean; path: string }> {
-  const stringEnv = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => typeof e[1] === 'string'));
-  const path = join(factoryDirOf(stringEnv), 'settings.json');
+  const path = join(factoryDirOf(stringEnvOf(env)), 'settings.json');
   try {
     const settings = JSON.parse(await readFile(path, 'utf8')) as { cloudSessionSync?: unknown };
     if (typeof settings.cloudSessionSync === 'boolean') return { value: settings.cloudSessionSync, explicit: true, path };

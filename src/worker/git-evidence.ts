@@ -14,7 +14,8 @@
  * Any failure (not a work tree, git missing, too slow, refused ownership)
  * means "unknown" (null), never "no changes".
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { handFd3 } from '../util/child-fd3.js';
 import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -30,7 +31,9 @@ import {
 
 export interface Launcher {
   command: string;
-  args: string[];
+  args: readonly string[];
+  /** Bytes for the launcher's fd 3 (bwrap's seccomp program). */
+  fd3?: Uint8Array;
 }
 
 export interface GitOptions {
@@ -80,7 +83,9 @@ export function git(opts: GitOptions, args: readonly string[], stdin?: string): 
   const gitPath = opts.gitPath ?? 'git';
   const [command, argv] = opts.launcher ? [opts.launcher.command, [...opts.launcher.args, gitPath, ...gitArgs]] : [gitPath, gitArgs];
   return new Promise((resolve, reject) => {
-    const child = spawn(command, argv, { cwd: opts.workspace, env: gitEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
+    const fd3 = opts.launcher?.fd3;
+    const child = spawn(command, argv, { cwd: opts.workspace, env: gitEnv(), stdio: ['pipe', 'pipe', 'pipe', fd3 ? 'pipe' : 'ignore'] }) as ChildProcessWithoutNullStreams;
+    if (fd3) handFd3(child, fd3);
     const out: Buffer[] = [];
     let size = 0;
     let err = '';

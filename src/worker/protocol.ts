@@ -43,6 +43,8 @@ export const turnSpecSchema = z
           bwrapPath: z.string().startsWith('/'),
           hiddenDirs: z.array(z.string().startsWith('/')),
           hiddenFiles: z.array(z.string().startsWith('/')),
+          /** Set by the runner (runner.ts) for each turn: the private copy droid sees as its sessions folder. */
+          sessionsCopy: z.string().startsWith('/').optional(),
         })
         .strict(),
     ]),

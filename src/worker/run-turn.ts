@@ -15,7 +15,7 @@ import { RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, ty
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
-import { assertBwrapExecutable, bwrapArgs, factoryDirOf, prepareTurnPaths } from './sandbox.js';
+import { assertBwrapExecutable, confinedEnv, factoryDirOf, prepareTurnPaths, runtimeDirOf, sandboxLauncher, type SandboxLauncher } from './sandbox.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm.js';
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from './evidence.js';
 import type { Launcher } from './git-evidence.js';
@@ -147,7 +147,8 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   if (useWarm) client = warm.client;
   else {
     const launcher = confine(spec, state);
-    client = DroidClient.spawn({ droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace, ...(launcher && { launcher }) });
+    const env = launcher ? confinedEnv(spec.droidEnv) : spec.droidEnv;
+    client = DroidClient.spawn({ droidPath: spec.droidPath, env, cwd: spec.workspace, ...(launcher && { launcher }) });
   }
   state.client = client;
   // droid writes nothing before the prompt is submitted: the "before" snapshot runs during setup.
@@ -274,19 +275,29 @@ function prepareAmpTools(spec: TurnSpec, client: DroidClient, saved: readonly st
 }
 
 /** bwrap in front of droid, with this turn's binds; null when the operator turned the sandbox off. */
-function confine(spec: TurnSpec, state: TurnState): { command: string; args: string[] } | null {
+function confine(spec: TurnSpec, state: TurnState): SandboxLauncher | null {
   const sandbox = spec.sandbox;
   if (sandbox.mode === 'off') return null;
   assertBwrapExecutable(sandbox.bwrapPath);
+  // The runner (controller side) owns the private sessions copy: it copies back after the group is gone.
+  if (!sandbox.sessionsCopy) throw new DroidError('sandbox_unavailable', 'the turn came without its private sessions folder; nothing was submitted');
   const factoryDir = factoryDirOf(spec.droidEnv);
   const { turnTmp, dispose } = prepareTurnPaths(factoryDir);
   state.disposeSandbox = dispose;
-  const confinement = { workspace: spec.workspace, factoryDir, turnTmp, hiddenDirs: sandbox.hiddenDirs, hiddenFiles: sandbox.hiddenFiles };
+  const confinement = {
+    factoryDir,
+    turnTmp,
+    sessionsCopy: sandbox.sessionsCopy,
+    scratch: true,
+    runtimeDir: runtimeDirOf(spec.droidEnv),
+    hiddenDirs: sandbox.hiddenDirs,
+    hiddenFiles: sandbox.hiddenFiles,
+  };
   // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
-  const args = bwrapArgs({ ...confinement, workspaceWritable: spec.autonomy !== 'off' });
+  const launcher = sandboxLauncher(sandbox.bwrapPath, { ...confinement, workspace: { path: spec.workspace, writable: spec.autonomy !== 'off' } });
   // git reads a repository the turn may have rigged (config, attributes): it gets no more rights than the turn.
-  state.gitLauncher = { command: sandbox.bwrapPath, args: bwrapArgs({ ...confinement, workspaceWritable: false }) };
-  return { command: sandbox.bwrapPath, args };
+  state.gitLauncher = sandboxLauncher(sandbox.bwrapPath, { ...confinement, workspace: { path: spec.workspace, writable: false } });
+  return launcher;
 }
 
 /**

@@ -12,6 +12,8 @@ import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, 
 import { TextTail } from '../util/text.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from './timeline.js';
+import { factoryDirOf } from './sandbox.js';
+import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from './session-copy.js';
 
 /** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
 export const WORKER_ENTRY = fileURLToPath(new URL('./main.js', import.meta.url));
@@ -23,6 +25,8 @@ export interface WorkerOptions {
   onProgress?(event: ProgressEvent): void;
   /** After the result: whether the pending Factory title was applied. */
   onRename?(outcome: RenameOutcome): void;
+  /** Sandboxed turns: what was copied back from the turn's private sessions folder, when anything was refused (session-copy.ts). */
+  onSessionCopy?(result: SessionCopyResult): void;
   /** A member of the group survives SIGKILL: the lock stays held; say so. */
   onStuck?(members: number[], waitedMs: number): void;
   /** Routed turns: the reply gate's verdict on one puck call (absent, failing or not true: denied). */
@@ -69,8 +73,14 @@ export interface WorkerHandle {
 /** Why the runner itself killed the group before a result came. */
 type Backstop = 'cancel' | 'deadline' | 'after_result';
 
-export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): WorkerHandle {
-  const timeline = turnTimeline(spec.timeoutMs, spec.graceMs);
+export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): WorkerHandle {
+  const timeline = turnTimeline(turnSpec.timeoutMs, turnSpec.graceMs);
+  // Sandboxed turns see a private copy of their own session's droid files; it is
+  // copied back once the group is gone (below), whatever ended the turn. Made
+  // first: a failure here throws before any process starts.
+  const resumeId = turnSpec.session.mode === 'resume' ? turnSpec.session.droidSessionId : null;
+  const sessions = turnSpec.sandbox.mode === 'bwrap' ? prepareSessionCopy(factoryDirOf(turnSpec.droidEnv), turnSpec.workspace, resumeId) : null;
+  const spec: TurnSpec = sessions && turnSpec.sandbox.mode === 'bwrap' ? { ...turnSpec, sandbox: { ...turnSpec.sandbox, sessionsCopy: sessions.dir } } : turnSpec;
   const stderr = new TextTail(16_000);
   const child = options.worker ?? forkWorker(options);
   child.stderr?.setEncoding('utf8');
@@ -81,6 +91,7 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
   let gotResult = false;
   let cancelRequested = false;
   let startedSession: string | null = null;
+  let reportedSession: string | null = null;
   let firedBackstop: Backstop | null = null;
   const result = new Promise<TurnResult>((resolve) => (settle = resolve));
 
@@ -123,6 +134,7 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
     } else if (message.type === 'reply_event') options.onReplyEvent?.(message.event);
     else if (message.type === 'terminal' && !gotResult) {
       gotResult = true;
+      reportedSession = message.result.droidSessionId;
       // From here the worker only renames and closes droid: its own window.
       armBackstop('after_result', timeline.afterResultMs);
       settle(withIpcProblems(message.result));
@@ -143,8 +155,13 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
       settle(withIpcProblems(withoutResult(how, firedBackstop, cancelRequested, invalidMessages, spec, evidence)));
     }
     // droid shares the worker's group; anything left in it goes now.
-    await killGroupAndWait(pid, options.onStuck);
-    clearTimeout(backstop);
+    try {
+      await killGroupAndWait(pid, options.onStuck);
+    } finally {
+      clearTimeout(backstop);
+      // A resumed session keeps its id; a new one is droid's answer to initialize.
+      if (sessions) commitSessions(sessions, resumeId ?? reportedSession ?? startedSession, options);
+    }
   });
 
   const post = (message: ParentToWorker) => {
@@ -170,6 +187,18 @@ export function startWorker(spec: TurnSpec, options: WorkerOptions = {}): Worker
       post({ type: 'skip_rename' });
     },
   };
+}
+
+/** Nothing droid wrote for this session may be lost to a failed copy, and the private copy never outlives the turn. */
+function commitSessions(sessions: SessionCopy, droidSessionId: string | null, options: WorkerOptions): void {
+  try {
+    const result = sessions.commit(droidSessionId);
+    if (result.refused.length) options.onSessionCopy?.(result);
+  } catch (err) {
+    options.onSessionCopy?.({ copied: [], refused: [`copy-back failed: ${(err as Error).message}`] });
+  } finally {
+    sessions.dispose();
+  }
 }
 
 /**

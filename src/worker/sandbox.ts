@@ -1,17 +1,33 @@
 /**
- * The operating-system confinement of one turn (Linux, bubblewrap).
+ * The operating-system confinement of every droid process (Linux, bubblewrap):
+ * each turn's, and every short-lived droid the controller or an operator
+ * command starts (the catalog read, doctor, verify-route).
  *
  * Autonomy levels are droid policy, not a boundary: at `high` droid writes
  * anywhere its user can, and at `low`/`medium` it trusts the risk level the
- * model declares (measured, PROTOCOL.md). So droid runs inside a mount
- * namespace where everything is read-only except the turn's workspace
- * (writer turns only), droid's own `.factory` folder and a private TMPDIR;
- * the controller's state directory and the HTTP token file are hidden
- * (an empty read-only tmpfs, and /dev/null).
+ * model declares (measured, PROTOCOL.md). Every turn is treated as hostile,
+ * so droid runs in a mount namespace where everything is read-only except
+ * the turn's workspace (writer turns only), a private TMPDIR and what droid
+ * must write under its own home, measured (docs/PROTOCOL-NOTES.md):
+ * - `sessions/`: a private per-turn copy holding only this session's files
+ *   (session-copy.ts); the controller copies back only those afterwards, so
+ *   no turn can read or rewrite another session's transcript;
+ * - droid's caches and scratch folders (`cache`, `temp`, `snapshots`, `bin`,
+ *   where droid extracts ripgrep): empty per-turn tmpfs, gone with the turn.
+ * Everything else in `~/.factory` (settings, `mcp.json`, hooks, custom
+ * droids, skills, commands, plugins, auth) stays read-only: a turn cannot
+ * change what a later droid does. The state directory and the HTTP token
+ * file are hidden (an empty read-only tmpfs, and /dev/null).
  *
- * Each flag is there for a measured reason (issue "Confine every turn"):
+ * Each flag is there for a measured reason:
  * - `--cap-drop ALL`: without it a root droid remounted `/` read-write;
  * - `--ro-bind /proc/sys /proc/sys`: without it a host kernel setting changed;
+ * - `--remount-ro /proc`: `/proc/<droid>/mem` is writable to droid's children
+ *   otherwise (same user); a read-only mount refuses every write open;
+ * - `--seccomp` (seccomp.ts) and `--disable-userns`: no ptrace, no taking
+ *   droid's file descriptors, no new Unix sockets to the host's daemons;
+ * - an empty read-only tmpfs over `/dev/shm` and the user's runtime
+ *   directory, and no socket addresses in droid's environment (confinedEnv);
  * - a private TMPDIR, not `--tmpfs /tmp`: writes under `/tmp` must fail, not
  *   "succeed" into a throwaway mount;
  * - `--die-with-parent` and the PID namespace: when the worker's group is
@@ -20,13 +36,17 @@
  * - never `--new-session`: it would take droid out of the worker's group.
  * Binds come after `--ro-bind / /` and name real, existing paths.
  *
- * The network stays the host's: the model API needs it.
+ * The network stays the host's: the model API needs it (THREAT-MODEL.md
+ * says what a turn can still reach).
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { accessSync, constants, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DroidError } from '../droid/errors.js';
+import { handFd3 } from '../util/child-fd3.js';
+import { EPERM, hostSeccompFilter, seccompArchOf, SYSCALLS } from './seccomp.js';
 
 /** What the controller tells a worker about confinement. */
 export type SandboxSpec =
@@ -38,19 +58,39 @@ export type SandboxSpec =
       hiddenDirs: string[];
       /** Files replaced by /dev/null inside the sandbox. */
       hiddenFiles: string[];
+      /** The private copy of this session's droid files, made by the controller's side of the worker (runner.ts). */
+      sessionsCopy?: string;
     };
 
+/** The sandbox of every droid this controller starts: the state directory and the token file are hidden from all of them. Pure. */
+export function sandboxSpecFor(bwrapPath: string, stateDirectory: string, tokenFile: string | null | undefined): SandboxSpec {
+  return { mode: 'bwrap', bwrapPath, hiddenDirs: [stateDirectory], hiddenFiles: tokenFile ? [tokenFile] : [] };
+}
+
+/** droid's scratch folders under its home: an empty tmpfs per turn (measured writes, see the header). */
+export const FACTORY_SCRATCH = ['cache', 'temp', 'snapshots', 'bin'] as const;
+/** Each scratch tmpfs is capped: droid's ripgrep is ~5 MB; a turn cannot fill the host's memory through them. */
+const SCRATCH_TMPFS_BYTES = 256 * 1024 * 1024;
+
 export interface Confinement {
-  workspace: string;
-  /** Writer turns (autonomy above off) may write the workspace; `off` turns may not. */
-  workspaceWritable: boolean;
-  /** droid's own `.factory` folder: sessions, settings, logs. */
+  /** The turn's workspace; null for a droid that opens no session (catalog read). */
+  workspace: { path: string; writable: boolean } | null;
+  /** droid's own `.factory` folder. */
   factoryDir: string;
-  /** Private per-turn TMPDIR. */
+  /** The private copy droid sees as `<factoryDir>/sessions`; null: the real one, read-only. */
+  sessionsCopy: string | null;
+  /** Whether droid's scratch folders get a per-turn tmpfs (turns) or stay read-only (catalog reads). */
+  scratch: boolean;
+  /** Private per-turn TMPDIR; also the working directory when there is no workspace. */
   turnTmp: string;
+  /** The service user's runtime directory (sockets of its daemons), covered when it exists. */
+  runtimeDir: string | null;
   hiddenDirs: readonly string[];
   hiddenFiles: readonly string[];
 }
+
+/** The file descriptor bwrap reads the seccomp program from (spawnConfined passes it). */
+export const SECCOMP_FD = 3;
 
 export const SANDBOX_ACTION = 'Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and make sure it can create user namespaces, or set "sandbox": "off" in the config to run turns unconfined.';
 
@@ -62,6 +102,7 @@ export function bwrapArgs(c: Confinement): string[] {
     '--unshare-pid',
     '--unshare-ipc',
     '--unshare-uts',
+    '--disable-userns',
     '--cap-drop',
     'ALL',
     '--ro-bind',
@@ -69,30 +110,94 @@ export function bwrapArgs(c: Confinement): string[] {
     '/',
     '--dev',
     '/dev',
+    '--tmpfs',
+    '/dev/shm',
+    '--remount-ro',
+    '/dev/shm',
     '--proc',
     '/proc',
     '--ro-bind',
     '/proc/sys',
     '/proc/sys',
+    '--remount-ro',
+    '/proc',
     '--bind',
     c.turnTmp,
     c.turnTmp,
     '--setenv',
     'TMPDIR',
     c.turnTmp,
-    c.workspaceWritable ? '--bind' : '--ro-bind',
-    c.workspace,
-    c.workspace,
-    '--bind',
-    c.factoryDir,
-    c.factoryDir,
   ];
+  if (c.workspace) args.push(c.workspace.writable ? '--bind' : '--ro-bind', c.workspace.path, c.workspace.path);
+  if (c.sessionsCopy) args.push('--bind', c.sessionsCopy, join(c.factoryDir, 'sessions'));
+  if (c.scratch) for (const dir of FACTORY_SCRATCH) args.push('--size', String(SCRATCH_TMPFS_BYTES), '--tmpfs', join(c.factoryDir, dir));
+  // A runtime directory holding a bound path (an odd host) stays: covering it would hide the turn's own folders;
+  // its sockets are still refused by the seccomp filter.
+  const bound = [c.turnTmp, c.factoryDir, ...(c.workspace ? [c.workspace.path] : [])];
+  const runtimeDir = c.runtimeDir;
+  if (runtimeDir && !bound.some((path) => isAtOrBelow(path, runtimeDir))) args.push('--tmpfs', runtimeDir, '--remount-ro', runtimeDir);
   // Last, so a secret inside a writable bind is still hidden.
   // Read-only too: a write there must fail, not "succeed" into a throwaway mount.
   for (const dir of c.hiddenDirs) args.push('--tmpfs', dir, '--remount-ro', dir);
   for (const file of c.hiddenFiles) args.push('--ro-bind', '/dev/null', file);
-  args.push('--chdir', c.workspace, '--');
+  args.push('--seccomp', String(SECCOMP_FD), '--chdir', c.workspace?.path ?? c.turnTmp, '--');
   return args;
+}
+
+function isAtOrBelow(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+}
+
+/**
+ * Environment variables that name a way to a daemon of the host (agents,
+ * buses, terminal multiplexers, displays, a unix Docker socket, the runtime
+ * directory): droid's environment goes without them under the sandbox.
+ */
+const SOCKET_VARS = ['SSH_AUTH_SOCK', 'SSH_AGENT_PID', 'GPG_AGENT_INFO', 'DBUS_SESSION_BUS_ADDRESS', 'DBUS_SYSTEM_BUS_ADDRESS', 'TMUX', 'TMUX_PANE', 'STY', 'DISPLAY', 'WAYLAND_DISPLAY', 'XDG_RUNTIME_DIR', 'XAUTHORITY'];
+
+/** droid's environment under the sandbox. Pure. */
+export function confinedEnv(env: Readonly<Record<string, string>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env)) {
+    if (SOCKET_VARS.includes(key)) continue;
+    if (key === 'DOCKER_HOST' && !/^(tcp|ssh|https?):\/\//i.test(value)) continue;
+    out[key] = value;
+  }
+  return out;
+}
+
+/** The service user's runtime directory (XDG_RUNTIME_DIR, else /run/user/<uid>), when it exists. */
+export function runtimeDirOf(env: Readonly<Record<string, string>>): string | null {
+  const uid = typeof process.getuid === 'function' ? process.getuid() : null;
+  const candidates = [env.XDG_RUNTIME_DIR, uid === null ? undefined : `/run/user/${uid}`];
+  for (const dir of candidates) {
+    if (dir && dir.startsWith('/') && isDirectory(dir)) return dir;
+  }
+  return null;
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** A program run inside the sandbox: `command ...args <target> <targetArgs>`, with the seccomp program on fd 3. */
+export interface SandboxLauncher {
+  command: string;
+  args: readonly string[];
+  /** Bytes the launched program reads from fd 3 (bwrap: the seccomp filter). */
+  fd3: Uint8Array;
+}
+
+/** bwrap with these binds, and this host's seccomp filter; `sandbox_unavailable` when either is missing. */
+export function sandboxLauncher(bwrapPath: string, confinement: Confinement): SandboxLauncher {
+  assertBwrapExecutable(bwrapPath);
+  const filter = hostSeccompFilter();
+  if (!filter) throw new DroidError('sandbox_unavailable', `no seccomp filter exists for this architecture (${process.arch}). ${SANDBOX_ACTION}`);
+  return { command: bwrapPath, args: bwrapArgs(confinement), fd3: filter };
 }
 
 /** Fails before anything starts when the configured bwrap cannot be run. */
@@ -110,9 +215,13 @@ export function factoryDirOf(env: Readonly<Record<string, string>>): string {
   return join(env.FACTORY_HOME_OVERRIDE || env.HOME || homedir(), '.factory');
 }
 
-/** Paths a turn's sandbox needs: they must exist before bwrap binds them. */
+/**
+ * Paths a sandbox needs: they must exist before bwrap binds them (on the
+ * host, empty folders in droid's home; droid makes them itself anyway).
+ */
 export function prepareTurnPaths(factoryDir: string): { turnTmp: string; dispose(): void } {
   mkdirSync(factoryDir, { recursive: true, mode: 0o700 });
+  for (const dir of [...FACTORY_SCRATCH, 'sessions']) mkdirSync(join(factoryDir, dir), { recursive: true, mode: 0o700 });
   const turnTmp = mkdtempSync(join(tmpdir(), 'droid-mcp-turn-'));
   return { turnTmp, dispose: () => rmSync(turnTmp, { recursive: true, force: true }) };
 }
@@ -124,39 +233,84 @@ export interface SandboxHealth {
 }
 
 const PROBE_TIMEOUT_MS = 5_000;
+/** perl-base is essential on Debian: its `syscall` reaches any call by number, which Node cannot. */
+const PERL = '/usr/bin/perl';
+const EBADF = 9;
 
 /**
- * A real trial run with the same flags a turn gets (`bwrap … -- /bin/true`):
- * a bwrap that is missing or cannot create namespaces (some containers,
- * AppArmor-restricted hosts) is found at start-up, not by the first turn.
+ * What the trial run's child does under the turn's flags: call
+ * `pidfd_getfd` with a bad descriptor (EBADF unfiltered, EPERM when the
+ * filter holds), `ptrace(PTRACE_ATTACH)` on its parent, and open an
+ * `AF_UNIX` socket; it prints the errno of each.
+ */
+function probeScript(ptrace: number, pidfdGetfd: number): string {
+  return [
+    'my $pid = fork();',
+    'if ($pid == 0) {',
+    `  syscall(${pidfdGetfd}, -1, 0, 0); my $g = $! + 0;`,
+    `  syscall(${ptrace}, 16, getppid(), 0, 0); my $p = $! + 0;`,
+    '  my $u = socket(my $s, 1, 1, 0) ? 0 : $! + 0;',
+    '  print "getfd=$g ptrace=$p unix=$u\\n"; exit 0;',
+    '}',
+    'waitpid($pid, 0);',
+  ].join(' ');
+}
+
+/** Reads the probe's line. Pure. */
+export function judgeProbe(stdout: string): string | null {
+  const m = /getfd=(\d+) ptrace=(\d+) unix=(\d+)/.exec(stdout);
+  if (!m) return `the trial run printed no verdict (${JSON.stringify(stdout.slice(0, 200))})`;
+  const [getfd, ptrace, unix] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  if (getfd !== EPERM) return getfd === EBADF ? 'the seccomp filter did not load: pidfd_getfd reached the kernel' : `pidfd_getfd answered errno ${getfd}, not EPERM`;
+  if (ptrace !== EPERM) return `a sandboxed child could ptrace its parent (errno ${ptrace})`;
+  if (unix !== EPERM) return `a sandboxed process could open an AF_UNIX socket (errno ${unix})`;
+  return null;
+}
+
+/**
+ * A real trial run with the same flags a turn gets: a bwrap that is missing
+ * or cannot create namespaces (some containers, AppArmor-restricted hosts),
+ * or a seccomp filter that does not load or does not hold, is found at
+ * start-up (and by doctor), not by the first turn.
  */
 export async function probeSandbox(bwrapPath: string): Promise<SandboxHealth> {
-  try {
-    assertBwrapExecutable(bwrapPath);
-  } catch (err) {
-    return { ok: false, detail: (err as Error).message };
-  }
   const root = mkdtempSync(join(tmpdir(), 'droid-mcp-probe-'));
   try {
     const workspace = join(root, 'workspace');
     const factoryDir = join(root, 'home', '.factory');
-    const turnTmp = join(root, 'tmp');
-    for (const dir of [workspace, factoryDir, turnTmp]) mkdirSync(dir, { recursive: true });
-    const args = [...bwrapArgs({ workspace, workspaceWritable: true, factoryDir, turnTmp, hiddenDirs: [], hiddenFiles: [] }), '/bin/true'];
+    const sessionsCopy = join(root, 'sessions');
+    for (const dir of [workspace, factoryDir, sessionsCopy]) mkdirSync(dir, { recursive: true });
+    const { turnTmp } = prepareTurnPaths(factoryDir);
+    let launcher: SandboxLauncher;
+    try {
+      launcher = sandboxLauncher(bwrapPath, { workspace: { path: workspace, writable: true }, factoryDir, sessionsCopy, scratch: true, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] });
+      accessSync(PERL, constants.X_OK);
+    } catch (err) {
+      return { ok: false, detail: err instanceof DroidError ? err.message : `the trial run needs ${PERL} (Debian's essential perl-base) to prove the seccomp filter` };
+    }
+    const arch = seccompArchOf(process.arch)!;
+    const index = arch === 'x86_64' ? 0 : 1;
+    const args = [...launcher.args, PERL, '-e', probeScript(SYSCALLS.ptrace[index], SYSCALLS.pidfd_getfd[index])];
     return await new Promise<SandboxHealth>((resolve) => {
-      const child = spawn(bwrapPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn(launcher.command, args, { stdio: ['ignore', 'pipe', 'pipe', 'pipe'] }) as ChildProcessByStdio<null, Readable, Readable>;
+      handFd3(child, launcher.fd3);
+      let stdout = '';
       let stderr = '';
-      child.stderr.setEncoding('utf8');
-      child.stderr.on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-2_000)));
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout = (stdout + chunk).slice(-2_000)));
+      child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-2_000)));
       const timer = setTimeout(() => child.kill('SIGKILL'), PROBE_TIMEOUT_MS);
       child.once('error', (err) => {
         clearTimeout(timer);
         resolve({ ok: false, detail: `bubblewrap could not be started: ${err.message}` });
       });
-      child.once('exit', (code, signal) => {
+      child.once('close', (code, signal) => {
         clearTimeout(timer);
-        if (code === 0) resolve({ ok: true, detail: null });
-        else resolve({ ok: false, detail: `bubblewrap trial run failed (${signal ? `signal ${signal}` : `exit ${code}`}): ${stderr.trim() || 'no message'}` });
+        if (code !== 0) {
+          resolve({ ok: false, detail: `bubblewrap trial run failed (${signal ? `signal ${signal}` : `exit ${code}`}): ${stderr.trim() || 'no message'}` });
+          return;
+        }
+        const problem = judgeProbe(stdout);
+        resolve(problem === null ? { ok: true, detail: null } : { ok: false, detail: `bubblewrap trial run: ${problem}` });
       });
     });
   } finally {

@@ -1,0 +1,234 @@
+/**
+ * Hostile turns against the sandbox, with the real droid CLI at autonomy
+ * `high` (droid asks nothing) and scripted Execute commands that attack:
+ * droid's own home, droid's process (pidfd_getfd, ptrace, /proc/<pid>/mem),
+ * the host's Unix sockets, /dev/shm and droid's environment. Every check
+ * looks at the host, never at droid's words alone. Each attack succeeded
+ * before the safeguard it names existed (see the issue's list).
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash, randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { droidCatalogFetcher } from '../../src/controller/model-catalog.js';
+import { SYSCALLS, seccompArchOf } from '../../src/worker/seccomp.js';
+import { sessionFolderName } from '../../src/worker/session-copy.js';
+import { sandboxSpecFor } from '../../src/worker/sandbox.js';
+import type { TurnSpec } from '../../src/worker/protocol.js';
+import { script } from '../support/model-server.js';
+import { waitForNoProcesses } from '../support/processes.js';
+import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
+
+const BWRAP = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();
+const ARCH_INDEX = seccompArchOf(process.arch) === 'aarch64' ? 1 : 0;
+const nr = (name: keyof typeof SYSCALLS) => SYSCALLS[name][ARCH_INDEX];
+
+const real = useRealDroid();
+let root: string;
+let workspace: string;
+let outside: string;
+let stateDir: string;
+let tag: string;
+const cleanups: Array<() => void> = [];
+
+function spec(over: Partial<TurnSpec> = {}): TurnSpec {
+  tag = newTag();
+  root = realpathSync(mkdtempSync(join(tmpdir(), 'hostile-')));
+  workspace = join(root, 'approved', 'project');
+  outside = join(root, 'outside');
+  stateDir = join(root, 'state');
+  for (const dir of [workspace, outside, stateDir]) mkdirSync(dir, { recursive: true });
+  const s = realDroidSpec(real.bed, tag, { workspace, autonomy: 'high', ...over });
+  s.sandbox = sandboxSpecFor(BWRAP, stateDir, null);
+  return s;
+}
+
+afterEach(async () => {
+  while (cleanups.length) cleanups.pop()!();
+  await waitForNoProcesses(tag, 10_000);
+  rmSync(root, { recursive: true, force: true });
+});
+
+const execute = (command: string) => ({ name: 'Execute', arguments: { command, riskLevel: 'low', riskLevelReason: 'test' } });
+const factory = () => join(real.bed.home.dir, '.factory');
+
+/** Every file under droid's home but sessions and the per-turn scratch folders, with a hash of its bytes. */
+function homeFingerprint(dir = factory(), rel = ''): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(join(dir, rel), { withFileTypes: true })) {
+    const path = join(rel, entry.name);
+    if (['sessions', 'cache', 'temp', 'snapshots', 'bin', 'logs'].includes(path)) continue;
+    if (entry.isDirectory()) out.push(`${path}/`, ...homeFingerprint(dir, path));
+    else out.push(`${path} ${createHash('sha256').update(readFileSync(join(dir, path))).digest('hex').slice(0, 16)}`);
+  }
+  return out.sort();
+}
+
+function hostProcesses(needle: string): number[] {
+  const out = spawnSync('pgrep', ['-f', needle], { encoding: 'utf8' }).stdout.trim();
+  return out === '' ? [] : out.split('\n').map(Number).filter((pid) => pid !== process.pid);
+}
+
+describe("hostile turn: droid's own home", () => {
+  it('a turn cannot plant MCP servers, settings, hooks, droids or binaries, nor touch another session; its own session is kept', async () => {
+    const s = spec();
+    const f = factory();
+    // Another session of the same workspace, as droid stores it.
+    const folder = join(f, 'sessions', sessionFolderName(workspace));
+    mkdirSync(folder, { recursive: true });
+    const other = join(folder, `${randomUUID()}.jsonl`);
+    writeFileSync(other, '{"other":"session"}\n');
+    cleanups.push(() => rmSync(folder, { recursive: true, force: true }));
+    const before = homeFingerprint();
+    const marker = join(outside, 'planted-server-ran');
+    const mcp = JSON.stringify({ mcpServers: { evil: { type: 'stdio', command: '/bin/sh', args: ['-c', `touch ${marker}; sleep 1000.41`] } } });
+    const attempts = [
+      `printf '%s' '${mcp}' > ${f}/mcp.json`,
+      `echo '{"commandAllowlist":["*"]}' >> ${f}/settings.json`,
+      `mkdir -p ${f}/hooks && echo 'touch ${marker}' > ${f}/hooks/pre.sh`,
+      `mkdir -p ${f}/droids && echo evil > ${f}/droids/evil.md`,
+      `mkdir -p ${f}/skills/evil && echo evil > ${f}/skills/evil/SKILL.md`,
+      `mkdir -p ${f}/commands && echo evil > ${f}/commands/evil.md`,
+      `mkdir -p ${f}/plugins && echo evil > ${f}/plugins/evil.json`,
+      `echo evil > ${f}/AGENTS.md`,
+      `ls ${folder} | grep -c jsonl | sed 's/^/SEEN=/'`,
+      `echo evil >> ${other}`,
+    ];
+    const command = attempts.map((a, i) => `(${a}) 2>/dev/null && echo OK${i} || echo NO${i}`).join('; ');
+    s.prompt = `plant ${script({ tool: execute(command) })}`;
+    const result = await runWorkerTurn(s, tag).done;
+    expect(result.outcome).toBe('succeeded');
+    // Nothing under droid's home changed but this turn's own session; the other session is untouched.
+    expect(homeFingerprint()).toEqual(before);
+    expect(readFileSync(other, 'utf8')).toBe('{"other":"session"}\n');
+    for (let i = 0; i < attempts.length - 2; i++) expect(result.finalText).toContain(`NO${i}`);
+    // The other session is not even visible to the turn (the ls sees only this session's own files).
+    expect(result.finalText).toMatch(/SEEN=[01]\b/);
+    // The turn's own session was copied back and resumes.
+    const id = result.droidSessionId!;
+    expect(existsSync(join(folder, `${id}.jsonl`))).toBe(true);
+    const again = realDroidSpec(real.bed, tag, { workspace, autonomy: 'high', session: { mode: 'resume', droidSessionId: id }, prompt: `again ${script({ text: 'resumed fine' })}` });
+    again.sandbox = s.sandbox;
+    const second = await runWorkerTurn(again, tag).done;
+    expect(second).toMatchObject({ outcome: 'succeeded', droidSessionId: id, finalText: 'resumed fine' });
+    // The catalog read that follows starts nothing the turn tried to plant.
+    await droidCatalogFetcher(real.bed.droidPath, real.bed.home.env, s.sandbox)();
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  it('the catalog droid runs confined: a stdio MCP server already in mcp.json writes nothing outside and dies with the read', async () => {
+    spec();
+    const marker = join(outside, 'catalog-server-ran');
+    const sleeper = `1000.${Math.floor(Math.random() * 1e9)}`;
+    const mcpPath = join(factory(), 'mcp.json');
+    const server = { type: 'stdio', command: '/bin/sh', args: ['-c', `touch ${marker}; touch "$TMPDIR/tmp-ok"; sleep ${sleeper}`] };
+    writeFileSync(mcpPath, JSON.stringify({ mcpServers: { evil: server } }));
+    cleanups.push(() => rmSync(mcpPath, { force: true }));
+    const models = await droidCatalogFetcher(real.bed.droidPath, real.bed.home.env, sandboxSpecFor(BWRAP, stateDir, null))();
+    expect(models.some((m) => m.id === real.bed.modelId)).toBe(true);
+    expect(existsSync(marker)).toBe(false);
+    expect(hostProcesses(`sleep ${sleeper}`)).toEqual([]);
+  });
+});
+
+describe("hostile turn: droid's process", () => {
+  it("pidfd_getfd, ptrace and /proc/<pid>/mem on droid are refused to the turn's commands", async () => {
+    const s = spec();
+    // perl's syscall() reaches the calls by number; droid is found among the command's ancestors.
+    const perl = [
+      'my $p = getppid(); my $d = 0;',
+      'while ($p > 1) { open(my $c, "<", "/proc/$p/comm") or last; my $n = <$c>; chomp $n; if ($n eq "droid") { $d = $p; last }',
+      '  open(my $s, "<", "/proc/$p/stat") or last; my $st = <$s>; $st =~ s/^.*\\) //; $p = (split / /, $st)[1]; }',
+      'print "DROID=$d\\n";',
+      `my $fd = syscall(${nr('pidfd_getfd')}, syscall(434, $d, 0), 1, 0); print "GETFD=", ($fd >= 0 ? "TOOK" : "errno" . ($! + 0)), "\\n";`,
+      `my $r = syscall(${nr('ptrace')}, 0x4206, $d, 0, 0); print "SEIZE=", ($r == 0 ? "TOOK" : "errno" . ($! + 0)), "\\n";`,
+      `my $pv = syscall(${nr('process_vm_readv')}, $d, 0, 0, 0, 0, 0); print "VMREAD=", ($pv >= 0 ? "TOOK" : "errno" . ($! + 0)), "\\n";`,
+      'my $ok = open(my $m, "+<", "/proc/$d/mem"); print "MEM=", ($ok ? "TOOK" : "errno" . ($! + 0)), "\\n";',
+    ].join(' ');
+    writeFileSync(join(workspace, 'attack.pl'), perl);
+    s.prompt = `attack ${script({ tool: execute('perl attack.pl') })}`;
+    const result = await runWorkerTurn(s, tag).done;
+    expect(result.outcome).toBe('succeeded');
+    const said = result.finalText;
+    expect(said).toMatch(/DROID=[1-9]/);
+    expect(said).toContain('GETFD=errno1'); // EPERM: the filter, not a bad descriptor
+    expect(said).toContain('SEIZE=errno1');
+    expect(said).toContain('VMREAD=errno1');
+    expect(said).toContain('MEM=errno30'); // EROFS: /proc is mounted read-only
+    expect(said).not.toContain('TOOK');
+  });
+});
+
+describe("hostile turn: the host's daemons", () => {
+  it('a host tmux server, a named and an abstract AF_UNIX listener are unreachable; socket variables and /dev/shm are gone', async () => {
+    const s = spec();
+    const tmuxSocket = join(root, 'tmux.sock');
+    const tmuxMarker = join(outside, 'tmux-ran');
+    execFileSync('tmux', ['-S', tmuxSocket, 'new-session', '-d', '-s', 'host', 'sleep 600']);
+    cleanups.push(() => spawnSync('tmux', ['-S', tmuxSocket, 'kill-server']));
+    let connections = 0;
+    const listen = (path: string) =>
+      new Promise<Server>((resolve) => {
+        const server = createServer((socket) => {
+          connections++;
+          socket.end('HOST-DAEMON\n');
+        });
+        server.listen(path, () => resolve(server));
+      });
+    const runtime = join(root, 'runtime');
+    mkdirSync(runtime);
+    const named = join(runtime, 'daemon.sock');
+    const abstract = `\0droid-mcp-test-${randomUUID()}`;
+    const servers = [await listen(named), await listen(abstract)];
+    cleanups.push(() => servers.forEach((server) => server.close()));
+    const connect = (path: string, label: string) =>
+      `${process.execPath} -e 'const c = require("net").connect(${JSON.stringify(path).replace(/\0/, '\\\\0')}); c.on("data", (d) => console.log("${label}-GOT " + d)); c.on("error", (e) => console.log("${label}-" + e.code))'`;
+    s.droidEnv = { ...s.droidEnv, SSH_AUTH_SOCK: named, TMUX: `${tmuxSocket},1,0`, DBUS_SESSION_BUS_ADDRESS: `unix:path=${named}`, DOCKER_HOST: `unix://${named}`, XDG_RUNTIME_DIR: runtime };
+    const command = [
+      `tmux -S ${tmuxSocket} run-shell 'touch ${tmuxMarker}' 2>&1 | head -c 200; echo TMUX-DONE`,
+      connect(named, 'NAMED'),
+      connect(abstract, 'ABSTRACT'),
+      '(touch /dev/shm/x) 2>/dev/null && echo SHM-WROTE || echo SHM-DENIED',
+      `ls -A ${runtime} | wc -l | sed "s/^/RUNTIME=/"`,
+      'env | grep -cE "^(SSH_AUTH_SOCK|TMUX|DBUS_SESSION_BUS_ADDRESS|DOCKER_HOST|XDG_RUNTIME_DIR)=" | sed "s/^/SOCKVARS=/"',
+    ].join('; ');
+    s.prompt = `reach ${script({ tool: execute(command) })}`;
+    const result = await runWorkerTurn(s, tag).done;
+    expect(result.outcome).toBe('succeeded');
+    const said = result.finalText;
+    expect(said).toContain('TMUX-DONE');
+    expect(existsSync(tmuxMarker)).toBe(false);
+    expect(said).toMatch(/NAMED-E(PERM|ACCES)/);
+    expect(said).toMatch(/ABSTRACT-E(PERM|ACCES)/);
+    expect(said).not.toContain('-GOT');
+    expect(connections).toBe(0);
+    expect(said).toContain('SHM-DENIED');
+    expect(said).toContain('RUNTIME=0'); // an empty tmpfs over the user's runtime directory
+    expect(said).toContain('SOCKVARS=0');
+  });
+});
+
+describe('hostile turn: what still works', () => {
+  it("droid's own tools (Grep through its ripgrep), local git and HTTP over TCP work inside the sandbox", async () => {
+    const s = spec();
+    writeFileSync(join(workspace, 'needle.txt'), 'a haystack with one needle-4711 in it\n');
+    // droid's own guard wants each commit in its own Execute, with git -C and a literal path.
+    const steps = [
+      { name: 'Grep', arguments: { pattern: 'needle-4711', path: workspace } },
+      execute(`git init -q ${workspace}`),
+      execute(`git -C ${workspace} config user.email t@t && git -C ${workspace} config user.name t`),
+      execute(`git -C ${workspace} commit -q --allow-empty -m first`),
+      execute(`git -C ${workspace} log --oneline | wc -l | sed "s/^/COMMITS=/"; curl -s -o /dev/null -w "HTTP=%{http_code}\\n" ${real.bed.model.baseUrl.replace(/\/v1$/, '')}/health`),
+    ];
+    s.prompt = `work ${script({ steps })}`;
+    const result = await runWorkerTurn(s, tag).done;
+    expect(result.outcome).toBe('succeeded');
+    expect(result.finalText).toContain('needle.txt');
+    expect(result.finalText).toContain('COMMITS=1');
+    expect(result.finalText).toMatch(/HTTP=\d{3}/);
+    expect(result.finalText).not.toContain('HTTP=000');
+  });
+});
