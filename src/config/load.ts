@@ -1,7 +1,8 @@
 import { constants } from 'node:fs';
 import { access, readFile, realpath, stat } from 'node:fs/promises';
-import { homedir } from 'node:os';
-import { isAbsolute, join, normalize } from 'node:path';
+import { homedir, tmpdir } from 'node:os';
+import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
+import { placementProblems } from './placement.js';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { errCode, sharedMode } from '../util/errno.js';
@@ -23,6 +24,8 @@ export interface LoadConfigEnv {
   home?: string;
   /** `PATH`-style list searched for `droid` when `droidPath` is not set. */
   pathEnv?: string;
+  /** droid's `.factory` folder (default: from FACTORY_HOME_OVERRIDE, else HOME). */
+  factoryDir?: string;
 }
 
 const INSTALL_HINT =
@@ -85,6 +88,8 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
   const approvedDirectories = await resolveApprovedDirectories(configPath, file.approvedDirectories);
   const stateDirectory = normalize(file.stateDirectory);
   await checkStateDirectory(configPath, stateDirectory);
+  const tokenFile = file.tokenFile !== undefined ? normalize(file.tokenFile) : undefined;
+  await checkPlacement(configPath, { stateDirectory, tokenFile }, approvedDirectories, env);
   const droidPath = await resolveDroid(file, env);
   const sandbox = await resolveSandbox(configPath, file, platform, env);
 
@@ -104,11 +109,34 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     cancelGraceMs: file.cancelGraceMs,
     modelCacheTtlMs: file.modelCacheTtlMs,
     port: file.port,
-    ...(file.tokenFile !== undefined && { tokenFile: normalize(file.tokenFile) }),
+    ...(tokenFile !== undefined && { tokenFile }),
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
     ...(file.ampMcp !== undefined && { ampMcp: { url: file.ampMcp.url ?? AMP_MCP_URL } }),
     sandbox,
   };
+}
+
+/** A path resolved as far as it exists (a state directory may not exist yet), the rest appended. */
+async function resolveExisting(path: string): Promise<string> {
+  const missing: string[] = [];
+  for (let dir = path; ; dir = dirname(dir)) {
+    const real = await realpath(dir).catch(() => null);
+    if (real !== null) return join(real, ...missing.reverse());
+    if (dirname(dir) === dir) return path;
+    missing.push(basename(dir));
+  }
+}
+
+/** The state directory and the token file never where a turn writes (placement.ts). */
+async function checkPlacement(configPath: string, paths: { stateDirectory: string; tokenFile?: string | undefined }, approvedRoots: readonly string[], env: LoadConfigEnv): Promise<void> {
+  const factoryDir = env.factoryDir ?? join(process.env.FACTORY_HOME_OVERRIDE || env.home || process.env.HOME || homedir(), '.factory');
+  const resolved = {
+    stateDirectory: await resolveExisting(paths.stateDirectory),
+    ...(paths.tokenFile !== undefined && { tokenFile: await resolveExisting(paths.tokenFile) }),
+  };
+  const reach = { approvedRoots, factoryDir: await resolveExisting(factoryDir), tmpDir: await resolveExisting(tmpdir()) };
+  const problem = placementProblems(resolved, reach)[0];
+  if (problem) throw invalid(configPath, problem.key, problem.message);
 }
 
 /**

@@ -485,6 +485,17 @@ describe('durability', () => {
     expect((await server.ok<{ workspaces: string[] }>('droid_list_workspaces')).workspaces).toEqual([ctx.root]);
   });
 
+  it('a state directory inside an approved root is refused before anything is opened, naming the key', async () => {
+    const inside = join(ctx.root, 'state-inside');
+    mkdirSync(inside, { mode: 0o700 });
+    const refused = await startExpectingRefusal(ctx.config({ stateDirectory: inside }), ctx.env);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('config_invalid');
+    expect(refused.stderr).toContain('stateDirectory');
+    expect(refused.stderr).toContain('approved root');
+    expect(readdirSync(inside)).toEqual([]);
+  });
+
   it('corrupt state is refused and every file is left byte-identical', async () => {
     const stateDir = join(ctx.root, '..', 'corrupt-state');
     mkdirSync(stateDir, { mode: 0o700, recursive: true });

@@ -531,3 +531,44 @@ describe('autonomy ordering and Fast heuristic', () => {
     }
   });
 });
+
+describe('state and token never where a turn writes (placement)', () => {
+  it('refuses a state directory at, inside or above an approved root, naming the key', async () => {
+    const inside = join(root, 'state');
+    await mkdir(inside, { mode: 0o700 });
+    // Private, so the mode check (which comes first) passes and placement is what refuses.
+    await chmod(root, 0o700);
+    await chmod(tmp, 0o700);
+    for (const stateDirectory of [root, inside, tmp]) {
+      const err = await refusal(load(base({ stateDirectory })));
+      expect(err.key).toBe('stateDirectory');
+      expect(err.message).toMatch(/approved root|temp folder/);
+    }
+  });
+
+  it("refuses a state directory or token file inside droid's home, through a symlink too", async () => {
+    const factory = join(home, '.factory');
+    await mkdir(join(factory, 'state'), { recursive: true, mode: 0o700 });
+    await symlink(factory, join(tmp, 'factory-link'));
+    let err = await refusal(load(base({ stateDirectory: join(tmp, 'factory-link', 'state') }), { factoryDir: factory }));
+    expect(err.key).toBe('stateDirectory');
+    expect(err.message).toContain("droid's home");
+    await writeFile(join(factory, 'token'), 'x'.repeat(40), { mode: 0o600 });
+    err = await refusal(load(base({ transport: 'http', tokenFile: join(factory, 'token') }), { factoryDir: factory }));
+    expect(err.key).toBe('tokenFile');
+  });
+
+  it('refuses a token file inside an approved root, and a state directory that does not exist yet inside one', async () => {
+    await writeFile(join(root, 'token'), 'x'.repeat(40), { mode: 0o600 });
+    let err = await refusal(load(base({ transport: 'http', tokenFile: join(root, 'token') })));
+    expect(err.key).toBe('tokenFile');
+    err = await refusal(load(base({ stateDirectory: join(root, 'not', 'yet') })));
+    expect(err.key).toBe('stateDirectory');
+  });
+
+  it('accepts state and token beside the approved roots', async () => {
+    await writeFile(join(tmp, 'token'), 'x'.repeat(40), { mode: 0o600 });
+    const config = await load(base({ transport: 'http', tokenFile: join(tmp, 'token') }), { factoryDir: join(home, '.factory') });
+    expect(config.stateDirectory).toBe(state);
+  });
+});

@@ -3,7 +3,7 @@
  * where droid itself asks nothing and would write anywhere its user can.
  * Every check looks at the host, never at droid's words.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +13,8 @@ import { script } from '../support/model-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 import type { TurnSpec } from '../../src/worker/protocol.js';
-import { bwrapArgs } from '../../src/worker/sandbox.js';
+import { prepareTurnPaths, sandboxLauncher } from '../../src/worker/sandbox.js';
+import { handFd3 } from '../../src/util/child-fd3.js';
 
 const BWRAP = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();
 
@@ -109,28 +110,35 @@ describe('sandbox: a writer turn at high writes only its workspace', () => {
 });
 
 describe('sandbox: a read-only turn writes nothing', () => {
-  it('the read-only sandbox refuses every write from a shell, the workspace included, while droid home and TMPDIR stay writable', () => {
+  it("the read-only sandbox refuses every write from a shell, the workspace and droid's home included, while TMPDIR and the sessions copy stay writable", async () => {
     const s = spec({ autonomy: 'off' });
     const factoryDir = join(real.bed.home.env.HOME!, '.factory');
-    const turnTmp = mkdtempSync(join(tmpdir(), 'droid-mcp-turn-'));
+    const sessionsCopy = mkdtempSync(join(tmpdir(), 'droid-mcp-sessions-'));
+    const { turnTmp, dispose } = prepareTurnPaths(factoryDir);
     try {
-      const args = bwrapArgs({ workspace: s.workspace, workspaceWritable: false, factoryDir, turnTmp, hiddenDirs: [stateDir], hiddenFiles: [tokenFile] });
-      const probe = `${join(factoryDir, `probe-${randomUUID()}`)}`;
-      const outside = [join(workspace, 'f'), `/etc/droid-mcp-${randomUUID()}`, join(sibling, 'z'), join(otherRoot, 'z'), join(stateDir, 'z'), join(tmpdir(), `droid-mcp-${randomUUID()}`)];
+      const launcher = sandboxLauncher(BWRAP, { workspace: { path: s.workspace, writable: false }, factoryDir, sessionsCopy, scratch: true, turnTmp, runtimeDir: null, hiddenDirs: [stateDir], hiddenFiles: [tokenFile] });
+      const outside = [join(workspace, 'f'), `/etc/droid-mcp-${randomUUID()}`, join(sibling, 'z'), join(otherRoot, 'z'), join(stateDir, 'z'), join(tmpdir(), `droid-mcp-${randomUUID()}`), join(factoryDir, `probe-${randomUUID()}`), join(factoryDir, 'settings.json')];
       const script = [
-        ...outside.map((p) => `(echo x > ${p}) 2>/dev/null && echo WROTE || echo DENIED`),
-        `echo y > ${probe} && echo HOME-OK`,
+        ...outside.map((p) => `(echo x >> ${p}) 2>/dev/null && echo WROTE || echo DENIED`),
+        `echo y > ${join(factoryDir, 'sessions', 'probe')} && echo SESSIONS-OK`,
         'echo z > "$TMPDIR/z" && echo TMP-OK',
-        `rm ${probe}`,
       ].join('; ');
-      const run = spawnSync(BWRAP, [...args, '/bin/sh', '-c', script], { encoding: 'utf8' });
-      expect(run.stdout).not.toContain('WROTE');
-      expect(run.stdout.match(/DENIED/g)).toHaveLength(outside.length);
-      expect(run.stdout).toContain('HOME-OK');
-      expect(run.stdout).toContain('TMP-OK');
-      for (const target of outside) expect(existsSync(target), target).toBe(false);
+      const settings = readFileSync(join(factoryDir, 'settings.json'), 'utf8');
+      const child = spawn(launcher.command, [...launcher.args, '/bin/sh', '-c', script], { stdio: ['ignore', 'pipe', 'inherit', 'pipe'] });
+      handFd3(child, launcher.fd3);
+      let stdout = '';
+      child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+      await new Promise((resolve) => child.once('close', resolve));
+      expect(stdout).not.toContain('WROTE');
+      expect(stdout.match(/DENIED/g)).toHaveLength(outside.length);
+      expect(stdout).toContain('SESSIONS-OK');
+      expect(stdout).toContain('TMP-OK');
+      for (const target of outside.slice(0, -1)) expect(existsSync(target), target).toBe(false);
+      expect(readFileSync(join(factoryDir, 'settings.json'), 'utf8')).toBe(settings);
+      expect(readFileSync(join(sessionsCopy, 'probe'), 'utf8')).toBe('y\n');
     } finally {
-      rmSync(turnTmp, { recursive: true, force: true });
+      dispose();
+      rmSync(sessionsCopy, { recursive: true, force: true });
     }
   });
 

@@ -1,0 +1,54 @@
+/**
+ * Where the controller's secrets may live. A turn writes its workspace (at
+ * or below an approved root), its private TMPDIR (below the system temp
+ * folder) and its session's files in droid's home; the state directory and
+ * the token file are hidden from it by mounts, but a writer turn that
+ * renames a parent folder moves the hiding mount with it and can plant its
+ * own state or token at the configured path (measured). So neither may sit
+ * at, above or below an approved root, nor in droid's home, nor hold the
+ * temp folder. Pure: the caller resolves every path first.
+ */
+
+export interface Reach {
+  /** Canonical approved roots. */
+  approvedRoots: readonly string[];
+  /** droid's own `.factory` folder, resolved. */
+  factoryDir: string;
+  /** The system temp folder (turn TMPDIRs live below it), resolved. */
+  tmpDir: string;
+}
+
+export interface PlacementProblem {
+  key: 'stateDirectory' | 'tokenFile';
+  message: string;
+}
+
+function atOrBelow(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir === '/' ? '/' : `${dir}/`);
+}
+
+const overlaps = (a: string, b: string) => atOrBelow(a, b) || atOrBelow(b, a);
+
+export function placementProblems(paths: { stateDirectory: string; tokenFile?: string | undefined }, reach: Reach): PlacementProblem[] {
+  const problems: PlacementProblem[] = [];
+  const move = 'Move it outside every approved root and outside droid\'s home (e.g. /var/lib/droid-mcp/state, /etc/droid-mcp/token), then start again';
+  const state = paths.stateDirectory;
+  for (const root of reach.approvedRoots) {
+    if (overlaps(state, root)) problems.push({ key: 'stateDirectory', message: `${state} is ${relation(state, root)} the approved root ${root}, where a writer turn can rename its way to it. ${move}` });
+  }
+  if (overlaps(state, reach.factoryDir)) problems.push({ key: 'stateDirectory', message: `${state} is ${relation(state, reach.factoryDir)} droid's home ${reach.factoryDir}, which turns write. ${move}` });
+  if (atOrBelow(reach.tmpDir, state)) problems.push({ key: 'stateDirectory', message: `${state} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives. ${move}` });
+  const token = paths.tokenFile;
+  if (token !== undefined) {
+    for (const root of reach.approvedRoots) {
+      if (atOrBelow(token, root)) problems.push({ key: 'tokenFile', message: `${token} is inside the approved root ${root}, where a writer turn can rename its way to it. ${move}` });
+    }
+    if (atOrBelow(token, reach.factoryDir)) problems.push({ key: 'tokenFile', message: `${token} is inside droid's home ${reach.factoryDir}, which turns write. ${move}` });
+  }
+  return problems;
+}
+
+function relation(path: string, dir: string): string {
+  if (path === dir) return 'the same folder as';
+  return atOrBelow(path, dir) ? 'inside' : 'above';
+}

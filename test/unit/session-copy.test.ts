@@ -1,0 +1,84 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { prepareSessionCopy, sessionFolderName } from '../../src/worker/session-copy.js';
+
+const ID = '3709f433-37e3-4602-ae47-48a455b9052d';
+const OTHER = '57f5faa6-8a61-4dea-a607-c52534e5a632';
+const WORKSPACE = '/srv/repos/project';
+let home: string | undefined;
+const real = () => join(home!, 'sessions', sessionFolderName(WORKSPACE));
+
+afterEach(() => {
+  if (home) rmSync(home, { recursive: true, force: true });
+});
+
+function makeHome(): void {
+  home = mkdtempSync(join(tmpdir(), 'session-copy-'));
+  mkdirSync(real(), { recursive: true });
+  writeFileSync(join(real(), `${ID}.jsonl`), 'mine\n');
+  writeFileSync(join(real(), `${ID}.settings.json`), '{"mine":true}');
+  writeFileSync(join(real(), `${OTHER}.jsonl`), 'theirs\n');
+}
+
+describe('session copy', () => {
+  it("droid's folder is the workspace path with every / as -", () => {
+    expect(sessionFolderName('/tmp/a b.c_d@e')).toBe('-tmp-a b.c_d@e');
+  });
+
+  it("a resumed turn sees only its own session's files", () => {
+    makeHome();
+    const copy = prepareSessionCopy(home!, WORKSPACE, ID);
+    try {
+      expect(readdirSync(copy.dir)).toEqual([sessionFolderName(WORKSPACE)]);
+      expect(readdirSync(join(copy.dir, sessionFolderName(WORKSPACE))).sort()).toEqual([`${ID}.jsonl`, `${ID}.settings.json`]);
+    } finally {
+      copy.dispose();
+    }
+    expect(existsSync(copy.dir)).toBe(false);
+  });
+
+  it("only this session's regular files come back; other ids, folders and symlinks are refused, droid's by-products dropped", () => {
+    makeHome();
+    const copy = prepareSessionCopy(home!, WORKSPACE, ID);
+    const mine = join(copy.dir, sessionFolderName(WORKSPACE));
+    writeFileSync(join(mine, `${ID}.jsonl`), 'mine\nturn two\n');
+    writeFileSync(join(mine, `${ID}.settings.json.bak`), 'bak');
+    mkdirSync(join(mine, `${ID}.jsonl.events.lock`));
+    writeFileSync(join(mine, `${OTHER}.jsonl`), 'forged\n');
+    rmSync(join(mine, `${ID}.settings.json`));
+    symlinkSync('/etc/passwd', join(mine, `${ID}.settings.json`));
+    mkdirSync(join(copy.dir, '-elsewhere'));
+    writeFileSync(join(copy.dir, '-elsewhere', `${ID}.jsonl`), 'elsewhere\n');
+    const result = copy.commit(ID);
+    copy.dispose();
+    expect(result.copied).toEqual([`${ID}.jsonl`]);
+    expect(result.refused.sort()).toEqual([`-elsewhere: not this workspace's folder`, `${ID}.settings.json: not a regular file`, `${OTHER}.jsonl: not a file of this session`].sort());
+    expect(readFileSync(join(real(), `${ID}.jsonl`), 'utf8')).toBe('mine\nturn two\n');
+    expect(readFileSync(join(real(), `${ID}.settings.json`), 'utf8')).toBe('{"mine":true}');
+    expect(readFileSync(join(real(), `${OTHER}.jsonl`), 'utf8')).toBe('theirs\n');
+    expect(readdirSync(real()).sort()).toEqual([`${ID}.jsonl`, `${ID}.settings.json`, `${OTHER}.jsonl`].sort());
+    expect(existsSync(join(home!, 'sessions', '-elsewhere'))).toBe(false);
+  });
+
+  it("a new session's files come back into the workspace's folder, created when missing", () => {
+    home = mkdtempSync(join(tmpdir(), 'session-copy-'));
+    const copy = prepareSessionCopy(home!, WORKSPACE, null);
+    const mine = join(copy.dir, sessionFolderName(WORKSPACE));
+    expect(readdirSync(mine)).toEqual([]);
+    writeFileSync(join(mine, `${ID}.jsonl`), 'new\n');
+    expect(copy.commit(ID)).toEqual({ copied: [`${ID}.jsonl`], refused: [] });
+    copy.dispose();
+    expect(readFileSync(join(real(), `${ID}.jsonl`), 'utf8')).toBe('new\n');
+  });
+
+  it('an id that is not a UUID copies nothing back', () => {
+    home = mkdtempSync(join(tmpdir(), 'session-copy-'));
+    const copy = prepareSessionCopy(home!, WORKSPACE, null);
+    writeFileSync(join(copy.dir, sessionFolderName(WORKSPACE), '..jsonl'), 'x');
+    expect(copy.commit('.').copied).toEqual([]);
+    expect(copy.commit(null).copied).toEqual([]);
+    copy.dispose();
+  });
+});
