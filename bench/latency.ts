@@ -259,6 +259,14 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       row(`server create, ${v.label}`, median(v.create), goal);
       if (v.sandbox === 'off') judged(`turn start, ${v.label}`, median(v.create), v.pool ? 0.25 : 1.1);
     }
+    // What the sandbox costs a turn start: the same server path with and without bubblewrap (issue 17).
+    for (const pool of [false, true]) {
+      const off = variants.find((v) => v.sandbox === 'off' && v.pool === pool);
+      const on = variants.find((v) => v.sandbox === 'bwrap' && v.pool === pool);
+      if (!off || !on) continue;
+      const [a, c] = [median(off.create), median(on.create)];
+      console.log(`  sandbox cost per turn start, pool ${pool ? 'on' : 'off'}: bwrap ${c.toFixed(0)} ms vs off ${a.toFixed(0)} ms = ${(c / a).toFixed(2)}x (+${(c - a).toFixed(0)} ms)`);
+    }
     console.log(`follow-up: droid_send_message on an idle session → its first model request, median of ${runs}`);
     for (const v of variants.filter((x) => x.sandbox === 'off')) {
       row(`server send, ${v.label}`, median(v.followUp), v.pool ? '≤ 0.30' : '');

@@ -14,6 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../dist/src/config/load.js';
 import { verifyRoute } from '../dist/src/worker/verify-route.js';
+import { sandboxSpecFor } from '../dist/src/worker/sandbox.js';
 
 const USAGE = 'usage: node scripts/verify-route.mjs --config /absolute/config.json [--droid /absolute/droid] [--model MODEL_ID]';
 
@@ -39,6 +40,12 @@ if (!config.ampMcp) {
   console.error('verify-route: the config has no "ampMcp": reply-back is off, there is no route to verify');
   process.exit(2);
 }
+// Every droid here runs in the host's sandbox, as turns do.
+if (config.sandbox.mode === 'bwrap' && config.sandbox.bwrapPath === null) {
+  console.error('verify-route: the sandbox is "bwrap" but no bwrap executable was found on PATH; install bubblewrap or set "bwrapPath"');
+  process.exit(2);
+}
+const sandbox = config.sandbox.mode === 'bwrap' ? sandboxSpecFor(config.sandbox.bwrapPath, config.stateDirectory, config.tokenFile) : { mode: 'off' };
 const droidPath = args.droid ?? config.droidPath;
 let version = 'unknown';
 try {
@@ -47,7 +54,7 @@ try {
   // reported below by the checks themselves
 }
 console.error(`verify-route: droid ${version} at ${droidPath}; endpoint ${config.ampMcp.url}`);
-const checks = await verifyRoute({ droidPath, url: config.ampMcp.url, env: process.env, ...(args.model && { modelId: args.model }) });
+const checks = await verifyRoute({ droidPath, url: config.ampMcp.url, env: process.env, sandbox, ...(args.model && { modelId: args.model }) });
 for (const c of checks) console.error(`${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`);
 const failed = checks.filter((c) => !c.ok).length;
 console.error(failed === 0 ? 'verify-route: all checks passed' : `verify-route: ${failed} check(s) failed`);

@@ -4,7 +4,7 @@
  * callers share one refresh; an expired catalog is never served.
  */
 import type { CatalogModel } from '../droid/client.js';
-import type { SandboxSpec } from '../worker/sandbox.js';
+import { SANDBOX_ACTION, type SandboxSpec } from '../worker/sandbox.js';
 import { withShortLivedDroid } from '../worker/short-lived-droid.js';
 import { DroidError } from '../droid/errors.js';
 import { ControllerError } from './errors.js';
@@ -60,6 +60,10 @@ export class ModelCatalog {
       // Never fall back to an expired catalog: it may offer retired models.
       this.cached = undefined;
       this.onFailure(err);
+      // The catalog droid runs in the turn sandbox: without one there is no catalog either, and no silent fallback.
+      if (err instanceof DroidError && err.code === 'sandbox_unavailable') {
+        throw new ControllerError('sandbox_unavailable', `the model catalog cannot be read: ${err.message}`, SANDBOX_ACTION, false);
+      }
       // The detail (paths, droid output) goes to the log, not to callers.
       const kind = err instanceof DroidError ? err.code : 'unexpected_error';
       throw new ControllerError(

@@ -240,7 +240,8 @@ const EBADF = 9;
 /**
  * What the trial run's child does under the turn's flags: call
  * `pidfd_getfd` with a bad descriptor (EBADF unfiltered, EPERM when the
- * filter holds), `ptrace(PTRACE_ATTACH)` on its parent, and open an
+ * filter holds), `ptrace(PTRACE_SEIZE)` on its parent (SEIZE, not ATTACH:
+ * an unfiltered success must not leave the parent stopped), and open an
  * `AF_UNIX` socket; it prints the errno of each.
  */
 function probeScript(ptrace: number, pidfdGetfd: number): string {
@@ -248,7 +249,7 @@ function probeScript(ptrace: number, pidfdGetfd: number): string {
     'my $pid = fork();',
     'if ($pid == 0) {',
     `  syscall(${pidfdGetfd}, -1, 0, 0); my $g = $! + 0;`,
-    `  syscall(${ptrace}, 16, getppid(), 0, 0); my $p = $! + 0;`,
+    `  syscall(${ptrace}, 0x4206, getppid(), 0, 0); my $p = $! + 0;`,
     '  my $u = socket(my $s, 1, 1, 0) ? 0 : $! + 0;',
     '  print "getfd=$g ptrace=$p unix=$u\\n"; exit 0;',
     '}',

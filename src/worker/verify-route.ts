@@ -6,13 +6,16 @@
  * preflight code as a turn. Used by scripts/verify-route.mjs.
  *
  * It creates two empty droid sessions (no messages) in a temporary working
- * directory of the droid user's history; nothing is sent to Amp beyond MCP
- * initialize and tools/list.
+ * directory; under the sandbox they live in a private sessions folder that
+ * is removed afterwards, so droid's own history is not touched. Nothing is
+ * sent to Amp beyond MCP initialize and tools/list.
  */
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DroidClient, disabledToolIdsOf, SHUTDOWN_BUDGET, type McpServerSpec } from '../droid/client.js';
+import { disabledToolIdsOf, type DroidClient, type McpServerSpec } from '../droid/client.js';
+import type { SandboxSpec } from './sandbox.js';
+import { withShortLivedDroid } from './short-lived-droid.js';
 import { DroidError } from '../droid/errors.js';
 import { AMP_SERVER, isPuck, isServerTool, listedTools, type ListedTool } from '../droid/amp-tools.js';
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
@@ -30,6 +33,8 @@ export interface VerifyRouteOptions {
   env: NodeJS.ProcessEnv;
   /** A model id to open sessions with; droid's default when absent (nothing is ever sent to it). */
   modelId?: string;
+  /** The host's sandbox: every droid here runs in it, as turns do. */
+  sandbox: SandboxSpec;
 }
 
 function describe(tools: readonly ListedTool[]): string {
@@ -50,13 +55,9 @@ function onlyPuck(tools: readonly ListedTool[]): boolean {
   return amp.some((t) => isPuck(t) && t.currentlyAllowed === true) && amp.every((t) => isPuck(t) || t.currentlyAllowed === false);
 }
 
-async function withDroid<T>(options: VerifyRouteOptions, cwd: string, use: (client: DroidClient) => Promise<T>): Promise<T> {
-  const client = DroidClient.spawn({ droidPath: options.droidPath, env: options.env, cwd });
-  try {
-    return await use(client);
-  } finally {
-    await client.shutdown(SHUTDOWN_BUDGET);
-  }
+function withDroid<T>(options: VerifyRouteOptions, cwd: string, sessionsCopy: string, use: (client: DroidClient) => Promise<T>): Promise<T> {
+  const env = Object.fromEntries(Object.entries(options.env).filter((e): e is [string, string] => typeof e[1] === 'string'));
+  return withShortLivedDroid({ droidPath: options.droidPath, env, sandbox: options.sandbox, cwd, sessionsCopy }, use);
 }
 
 async function check(name: RouteCheck['name'], run: () => Promise<{ ok: boolean; detail: string }>): Promise<RouteCheck> {
@@ -70,6 +71,8 @@ async function check(name: RouteCheck['name'], run: () => Promise<{ ok: boolean;
 
 export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteCheck[]> {
   const cwd = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-verify-route-')));
+  // One private sessions folder for the whole check: the resumed steps load what the first created.
+  const sessionsCopy = mkdtempSync(join(tmpdir(), 'droid-mcp-verify-sessions-'));
   const servers: McpServerSpec[] = [{ name: AMP_SERVER, type: 'http', url: options.url }];
   const base = { machineId: hostname(), cwd, autonomyLevel: 'off' as const, interactionMode: 'spec' as const, ...(options.modelId && { modelId: options.modelId }) };
   const checks: RouteCheck[] = [];
@@ -77,7 +80,7 @@ export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteChe
   try {
     checks.push(
       await check('fresh', () =>
-        withDroid(options, cwd, async (client) => {
+        withDroid(options, cwd, sessionsCopy, async (client) => {
           const created = await client.initializeSession({ ...base, mcpServers: servers });
           sessionId = created.sessionId;
           await preflightAmp(client, options.url, disabledToolIdsOf(created.settings));
@@ -92,7 +95,7 @@ export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteChe
     } else {
       checks.push(
         await check('resumed', () =>
-          withDroid(options, cwd, async (client) => {
+          withDroid(options, cwd, sessionsCopy, async (client) => {
             const loaded = await client.loadSession(id);
             // What a detached turn does: drop disables of tools droid no longer knows.
             await dropStaleAmpDisables(client, disabledToolIdsOf(loaded.settings));
@@ -103,7 +106,7 @@ export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteChe
       );
       checks.push(
         await check('reattached', () =>
-          withDroid(options, cwd, async (client) => {
+          withDroid(options, cwd, sessionsCopy, async (client) => {
             const loaded = await client.loadSession(id, { mcpServers: servers });
             await preflightAmp(client, options.url, disabledToolIdsOf(loaded.settings));
             const tools = await inventory(client);
@@ -114,7 +117,7 @@ export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteChe
     }
     checks.push(
       await check('detached', () =>
-        withDroid(options, cwd, async (client) => {
+        withDroid(options, cwd, sessionsCopy, async (client) => {
           await client.initializeSession(base);
           const tools = await inventory(client);
           return { ok: !tools.some(isServerTool), detail: `initialized without the attachment: ${describe(tools)}` };
@@ -123,6 +126,7 @@ export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteChe
     );
   } finally {
     rmSync(cwd, { recursive: true, force: true });
+    rmSync(sessionsCopy, { recursive: true, force: true });
   }
   return checks;
 }

@@ -381,17 +381,17 @@ describe('admission', () => {
 });
 
 describe('sandbox', () => {
-  it('a bwrap that cannot run is reported by list_workspaces, and every turn fails sandbox_unavailable with zero model requests', async () => {
+  it('a bwrap that cannot run is reported by list_workspaces, and every create and catalog read is refused sandbox_unavailable with zero model requests', async () => {
     server = await ctx.start({ bwrapPath: join(ctx.root, 'no-such-bwrap') });
     const ws = await server.ok<{ policy: { sandbox: { mode: string; available: boolean; detail: string } } }>('droid_list_workspaces');
     expect(ws.policy.sandbox).toMatchObject({ mode: 'bwrap', available: false, detail: expect.stringContaining('bwrap') });
     const before = ctx.bed.model.requests.length;
-    const a = await create(server, { workspace: ctx.workspace('sandboxless'), autonomy: 'high', prompt: `never ${script({ text: 'must not run' })}` });
-    const [done] = await settle(server, a.metadata.session);
-    expect(done!.latestRun).toMatchObject({
-      state: 'failed',
-      error: { code: 'sandbox_unavailable', retryable: false, message: expect.stringContaining('"sandbox": "off"') },
-    });
+    // The catalog droid runs in the sandbox too: no sandbox, no catalog, and never an unconfined fallback.
+    const refused = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: ctx.workspace('sandboxless'), autonomy: 'high', prompt: `never ${script({ text: 'must not run' })}` });
+    expect(refused.structured.error).toMatchObject({ code: 'sandbox_unavailable', retryable: false, action: expect.stringContaining('"sandbox": "off"') });
+    const models = await server.call('droid_models', {});
+    expect(models.structured.error).toMatchObject({ code: 'sandbox_unavailable' });
+    expect((await server.ok<{ items: unknown[] }>('droid_find_sessions', {})).items).toEqual([]);
     expect(ctx.bed.model.requests.length).toBe(before);
     expect(liveDroids(TAG)).toEqual([]);
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bwrapArgs, confinedEnv, type Confinement } from '../../src/worker/sandbox.js';
+import { bwrapArgs, confinedEnv, judgeProbe, type Confinement } from '../../src/worker/sandbox.js';
 
 const base: Confinement = {
   workspace: { path: '/w', writable: true },
@@ -82,5 +82,15 @@ describe('confinedEnv', () => {
     };
     expect(confinedEnv(env)).toEqual({ HOME: '/h', PATH: '/bin' });
     expect(confinedEnv({ DOCKER_HOST: 'tcp://10.0.0.1:2375' })).toEqual({ DOCKER_HOST: 'tcp://10.0.0.1:2375' });
+  });
+});
+
+describe('judgeProbe (the start-up trial run)', () => {
+  it('passes only when pidfd_getfd, ptrace and AF_UNIX are all refused with EPERM', () => {
+    expect(judgeProbe('getfd=1 ptrace=1 unix=1\n')).toBeNull();
+    expect(judgeProbe('getfd=9 ptrace=1 unix=1\n')).toContain('did not load');
+    expect(judgeProbe('getfd=1 ptrace=0 unix=1\n')).toContain('ptrace');
+    expect(judgeProbe('getfd=1 ptrace=1 unix=0\n')).toContain('AF_UNIX');
+    expect(judgeProbe('')).toContain('no verdict');
   });
 });

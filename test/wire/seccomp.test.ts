@@ -10,12 +10,12 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { handFd3 } from '../../src/util/child-fd3.js';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AF_UNIX, AUDIT_ARCH, buildSeccompProgram, DENY_RULES, encodeProgram, EPERM, SYSCALLS, TIOCLINUX, TIOCSTI, type BpfInstruction, type SeccompArch } from '../../src/worker/seccomp.js';
-import { bwrapArgs, prepareTurnPaths, sandboxLauncher } from '../../src/worker/sandbox.js';
+import { bwrapArgs, prepareTurnPaths, probeSandbox, sandboxLauncher } from '../../src/worker/sandbox.js';
 
 const ALLOW = 0x7fff0000;
 const KILL = 0x80000000;
@@ -155,5 +155,24 @@ describe('seccomp: the kernel runs it (x86_64 and aarch64 hosts)', () => {
     expect(filtered.socket_inet).toBe('ok');
     expect(filtered.socketpair_stream).toBe('ok');
     expect(filtered.ioctl_other).toBe('9'); // EBADF: the call reached the kernel
+  });
+});
+
+describe('seccomp: the start-up trial run', () => {
+  const bwrap = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();
+
+  it('passes with the real bwrap, and fails when the filter is not loaded', async () => {
+    expect(await probeSandbox(bwrap)).toEqual({ ok: true, detail: null });
+    // A bwrap that drops `--seccomp 3`: the sandbox runs, the filter does not.
+    const dir = mkdtempSync(join(tmpdir(), 'seccomp-probe-'));
+    try {
+      const fake = join(dir, 'bwrap');
+      writeFileSync(fake, `#!/bin/sh\nfor a; do shift; if [ "$skip" = 1 ]; then skip=0; continue; fi; if [ "$a" = --seccomp ]; then skip=1; continue; fi; set -- "$@" "$a"; done\nexec ${bwrap} "$@"\n`, { mode: 0o755 });
+      const health = await probeSandbox(fake);
+      expect(health.ok).toBe(false);
+      expect(health.detail).toContain('seccomp filter did not load');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
