@@ -85,7 +85,7 @@ export async function main(): Promise<void> {
     mkdirSync(factoryDir, { recursive: true });
     const sandboxed = (workspace: string): Launcher | null =>
       existsSync(BWRAP)
-        ? sandboxLauncher(BWRAP, { workspace: { path: workspace, writable: false }, factoryDir, sessionsCopy: null, scratch: false, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] })
+        ? sandboxLauncher(BWRAP, { workspace: { path: workspace, writable: false }, factoryDir, factoryEntries: [], sessionsCopy: null, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] })
         : null;
     const rows: Array<[string, string, Launcher | null]> = [
       ['not a git work tree, unconfined', plain, null],

@@ -151,8 +151,8 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
       ...(real ? bed!.home.env : (process.env as Record<string, string>)),
       DROID_MCP_TEST_TAG: tag,
       DROID_MCP_LOG_LEVEL: 'info',
-      // The sandbox leaves only droid's ~/.factory writable outside the workspace.
-      ...(real ? {} : { HOME: join(base, 'home'), MOCK_DROID_STATE_DIR: join(base, 'home', '.factory', 'mock-sessions') }),
+      // Under the sandbox droid's home is read-only but its session's own files: the mock keeps them where droid does.
+      ...(real ? {} : { HOME: join(base, 'home'), MOCK_DROID_STATE_DIR: 'droid' }),
     };
     delete env.DROID_MCP_CRASH_AT;
 

@@ -15,12 +15,14 @@ import { resolveWorkspace } from './controller/workspaces.js';
 import type { HttpListener } from './mcp/http-server.js';
 import { createMcpServer } from './mcp/server.js';
 import type { SandboxStatus, ToolContext } from './mcp/tools.js';
-import { probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from './worker/sandbox.js';
+import { factoryDirOf, probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from './worker/sandbox.js';
+import { recoverSessionCopies } from './worker/session-copy.js';
 import { StoreError } from './store/errors.js';
 import { StateStore } from './store/store.js';
 import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/pool.js';
 import { createLogger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
+import { DroidError } from './droid/errors.js';
 
 const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json (droid-mcp --help lists init and doctor)';
 
@@ -34,6 +36,23 @@ async function sandboxFor(config: Config): Promise<{ spec: SandboxSpec; status: 
   const health = bwrapPath === null ? { ok: false, detail: 'no bwrap executable was found on PATH' } : await probeSandbox(bwrapPath);
   const spec = sandboxSpecFor(bwrapPath ?? '/nonexistent/bwrap', config.stateDirectory, config.tokenFile);
   return { spec, status: { mode: 'bwrap', available: health.ok, detail: health.detail } };
+}
+
+/**
+ * Sessions copies a controller that died mid-turn left behind: this state's
+ * runs get their droid session files back (session-copy.ts), then the copy goes.
+ */
+function recoverTurnSessions(store: StateStore, droidEnv: Record<string, string>, log: ReturnType<typeof createLogger>): void {
+  try {
+    const recovered = recoverSessionCopies(factoryDirOf(droidEnv), (runId) => {
+      const run = store.runs.get(runId);
+      const session = run ? store.sessions.get(run.sessionId) : undefined;
+      return session ? { droidSessionId: session.droidSessionId, workspace: session.workspace } : null;
+    });
+    for (const r of recovered) log.warn(r, "recovered droid's session files of a turn an unclean stop left in its private sessions copy");
+  } catch (err) {
+    log.error({ err }, "could not recover the private sessions copies an unclean stop left; droid's history of those turns may be incomplete");
+  }
 }
 
 /** init, doctor, --version, --help: operator commands, loaded only when asked for (they write to stdout). */
@@ -95,11 +114,15 @@ async function main(): Promise<number> {
   }
 
   const sandbox = await sandboxProbe;
+  if (sandbox.spec.mode === 'bwrap') recoverTurnSessions(store, droidEnv, log);
   if (sandbox.status.available) log.info({ sandbox: sandbox.status.mode }, 'turn sandbox ready');
   else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
 
   const catalog = new ModelCatalog(
-    droidCatalogFetcher(config.droidPath, droidEnv, sandbox.spec),
+    // The catalog droid runs in the turn sandbox; one that failed its trial run is not used for it either.
+    sandbox.status.available
+      ? droidCatalogFetcher(config.droidPath, droidEnv, sandbox.spec)
+      : () => Promise.reject(new DroidError('sandbox_unavailable', `the sandbox cannot run (${sandbox.status.detail ?? 'unknown'}). ${SANDBOX_ACTION}`)),
     config.modelCacheTtlMs,
     config.excludeModelIds,
     (err) => log.warn({ err }, 'model catalog refresh failed'),

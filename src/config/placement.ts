@@ -6,7 +6,10 @@
  * renames a parent folder moves the hiding mount with it and can plant its
  * own state or token at the configured path (measured). So neither may sit
  * at, above or below an approved root, nor in droid's home, nor hold the
- * temp folder. Pure: the caller resolves every path first.
+ * temp folder. And no approved root may hold droid's home or the temp
+ * folder, or lie inside droid's home: a writer turn there could write
+ * droid's settings (or rename its home away) and other turns' TMPDIRs.
+ * Pure: the caller resolves every path first.
  */
 
 export interface Reach {
@@ -19,7 +22,7 @@ export interface Reach {
 }
 
 export interface PlacementProblem {
-  key: 'stateDirectory' | 'tokenFile';
+  key: 'stateDirectory' | 'tokenFile' | 'approvedDirectories';
   message: string;
 }
 
@@ -31,6 +34,14 @@ const overlaps = (a: string, b: string) => atOrBelow(a, b) || atOrBelow(b, a);
 
 export function placementProblems(paths: { stateDirectory: string; tokenFile?: string | undefined }, reach: Reach): PlacementProblem[] {
   const problems: PlacementProblem[] = [];
+  for (const root of reach.approvedRoots) {
+    if (overlaps(root, reach.factoryDir)) {
+      problems.push({ key: 'approvedDirectories', message: `${root} is ${relation(root, reach.factoryDir)} droid's home ${reach.factoryDir}: a writer turn there could change what every later droid runs. Approve project folders only, none holding droid's home` });
+    }
+    if (atOrBelow(reach.tmpDir, root)) {
+      problems.push({ key: 'approvedDirectories', message: `${root} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives: a writer turn there could write other turns' files. Approve project folders only` });
+    }
+  }
   const move = 'Move it outside every approved root and outside droid\'s home (e.g. /var/lib/droid-mcp/state, /etc/droid-mcp/token), then start again';
   const state = paths.stateDirectory;
   for (const root of reach.approvedRoots) {

@@ -91,7 +91,9 @@ export async function doctor(configPath: string, options: DoctorOptions = {}): P
 
   // ── catalog and default model
   let catalog: CatalogModel[] | null = null;
-  if (droidPath) {
+  if (droidPath && !sandbox.usable) {
+    checks.push(fail('catalog', 'not read: the sandbox its droid runs in failed its trial run (see the sandbox line)', SANDBOX_ACTION));
+  } else if (droidPath) {
     const started = Date.now();
     try {
       catalog = visibleModels(await droidCatalogFetcher(droidPath, stringEnvOf(env), sandbox.spec, 30_000)(), file.excludeModelIds);
@@ -255,11 +257,11 @@ function stringEnvOf(env: NodeJS.ProcessEnv): Record<string, string> {
 }
 
 /** The sandbox check, and the sandbox doctor's own catalog droid runs in (a failing one: the catalog read fails too). */
-async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; spec: SandboxSpec }> {
+async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; spec: SandboxSpec; usable: boolean }> {
   const off: SandboxSpec = { mode: 'off' };
   const unusable = sandboxSpecFor('/nonexistent/bwrap', file.stateDirectory, file.tokenFile);
-  if (file.sandbox === 'off') return { check: warn('sandbox', 'off: turns run unconfined, with every right of the service user', `Only where bubblewrap cannot run. ${SANDBOX_ACTION}`), spec: off };
-  if (process.platform !== 'linux') return { check: fail('sandbox', `bwrap is Linux only and this is ${process.platform}`, 'Set "sandbox": "off".'), spec: unusable };
+  if (file.sandbox === 'off') return { check: warn('sandbox', 'off: turns run unconfined, with every right of the service user', `Only where bubblewrap cannot run. ${SANDBOX_ACTION}`), spec: off, usable: true };
+  if (process.platform !== 'linux') return { check: fail('sandbox', `bwrap is Linux only and this is ${process.platform}`, 'Set "sandbox": "off".'), spec: unusable, usable: false };
   let bwrap = file.bwrapPath ?? null;
   if (!bwrap) {
     for (const dir of (env.PATH ?? '').split(':').filter((d) => d.startsWith('/'))) {
@@ -269,11 +271,11 @@ async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{
       }
     }
   }
-  if (!bwrap) return { check: fail('sandbox', 'bwrap (the default sandbox) is not on PATH: every turn would fail sandbox_unavailable', SANDBOX_ACTION), spec: unusable };
+  if (!bwrap) return { check: fail('sandbox', 'bwrap (the default sandbox) is not on PATH: every turn would fail sandbox_unavailable', SANDBOX_ACTION), spec: unusable, usable: false };
   const health = await probeSandbox(bwrap);
   const spec = sandboxSpecFor(bwrap, file.stateDirectory, file.tokenFile);
-  if (!health.ok) return { check: fail('sandbox', `bwrap ${bwrap}: ${health.detail}`, SANDBOX_ACTION), spec };
-  return { check: ok('sandbox', `bwrap ${bwrap}: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets`), spec };
+  if (!health.ok) return { check: fail('sandbox', `bwrap ${bwrap}: ${health.detail}`, SANDBOX_ACTION), spec, usable: false };
+  return { check: ok('sandbox', `bwrap ${bwrap}: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets`), spec, usable: true };
 }
 
 /** droid's `cloudSessionSync` in the service user's Factory home (default true; org settings may override it). */

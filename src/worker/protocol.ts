@@ -45,6 +45,8 @@ export const turnSpecSchema = z
           hiddenFiles: z.array(z.string().startsWith('/')),
           /** Set by the runner (runner.ts) for each turn: the private copy droid sees as its sessions folder. */
           sessionsCopy: z.string().startsWith('/').optional(),
+          /** Set by the runner too: the turn's private TMPDIR. */
+          turnTmp: z.string().startsWith('/').optional(),
         })
         .strict(),
     ]),

@@ -15,7 +15,7 @@ import { RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, ty
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from './timeline.js';
-import { assertBwrapExecutable, confinedEnv, factoryDirOf, prepareTurnPaths, runtimeDirOf, sandboxLauncher, type SandboxLauncher } from './sandbox.js';
+import { assertBwrapExecutable, confinedEnv, factoryDirOf, listFactoryEntries, runtimeDirOf, sandboxLauncher, type SandboxLauncher } from './sandbox.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm.js';
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from './evidence.js';
 import type { Launcher } from './git-evidence.js';
@@ -35,8 +35,6 @@ type Stop = { kind: 'cancel' } | { kind: 'deadline' };
 
 interface TurnState {
   client?: DroidClient;
-  /** Removes what the sandbox needed for this turn (its TMPDIR). */
-  disposeSandbox?: () => void;
   droidSessionId: string | null;
   collector?: TurnCollector;
   submitted: boolean;
@@ -105,7 +103,6 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
       }
       // A follow-up waiting for this slot does not wait out droid's voluntary exit either.
       await client?.shutdown(SHUTDOWN_BUDGET, skip);
-      state.disposeSandbox?.();
       return rename;
     },
   };
@@ -279,16 +276,16 @@ function confine(spec: TurnSpec, state: TurnState): SandboxLauncher | null {
   const sandbox = spec.sandbox;
   if (sandbox.mode === 'off') return null;
   assertBwrapExecutable(sandbox.bwrapPath);
-  // The runner (controller side) owns the private sessions copy: it copies back after the group is gone.
-  if (!sandbox.sessionsCopy) throw new DroidError('sandbox_unavailable', 'the turn came without its private sessions folder; nothing was submitted');
+  // The runner (controller side) owns the private sessions copy and TMPDIR: it copies back and removes them after the group is gone.
+  const turnTmp = sandbox.turnTmp;
+  if (!sandbox.sessionsCopy || !turnTmp) throw new DroidError('sandbox_unavailable', 'the turn came without its private sessions folder or TMPDIR; nothing was submitted');
   const factoryDir = factoryDirOf(spec.droidEnv);
-  const { turnTmp, dispose } = prepareTurnPaths(factoryDir);
-  state.disposeSandbox = dispose;
+  const factoryEntries = listFactoryEntries(factoryDir, spec.droidPath);
   const confinement = {
     factoryDir,
+    factoryEntries,
     turnTmp,
     sessionsCopy: sandbox.sessionsCopy,
-    scratch: true,
     runtimeDir: runtimeDirOf(spec.droidEnv),
     hiddenDirs: sandbox.hiddenDirs,
     hiddenFiles: sandbox.hiddenFiles,

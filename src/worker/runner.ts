@@ -12,7 +12,7 @@ import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, 
 import { TextTail } from '../util/text.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from './timeline.js';
-import { factoryDirOf } from './sandbox.js';
+import { factoryDirOf, makeTurnTmp } from './sandbox.js';
 import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from './session-copy.js';
 
 /** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
@@ -79,10 +79,17 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   // copied back once the group is gone (below), whatever ended the turn. Made
   // first: a failure here throws before any process starts.
   const resumeId = turnSpec.session.mode === 'resume' ? turnSpec.session.droidSessionId : null;
-  const sessions = turnSpec.sandbox.mode === 'bwrap' ? prepareSessionCopy(factoryDirOf(turnSpec.droidEnv), turnSpec.workspace, resumeId) : null;
-  const spec: TurnSpec = sessions && turnSpec.sandbox.mode === 'bwrap' ? { ...turnSpec, sandbox: { ...turnSpec.sandbox, sessionsCopy: sessions.dir } } : turnSpec;
+  const confined = turnSpec.sandbox.mode === 'bwrap' ? prepareConfinedTurn(turnSpec, resumeId) : null;
+  const sessions = confined?.sessions ?? null;
+  const spec: TurnSpec = confined && turnSpec.sandbox.mode === 'bwrap' ? { ...turnSpec, sandbox: { ...turnSpec.sandbox, sessionsCopy: confined.sessions.dir, turnTmp: confined.tmp.turnTmp } } : turnSpec;
   const stderr = new TextTail(16_000);
-  const child = options.worker ?? forkWorker(options);
+  let child: ChildProcess;
+  try {
+    child = options.worker ?? forkWorker(options);
+  } catch (err) {
+    confined?.dispose();
+    throw err;
+  }
   child.stderr?.setEncoding('utf8');
   child.stderr?.on('data', (chunk: string) => stderr.push(chunk));
   const pid = child.pid ?? -1;
@@ -135,6 +142,8 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
     else if (message.type === 'terminal' && !gotResult) {
       gotResult = true;
       reportedSession = message.result.droidSessionId;
+      // Before the result can be recorded: a controller that dies after that leaves a session that resumes.
+      if (sessions) commitSessions(sessions, resumeId ?? reportedSession ?? startedSession, options, false);
       // From here the worker only renames and closes droid: its own window.
       armBackstop('after_result', timeline.afterResultMs);
       settle(withIpcProblems(message.result));
@@ -160,7 +169,8 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
     } finally {
       clearTimeout(backstop);
       // A resumed session keeps its id; a new one is droid's answer to initialize.
-      if (sessions) commitSessions(sessions, resumeId ?? reportedSession ?? startedSession, options);
+      if (sessions) commitSessions(sessions, resumeId ?? reportedSession ?? startedSession, options, true);
+      confined?.tmp.dispose();
     }
   });
 
@@ -189,15 +199,32 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   };
 }
 
-/** Nothing droid wrote for this session may be lost to a failed copy, and the private copy never outlives the turn. */
-function commitSessions(sessions: SessionCopy, droidSessionId: string | null, options: WorkerOptions): void {
+/** A sandboxed turn's private folders, named after its run (so a restart finds what a dead controller left). */
+function prepareConfinedTurn(spec: TurnSpec, resumeId: string | null): { sessions: SessionCopy; tmp: { turnTmp: string; dispose(): void }; dispose(): void } {
+  const sessions = prepareSessionCopy(factoryDirOf(spec.droidEnv), spec.workspace, resumeId, spec.runId);
+  let tmp: { turnTmp: string; dispose(): void };
+  try {
+    tmp = makeTurnTmp(spec.runId);
+  } catch (err) {
+    sessions.dispose();
+    throw err;
+  }
+  return { sessions, tmp, dispose: () => (sessions.dispose(), tmp.dispose()) };
+}
+
+/**
+ * Copies this session's files back: once when the result arrives, and
+ * `final`ly when the group is gone, after which the private copy goes.
+ * Refusals are reported once, from the final copy.
+ */
+function commitSessions(sessions: SessionCopy, droidSessionId: string | null, options: WorkerOptions, final: boolean): void {
   try {
     const result = sessions.commit(droidSessionId);
-    if (result.refused.length) options.onSessionCopy?.(result);
+    if (final && result.refused.length) options.onSessionCopy?.(result);
   } catch (err) {
     options.onSessionCopy?.({ copied: [], refused: [`copy-back failed: ${(err as Error).message}`] });
   } finally {
-    sessions.dispose();
+    if (final) sessions.dispose();
   }
 }
 

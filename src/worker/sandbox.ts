@@ -8,16 +8,20 @@
  * model declares (measured, PROTOCOL.md). Every turn is treated as hostile,
  * so droid runs in a mount namespace where everything is read-only except
  * the turn's workspace (writer turns only), a private TMPDIR and what droid
- * must write under its own home, measured (docs/PROTOCOL-NOTES.md):
+ * must write under its own home, measured (docs/PROTOCOL-NOTES.md). droid's
+ * home (`~/.factory`) is a per-turn tmpfs holding read-only binds of every
+ * entry the host's has (settings, `mcp.json`, hooks, custom droids, skills,
+ * commands, plugins, auth): a turn cannot change what a later droid does,
+ * while what droid creates there (first-start files, locks, caches) lands
+ * in the tmpfs and is gone with the turn. Apart from that:
  * - `sessions/`: a private per-turn copy holding only this session's files
  *   (session-copy.ts); the controller copies back only those afterwards, so
  *   no turn can read or rewrite another session's transcript;
- * - droid's caches and scratch folders (`cache`, `temp`, `snapshots`, `bin`,
- *   where droid extracts ripgrep): empty per-turn tmpfs, gone with the turn.
- * Everything else in `~/.factory` (settings, `mcp.json`, hooks, custom
- * droids, skills, commands, plugins, auth) stays read-only: a turn cannot
- * change what a later droid does. The state directory and the HTTP token
- * file are hidden (an empty read-only tmpfs, and /dev/null).
+ * - droid's caches and scratch folders (`cache`, `temp`, `snapshots`, `bin`
+ *   where droid extracts ripgrep, `logs`) are not bound: droid makes them
+ *   afresh in the tmpfs.
+ * The state directory and the HTTP token file are hidden (an empty
+ * read-only tmpfs, and /dev/null).
  *
  * Each flag is there for a measured reason:
  * - `--cap-drop ALL`: without it a root droid remounted `/` read-write;
@@ -41,9 +45,9 @@
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import { accessSync, constants, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { DroidError } from '../droid/errors.js';
 import { handFd3 } from '../util/child-fd3.js';
 import { EPERM, hostSeccompFilter, seccompArchOf, SYSCALLS } from './seccomp.js';
@@ -60,6 +64,8 @@ export type SandboxSpec =
       hiddenFiles: string[];
       /** The private copy of this session's droid files, made by the controller's side of the worker (runner.ts). */
       sessionsCopy?: string;
+      /** The turn's private TMPDIR, made and removed by the runner as well. */
+      turnTmp?: string;
     };
 
 /** The sandbox of every droid this controller starts: the state directory and the token file are hidden from all of them. Pure. */
@@ -67,20 +73,24 @@ export function sandboxSpecFor(bwrapPath: string, stateDirectory: string, tokenF
   return { mode: 'bwrap', bwrapPath, hiddenDirs: [stateDirectory], hiddenFiles: tokenFile ? [tokenFile] : [] };
 }
 
-/** droid's scratch folders under its home: an empty tmpfs per turn (measured writes, see the header). */
-export const FACTORY_SCRATCH = ['cache', 'temp', 'snapshots', 'bin'] as const;
-/** Each scratch tmpfs is capped: droid's ripgrep is ~5 MB; a turn cannot fill the host's memory through them. */
-const SCRATCH_TMPFS_BYTES = 256 * 1024 * 1024;
+/**
+ * Entries of droid's home never shown to a sandboxed droid: its scratch
+ * (measured writes, see the header), made afresh in the per-turn tmpfs, and
+ * `sessions`, which a turn sees only as its private copy.
+ */
+export const FACTORY_UNBOUND = ['cache', 'temp', 'snapshots', 'bin', 'logs', 'sessions'] as const;
+/** The per-turn tmpfs of droid's home is capped: droid's ripgrep is ~5 MB; a turn cannot fill the host's memory through it. */
+const FACTORY_TMPFS_BYTES = 256 * 1024 * 1024;
 
 export interface Confinement {
   /** The turn's workspace; null for a droid that opens no session (catalog read). */
   workspace: { path: string; writable: boolean } | null;
   /** droid's own `.factory` folder. */
   factoryDir: string;
-  /** The private copy droid sees as `<factoryDir>/sessions`; null: the real one, read-only. */
+  /** Names of its host entries shown read-only (prepareTurnPaths lists them); the rest of it is a per-turn tmpfs. */
+  factoryEntries: readonly string[];
+  /** The private copy droid sees as `<factoryDir>/sessions`; null: no sessions at all (catalog reads). */
   sessionsCopy: string | null;
-  /** Whether droid's scratch folders get a per-turn tmpfs (turns) or stay read-only (catalog reads). */
-  scratch: boolean;
   /** Private per-turn TMPDIR; also the working directory when there is no workspace. */
   turnTmp: string;
   /** The service user's runtime directory (sockets of its daemons), covered when it exists. */
@@ -114,6 +124,9 @@ export function bwrapArgs(c: Confinement): string[] {
     '/dev/shm',
     '--remount-ro',
     '/dev/shm',
+    // A write under /dev must fail, not "succeed" into the throwaway tmpfs (device nodes still work).
+    '--remount-ro',
+    '/dev',
     '--proc',
     '/proc',
     '--ro-bind',
@@ -121,16 +134,15 @@ export function bwrapArgs(c: Confinement): string[] {
     '/proc/sys',
     '--remount-ro',
     '/proc',
-    '--bind',
-    c.turnTmp,
-    c.turnTmp,
-    '--setenv',
-    'TMPDIR',
-    c.turnTmp,
   ];
+  // Other turns' TMPDIRs and sessions copies sit beside this one: covered, and only ours bound back.
+  const tmpRoot = dirname(c.turnTmp);
+  args.push('--tmpfs', tmpRoot, '--bind', c.turnTmp, c.turnTmp, '--remount-ro', tmpRoot, '--setenv', 'TMPDIR', c.turnTmp);
   if (c.workspace) args.push(c.workspace.writable ? '--bind' : '--ro-bind', c.workspace.path, c.workspace.path);
+  // droid's home: a throwaway tmpfs, its host entries read-only on top of it.
+  args.push('--size', String(FACTORY_TMPFS_BYTES), '--tmpfs', c.factoryDir);
+  for (const name of c.factoryEntries) args.push('--ro-bind', join(c.factoryDir, name), join(c.factoryDir, name));
   if (c.sessionsCopy) args.push('--bind', c.sessionsCopy, join(c.factoryDir, 'sessions'));
-  if (c.scratch) for (const dir of FACTORY_SCRATCH) args.push('--size', String(SCRATCH_TMPFS_BYTES), '--tmpfs', join(c.factoryDir, dir));
   // A runtime directory holding a bound path (an odd host) stays: covering it would hide the turn's own folders;
   // its sockets are still refused by the seccomp filter.
   const bound = [c.turnTmp, c.factoryDir, ...(c.workspace ? [c.workspace.path] : [])];
@@ -153,7 +165,25 @@ function isAtOrBelow(path: string, dir: string): boolean {
  * buses, terminal multiplexers, displays, a unix Docker socket, the runtime
  * directory): droid's environment goes without them under the sandbox.
  */
-const SOCKET_VARS = ['SSH_AUTH_SOCK', 'SSH_AGENT_PID', 'GPG_AGENT_INFO', 'DBUS_SESSION_BUS_ADDRESS', 'DBUS_SYSTEM_BUS_ADDRESS', 'TMUX', 'TMUX_PANE', 'STY', 'DISPLAY', 'WAYLAND_DISPLAY', 'XDG_RUNTIME_DIR', 'XAUTHORITY'];
+const SOCKET_VARS = [
+  'SSH_AUTH_SOCK',
+  'SSH_AGENT_PID',
+  'GPG_AGENT_INFO',
+  'DBUS_SESSION_BUS_ADDRESS',
+  'DBUS_SYSTEM_BUS_ADDRESS',
+  'TMUX',
+  'TMUX_PANE',
+  'STY',
+  'DISPLAY',
+  'WAYLAND_DISPLAY',
+  'WAYLAND_SOCKET',
+  'XDG_RUNTIME_DIR',
+  'XAUTHORITY',
+  'NOTIFY_SOCKET',
+  'LISTEN_FDS',
+  'LISTEN_PID',
+  'LISTEN_FDNAMES',
+];
 
 /** droid's environment under the sandbox. Pure. */
 export function confinedEnv(env: Readonly<Record<string, string>>): Record<string, string> {
@@ -195,9 +225,19 @@ export interface SandboxLauncher {
 /** bwrap with these binds, and this host's seccomp filter; `sandbox_unavailable` when either is missing. */
 export function sandboxLauncher(bwrapPath: string, confinement: Confinement): SandboxLauncher {
   assertBwrapExecutable(bwrapPath);
+  // Fail closed: a writable workspace that holds (or sits in) droid's home or the per-turn folders would undo their binds.
+  const workspace = confinement.workspace?.path;
+  const guarded = [confinement.factoryDir, dirname(confinement.turnTmp), ...(confinement.sessionsCopy ? [confinement.sessionsCopy] : [])];
+  if (workspace && guarded.some((path) => isAtOrBelow(path, workspace) || isAtOrBelow(workspace, path))) {
+    throw new DroidError('sandbox_unavailable', `the workspace ${workspace} overlaps droid's home or the sandbox's private folders; nothing was started. Approve project folders only`);
+  }
   const filter = hostSeccompFilter();
   if (!filter) throw new DroidError('sandbox_unavailable', `no seccomp filter exists for this architecture (${process.arch}). ${SANDBOX_ACTION}`);
-  return { command: bwrapPath, args: bwrapArgs(confinement), fd3: filter };
+  // A secret that does not exist yet (doctor before the first start) has nothing to hide, and bwrap mounts only over existing paths;
+  // placement (config/placement.ts) keeps both out of every folder a turn can write, so none can appear there during a turn.
+  const existing = (paths: readonly string[]) => paths.filter((path) => existsSync(path));
+  const hidden = { hiddenDirs: existing(confinement.hiddenDirs), hiddenFiles: existing(confinement.hiddenFiles) };
+  return { command: bwrapPath, args: bwrapArgs({ ...confinement, ...hidden }), fd3: filter };
 }
 
 /** Fails before anything starts when the configured bwrap cannot be run. */
@@ -215,15 +255,60 @@ export function factoryDirOf(env: Readonly<Record<string, string>>): string {
   return join(env.FACTORY_HOME_OVERRIDE || env.HOME || homedir(), '.factory');
 }
 
+/** Which entries of droid's home a sandboxed droid sees (read-only): all but FACTORY_UNBOUND, plus the one holding droid itself. Pure. */
+export function shownFactoryEntries(names: readonly string[], factoryDir: string, droidPath?: string): string[] {
+  const holdsDroid = droidPath !== undefined && isAtOrBelow(droidPath, factoryDir) ? droidPath.slice(factoryDir.length + 1).split('/')[0] : undefined;
+  return names.filter((name) => name === holdsDroid || !(FACTORY_UNBOUND as readonly string[]).includes(name)).sort();
+}
+
 /**
- * Paths a sandbox needs: they must exist before bwrap binds them (on the
- * host, empty folders in droid's home; droid makes them itself anyway).
+ * The one folder every per-turn folder of this user lives in (TMPDIRs,
+ * private sessions copies): `<tmpdir>/droid-mcp-<uid>`, a real directory of
+ * ours with mode 700. Every sandbox covers it with an empty read-only tmpfs
+ * and binds back only its own TMPDIR, so no turn sees another turn's files
+ * (same user: modes do not separate them). Refused when someone else made it.
  */
-export function prepareTurnPaths(factoryDir: string): { turnTmp: string; dispose(): void } {
+export function privateTmpRoot(): string {
+  const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
+  const root = join(tmpdir(), `droid-mcp-${uid}`);
+  try {
+    mkdirSync(root, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const info = lstatSync(root);
+  if (!info.isDirectory() || info.uid !== uid || (info.mode & 0o077) !== 0) {
+    throw new DroidError('sandbox_unavailable', `${root} is not a private directory of this user (a symlink, another owner or a shared mode); remove it and retry`);
+  }
+  return root;
+}
+
+/** The entries of droid's home a sandbox shows, listed now (bwrap binds only existing paths); the home is made when missing. */
+export function listFactoryEntries(factoryDir: string, droidPath?: string): string[] {
   mkdirSync(factoryDir, { recursive: true, mode: 0o700 });
-  for (const dir of [...FACTORY_SCRATCH, 'sessions']) mkdirSync(join(factoryDir, dir), { recursive: true, mode: 0o700 });
-  const turnTmp = mkdtempSync(join(tmpdir(), 'droid-mcp-turn-'));
+  return shownFactoryEntries(readdirSync(factoryDir), factoryDir, droidPath);
+}
+
+/** A turn's private TMPDIR, `turn-<name>` in the private temp root (a random name when none is given). */
+export function makeTurnTmp(name?: string): { turnTmp: string; dispose(): void } {
+  const root = privateTmpRoot();
+  let turnTmp: string;
+  if (name === undefined) turnTmp = mkdtempSync(join(root, 'turn-'));
+  else {
+    turnTmp = join(root, `turn-${name}`);
+    mkdirSync(turnTmp, { mode: 0o700 });
+  }
   return { turnTmp, dispose: () => rmSync(turnTmp, { recursive: true, force: true }) };
+}
+
+/**
+ * What a short-lived sandbox needs from the host: a private TMPDIR, and the
+ * entries of droid's home to show. `droidPath` inside droid's home keeps
+ * its entry visible.
+ */
+export function prepareTurnPaths(factoryDir: string, droidPath?: string): { turnTmp: string; factoryEntries: string[]; dispose(): void } {
+  const factoryEntries = listFactoryEntries(factoryDir, droidPath);
+  return { ...makeTurnTmp(), factoryEntries };
 }
 
 export interface SandboxHealth {
@@ -276,15 +361,17 @@ export function judgeProbe(stdout: string): string | null {
  */
 export async function probeSandbox(bwrapPath: string): Promise<SandboxHealth> {
   const root = mkdtempSync(join(tmpdir(), 'droid-mcp-probe-'));
+  let disposeTurnTmp = () => {};
   try {
     const workspace = join(root, 'workspace');
     const factoryDir = join(root, 'home', '.factory');
     const sessionsCopy = join(root, 'sessions');
     for (const dir of [workspace, factoryDir, sessionsCopy]) mkdirSync(dir, { recursive: true });
-    const { turnTmp } = prepareTurnPaths(factoryDir);
+    const { turnTmp, factoryEntries, dispose } = prepareTurnPaths(factoryDir);
+    disposeTurnTmp = dispose;
     let launcher: SandboxLauncher;
     try {
-      launcher = sandboxLauncher(bwrapPath, { workspace: { path: workspace, writable: true }, factoryDir, sessionsCopy, scratch: true, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] });
+      launcher = sandboxLauncher(bwrapPath, { workspace: { path: workspace, writable: true }, factoryDir, factoryEntries, sessionsCopy, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] });
       accessSync(PERL, constants.X_OK);
     } catch (err) {
       return { ok: false, detail: err instanceof DroidError ? err.message : `the trial run needs ${PERL} (Debian's essential perl-base) to prove the seccomp filter` };
@@ -315,6 +402,7 @@ export async function probeSandbox(bwrapPath: string): Promise<SandboxHealth> {
       });
     });
   } finally {
+    disposeTurnTmp();
     rmSync(root, { recursive: true, force: true });
   }
 }

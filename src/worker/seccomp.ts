@@ -15,10 +15,12 @@
  * The list follows the same ideas as Flatpak's default filter: no tracing or
  * reading another process's memory or descriptors, no kernel keyring, no
  * BPF, perf or userfaultfd, no mounts, no io_uring (its operations bypass
- * the argument checks below), no terminal injection, no new `AF_UNIX`
- * sockets (`socketpair` stays: droid's tools need pipes and socket pairs;
- * only datagram pairs go, since `sendto` on one can address any named or
- * abstract datagram socket of the host).
+ * the argument checks below), no terminal injection. Sockets by allowlist:
+ * `socket()` only for IPv4, IPv6 and netlink (so no `AF_UNIX` to the host's
+ * daemons, and none of the kernel's rarer families); `socketpair()` only of
+ * stream or seqpacket type (droid's tools need pipes and socket pairs; a
+ * datagram pair, which the kernel also makes of SOCK_RAW, can `sendto` any
+ * named or abstract datagram socket of the host).
  */
 
 export type SeccompArch = 'x86_64' | 'aarch64';
@@ -35,7 +37,7 @@ export const AUDIT_ARCH: Record<SeccompArch, number> = { x86_64: 0xc000003e, aar
 
 /**
  * Syscall numbers (unistd tables; checked against libseccomp's
- * `scmp_sys_resolver` in test/unit/seccomp.test.ts). `null`: the call does
+ * `scmp_sys_resolver` in test/wire/seccomp.test.ts). `null`: the call does
  * not exist on that architecture.
  */
 export const SYSCALLS = {
@@ -80,17 +82,24 @@ export const SYSCALLS = {
 export type SyscallName = keyof typeof SYSCALLS;
 
 export const AF_UNIX = 1;
-const SOCK_DGRAM = 2;
+const AF_INET = 2;
+const AF_INET6 = 10;
+const AF_NETLINK = 16;
+const SOCK_STREAM = 1;
+const SOCK_SEQPACKET = 5;
 /** linux/net.h: the type bits of socket()/socketpair()'s second argument. */
 const SOCK_TYPE_MASK = 0xf;
 export const TIOCSTI = 0x5412;
 export const TIOCLINUX = 0x541c;
 export const EPERM = 1;
 
-/** A call denied outright, or only when one argument's low 32 bits (masked) equal one of `values`. */
+/**
+ * A call denied outright, or decided by one argument's low 32 bits (masked):
+ * denied when they equal one of `deny`, or unless they equal one of `allowOnly`.
+ */
 export interface SeccompRule {
   syscall: SyscallName;
-  arg?: { index: number; mask?: number; values: readonly number[] };
+  arg?: { index: number; mask?: number } & ({ deny: readonly number[] } | { allowOnly: readonly number[] });
 }
 
 /** What every sandboxed process is refused (THREAT-MODEL.md lists why). */
@@ -133,9 +142,9 @@ export const DENY_RULES: readonly SeccompRule[] = [
     ] as const
   ).map((syscall): SeccompRule => ({ syscall })),
   // The kernel reads these as int / unsigned int: the low 32 bits are the whole value.
-  { syscall: 'socket', arg: { index: 0, values: [AF_UNIX] } },
-  { syscall: 'socketpair', arg: { index: 1, mask: SOCK_TYPE_MASK, values: [SOCK_DGRAM] } },
-  { syscall: 'ioctl', arg: { index: 1, values: [TIOCSTI, TIOCLINUX] } },
+  { syscall: 'socket', arg: { index: 0, allowOnly: [AF_INET, AF_INET6, AF_NETLINK] } },
+  { syscall: 'socketpair', arg: { index: 1, mask: SOCK_TYPE_MASK, allowOnly: [SOCK_STREAM, SOCK_SEQPACKET] } },
+  { syscall: 'ioctl', arg: { index: 1, deny: [TIOCSTI, TIOCLINUX] } },
 ];
 
 // linux/filter.h, linux/seccomp.h
@@ -182,8 +191,14 @@ function archBlock(arch: SeccompArch, rules: readonly SeccompRule[]): BpfInstruc
     }
     const body: BpfInstruction[] = [stmt(LD_W_ABS, argLowOffset(rule.arg.index))];
     if (rule.arg.mask !== undefined) body.push(stmt(ALU_AND_K, rule.arg.mask));
-    for (const value of rule.arg.values) body.push(jump(JEQ_K, value, 0, 1), deny);
-    body.push(stmt(RET_K, RET_ALLOW));
+    if ('deny' in rule.arg) {
+      for (const value of rule.arg.deny) body.push(jump(JEQ_K, value, 0, 1), deny);
+      body.push(stmt(RET_K, RET_ALLOW));
+    } else {
+      const allow = stmt(RET_K, RET_ALLOW);
+      for (const value of rule.arg.allowOnly) body.push(jump(JEQ_K, value, 0, 1), allow);
+      body.push(deny);
+    }
     out.push(jump(JEQ_K, nr, 0, body.length), ...body);
   }
   out.push(stmt(RET_K, RET_ALLOW));

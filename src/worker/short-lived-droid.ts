@@ -34,15 +34,15 @@ export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, us
   const common = { droidPath: options.droidPath, detached: true, ...(options.requestTimeoutMs !== undefined && { requestTimeoutMs: options.requestTimeoutMs }) };
   if (options.sandbox.mode === 'bwrap') {
     const factoryDir = factoryDirOf(options.env);
-    const paths = prepareTurnPaths(factoryDir);
+    const paths = prepareTurnPaths(factoryDir, options.droidPath);
     dispose = paths.dispose;
     try {
       const launcher = sandboxLauncher(options.sandbox.bwrapPath, {
         workspace: options.cwd ? { path: options.cwd, writable: false } : null,
         factoryDir,
+        factoryEntries: paths.factoryEntries,
+        // Nothing of it persists but verify-route's own private sessions folder.
         sessionsCopy: options.sessionsCopy ?? null,
-        // Only what droid must write to answer: its private TMPDIR (and verify-route's sessions).
-        scratch: false,
         turnTmp: paths.turnTmp,
         runtimeDir: runtimeDirOf(options.env),
         hiddenDirs: options.sandbox.hiddenDirs,

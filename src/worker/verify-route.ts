@@ -14,7 +14,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { disabledToolIdsOf, type DroidClient, type McpServerSpec } from '../droid/client.js';
-import type { SandboxSpec } from './sandbox.js';
+import { privateTmpRoot, type SandboxSpec } from './sandbox.js';
 import { withShortLivedDroid } from './short-lived-droid.js';
 import { DroidError } from '../droid/errors.js';
 import { AMP_SERVER, isPuck, isServerTool, listedTools, type ListedTool } from '../droid/amp-tools.js';
@@ -72,7 +72,7 @@ async function check(name: RouteCheck['name'], run: () => Promise<{ ok: boolean;
 export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteCheck[]> {
   const cwd = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-verify-route-')));
   // One private sessions folder for the whole check: the resumed steps load what the first created.
-  const sessionsCopy = mkdtempSync(join(tmpdir(), 'droid-mcp-verify-sessions-'));
+  const sessionsCopy = mkdtempSync(join(privateTmpRoot(), 'verify-sessions-'));
   const servers: McpServerSpec[] = [{ name: AMP_SERVER, type: 'http', url: options.url }];
   const base = { machineId: hostname(), cwd, autonomyLevel: 'off' as const, interactionMode: 'spec' as const, ...(options.modelId && { modelId: options.modelId }) };
   const checks: RouteCheck[] = [];

@@ -165,11 +165,12 @@ describe('droid-mcp doctor', () => {
       /^ok {4}cloud sync +cloudSessionSync is false in .*settings\.json/m,
     ])
       expect(stdout).toMatch(line);
-    if (bwrapOnPath()) expect(stdout).toMatch(/^ok {4}sandbox +bwrap .*: a trial run with the turn's flags works$/m);
+    if (bwrapOnPath()) expect(stdout).toMatch(/^ok {4}sandbox +bwrap .*: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets$/m);
     const json = await runCli(['doctor', '--config', config, '--json'], serviceEnv());
     const report = JSON.parse(json.stdout) as { ok: boolean; checks: Check[] };
     expect(report.ok).toBe(true);
-    expect(report.checks.map((c) => c.name)).toEqual(['config', 'droid', 'catalog', 'default model', 'state directory', 'approved root', 'sandbox', 'cloud sync']);
+    // The sandbox comes before the catalog: the catalog's droid runs in it.
+    expect(report.checks.map((c) => c.name)).toEqual(['config', 'droid', 'sandbox', 'catalog', 'default model', 'state directory', 'approved root', 'cloud sync']);
   });
 
   it('fails a broken host, each broken item with what to do, and exits 1', async () => {
@@ -191,7 +192,9 @@ describe('droid-mcp doctor', () => {
     expect(code).toBe(1);
     for (const line of [
       /^fail {2}config +the server would refuse to start: .*"approvedDirectories\[1\]"/m,
-      /^fail {2}default model +"claude-opus-5-5" is not in the live catalog\n +→ Choose one of: mock-model, custom:Mock-Custom-0\.$/m,
+      // No sandbox, no catalog read: its droid would run unconfined.
+      /^fail {2}catalog +not read: the sandbox its droid runs in failed its trial run/m,
+      /^warn {2}default model +"claude-opus-5-5" was not checked: no catalog/m,
       /^fail {2}state directory +.*state has mode 755\n +→ Run: chmod 700 /m,
       /^fail {2}approved root +.*gone does not exist/m,
       /^warn {2}approved root +.*link resolves to .*real \(a symlink\)/m,
@@ -200,6 +203,9 @@ describe('droid-mcp doctor', () => {
       /^\d+ check\(s\) failed, \d+ warning\(s\): fix the failures before registering the server\.$/m,
     ])
       expect(stdout).toMatch(line);
+
+    const wrongModel = await runCli(['doctor', '--config', goodConfig({ defaultModel: 'claude-opus-5-5' })], serviceEnv());
+    expect(wrongModel.stdout).toMatch(/^fail {2}default model +"claude-opus-5-5" is not in the live catalog\n +→ Choose one of: mock-model, custom:Mock-Custom-0\.$/m);
 
     const noDroid = await doctor(goodConfig({ droidPath: join(tmp, 'no-droid') }), { env: serviceEnv(), factoryReachable: async () => false });
     expect(byName(noDroid, 'droid')[0]).toMatchObject({ status: 'fail', action: expect.stringContaining('Install the droid CLI') });

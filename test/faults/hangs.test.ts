@@ -7,7 +7,7 @@
  * runTimeoutMs / cancelGraceMs, and leave no process behind while the
  * server keeps running.
  */
-import { mkdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { privateDir, startServer, writeConfig, type RunningServer } from '../support/mcp-server.js';
@@ -39,7 +39,10 @@ let base: string;
 let approved: string;
 let server: RunningServer | undefined;
 let n = 0;
-let frameLog: string;
+/** Workspaces numbered above this belong to the current test's server. */
+let firstWorkspaceOfTest = 0;
+/** Relative: each mock appends to the one in its cwd, the turn's workspace (catalog reads: their TMPDIR). */
+const FRAME_LOG = '.mock-frames.jsonl';
 
 beforeAll(() => {
   base = realpathSync(privateDir('droid-mcp-hangs-'));
@@ -56,13 +59,13 @@ afterAll(() => {
 });
 
 async function start(env: Record<string, string> = {}): Promise<RunningServer> {
+  firstWorkspaceOfTest = n;
   const id = ++n;
-  // Turns run in the sandbox, where only the workspace and droid's own
-  // ~/.factory are writable: the mock keeps its files there, as droid would.
+  // Turns run in the sandbox, where droid's home is read-only but its own
+  // session's files: the mock keeps its sessions where droid does, and its
+  // frame log in the turn's workspace (a relative path: the mock's cwd).
   const home = join(base, `home-${id}`);
-  const factory = join(home, '.factory');
-  mkdirSync(factory, { recursive: true });
-  frameLog = join(factory, 'frames.jsonl');
+  mkdirSync(join(home, '.factory'), { recursive: true });
   const config = writeConfig(base, {
     approvedDirectories: [approved],
     stateDirectory: join(base, `state-${id}`),
@@ -76,20 +79,23 @@ async function start(env: Record<string, string> = {}): Promise<RunningServer> {
     DROID_MCP_TEST_TAG: TAG,
     DROID_MCP_LOG_LEVEL: 'warn',
     HOME: home,
-    MOCK_DROID_STATE_DIR: join(factory, 'mock-sessions'),
-    MOCK_DROID_LOG: frameLog,
+    MOCK_DROID_STATE_DIR: 'droid',
+    MOCK_DROID_LOG: FRAME_LOG,
     ...env,
   });
   return server;
 }
 
-/** Methods the mock droids of this server received, in order. */
+/** Methods the mock droids of this test's turns received, in order (every turn of a test has its own workspace). */
 function methodsReceived(): string[] {
   let text = '';
-  try {
-    text = readFileSync(frameLog, 'utf8');
-  } catch {
-    return [];
+  for (const ws of readdirSync(approved).filter((name) => name.startsWith('ws-')).sort((a, b) => Number(a.slice(3)) - Number(b.slice(3)))) {
+    if (Number(ws.slice(3)) <= firstWorkspaceOfTest) continue;
+    try {
+      text += readFileSync(join(approved, ws, FRAME_LOG), 'utf8');
+    } catch {
+      // that turn's droid never started
+    }
   }
   return text
     .split('\n')

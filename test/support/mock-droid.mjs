@@ -13,14 +13,18 @@
 //   | auth-error-0215  a missing Factory login as droid 0.215.0 reports it
 //             (AuthenticationError notification, then reason `error`)
 // Env:
-//   MOCK_DROID_STATE_DIR      sessions persist here as <sessionId>.json
+//   MOCK_DROID_STATE_DIR      sessions persist here as <sessionId>.json; the value
+//                             `droid` keeps them where droid does, as
+//                             <home>/.factory/sessions/<cwd, "/" → "-">/<sessionId>.jsonl
+//                             (the sandbox gives a turn only that session's files there)
 //   MOCK_DROID_INIT_DELAY_MS  delay before answering initialize_session
 //   MOCK_DROID_LOG            append every received frame here, one JSON a line
+//                             (a relative path is the process's cwd: a turn's workspace)
 //   MOCK_DROID_EXIT_DELAY_MS  after EOF, exit (logging {exit: 'voluntary'}) only after this delay
 //   MOCK_DROID_RENAME_DELAY_MS answer rename_session {success: true} after this
 //                             delay (unset: rename_session is an unknown method)
 import { randomUUID } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 if (process.argv.includes('--version')) {
@@ -77,13 +81,28 @@ function linger() {
 }
 const pending = new Map(); // server request id → resolve(frame)
 
-function sessionFile(id) {
-  return path.join(STATE_DIR, `${path.basename(id)}.json`);
+const DROID_LAYOUT = STATE_DIR === 'droid';
+const SESSIONS = path.join(process.env.FACTORY_HOME_OVERRIDE || process.env.HOME || '/nonexistent', '.factory', 'sessions');
+
+/** Where a session's file is (or would be): droid's layout needs the cwd, found by search on load. */
+function sessionFile(id, cwd) {
+  const name = path.basename(id);
+  if (!DROID_LAYOUT) return path.join(STATE_DIR, `${name}.json`);
+  if (cwd !== undefined) return path.join(SESSIONS, cwd.replaceAll('/', '-'), `${name}.jsonl`);
+  let folders = [];
+  try {
+    folders = readdirSync(SESSIONS);
+  } catch {
+    // no sessions yet
+  }
+  const found = folders.map((f) => path.join(SESSIONS, f, `${name}.jsonl`)).find((f) => existsSync(f));
+  return found ?? path.join(SESSIONS, `${name}.jsonl`);
 }
 function persist() {
   if (!STATE_DIR || !session) return;
-  mkdirSync(STATE_DIR, { recursive: true });
-  writeFileSync(sessionFile(session.sessionId), JSON.stringify(session));
+  const file = sessionFile(session.sessionId, session.cwd);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify(session));
 }
 function fullSettings() {
   return { ...session.settings, availableAutonomyLevels: ['off', 'low', 'medium', 'high'], enabledToolIds: [], disabledToolIds: [] };

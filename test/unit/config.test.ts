@@ -572,3 +572,23 @@ describe('state and token never where a turn writes (placement)', () => {
     expect(config.stateDirectory).toBe(state);
   });
 });
+
+describe('no approved root holds droid home or the temp folder (placement)', () => {
+  it("refuses an approved root at, above or inside droid's home", async () => {
+    const factory = join(root, 'svc', '.factory');
+    await mkdir(factory, { recursive: true });
+    for (const dir of [join(root, 'svc'), factory, join(factory, 'sessions')]) {
+      await mkdir(dir, { recursive: true });
+      const err = await refusal(load(base({ approvedDirectories: [dir] }), { factoryDir: factory }));
+      expect(err.key).toBe('approvedDirectories');
+      expect(err.message).toContain("droid's home");
+    }
+  });
+
+  it('refuses an approved root holding the system temp folder, and accepts one below it', async () => {
+    const err = await refusal(load(base({ approvedDirectories: [await realpath(tmpdir())] }), { factoryDir: '/nonexistent-home/.factory' }));
+    expect(err.key).toBe('approvedDirectories');
+    expect(err.message).toContain('temp folder');
+    expect((await load(base())).approvedDirectories).toEqual([root]);
+  });
+});

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { bwrapArgs, confinedEnv, judgeProbe, type Confinement } from '../../src/worker/sandbox.js';
+import { bwrapArgs, confinedEnv, judgeProbe, shownFactoryEntries, type Confinement } from '../../src/worker/sandbox.js';
 
 const base: Confinement = {
   workspace: { path: '/w', writable: true },
   factoryDir: '/h/.factory',
-  sessionsCopy: '/tmp/s',
-  scratch: true,
-  turnTmp: '/tmp/t',
+  factoryEntries: ['hooks', 'mcp.json', 'settings.json'],
+  sessionsCopy: '/tmp/droid-mcp-0/sessions-r1',
+  turnTmp: '/tmp/droid-mcp-0/turn-x',
   runtimeDir: '/run/user/7',
   hiddenDirs: ['/state'],
   hiddenFiles: ['/token'],
@@ -19,7 +19,7 @@ describe('bwrapArgs', () => {
     const at = (flag: string, path: string) => pairAt(args, flag, path);
     const root = at('--ro-bind', '/');
     expect(root).toBeGreaterThanOrEqual(0);
-    for (const bind of [at('--bind', '/w'), at('--bind', '/tmp/t'), at('--ro-bind', '/proc/sys')]) expect(bind).toBeGreaterThan(root);
+    for (const bind of [at('--bind', '/w'), at('--bind', '/tmp/droid-mcp-0/turn-x'), at('--ro-bind', '/proc/sys')]) expect(bind).toBeGreaterThan(root);
     expect(at('--tmpfs', '/state')).toBeGreaterThan(at('--bind', '/w'));
     expect(args.slice(args.indexOf('/dev/null') - 1, args.indexOf('/dev/null') + 2)).toEqual(['--ro-bind', '/dev/null', '/token']);
     expect(args).toContain('--die-with-parent');
@@ -31,25 +31,44 @@ describe('bwrapArgs', () => {
     expect(args.slice(-5)).toEqual(['--seccomp', '3', '--chdir', '/w', '--']);
   });
 
-  it("droid's home stays read-only: only the private sessions copy and per-turn scratch tmpfs are writable there", () => {
+  it("droid's home is a per-turn tmpfs with every host entry read-only on it; only the private sessions copy is bound writable", () => {
     const args = bwrapArgs(base);
     expect(pairAt(args, '--bind', '/h/.factory')).toBe(-1);
-    expect(args.slice(pairAt(args, '--bind', '/tmp/s'), pairAt(args, '--bind', '/tmp/s') + 3)).toEqual(['--bind', '/tmp/s', '/h/.factory/sessions']);
-    for (const dir of ['cache', 'temp', 'snapshots', 'bin']) expect(pairAt(args, '--tmpfs', `/h/.factory/${dir}`)).toBeGreaterThan(0);
+    const home = pairAt(args, '--tmpfs', '/h/.factory');
+    expect(home).toBeGreaterThan(pairAt(args, '--ro-bind', '/'));
+    for (const name of ['hooks', 'mcp.json', 'settings.json']) expect(pairAt(args, '--ro-bind', `/h/.factory/${name}`)).toBeGreaterThan(home);
+    const copy = pairAt(args, '--bind', '/tmp/droid-mcp-0/sessions-r1');
+    expect(args.slice(copy, copy + 3)).toEqual(['--bind', '/tmp/droid-mcp-0/sessions-r1', '/h/.factory/sessions']);
     const writable = args.flatMap((a, i) => (a === '--bind' ? [args[i + 2]] : []));
-    expect(writable.sort()).toEqual(['/h/.factory/sessions', '/tmp/t', '/w']);
+    expect(writable.sort()).toEqual(['/h/.factory/sessions', '/tmp/droid-mcp-0/turn-x', '/w']);
   });
 
-  it('/proc, /dev/shm and the runtime directory are read-only', () => {
+  it("other turns' folders are covered: the private temp root is an empty read-only tmpfs but this turn's TMPDIR", () => {
     const args = bwrapArgs(base);
+    const cover = pairAt(args, '--tmpfs', '/tmp/droid-mcp-0');
+    expect(cover).toBeGreaterThan(0);
+    expect(pairAt(args, '--bind', '/tmp/droid-mcp-0/turn-x')).toBeGreaterThan(cover);
+    expect(pairAt(args, '--remount-ro', '/tmp/droid-mcp-0')).toBeGreaterThan(pairAt(args, '--bind', '/tmp/droid-mcp-0/turn-x'));
+  });
+
+  it('shows every entry of droid home but its scratch and sessions, and keeps the one holding droid itself', () => {
+    const names = ['settings.json', 'mcp.json', 'bin', 'cache', 'sessions', 'logs', 'temp', 'snapshots', 'hooks'];
+    expect(shownFactoryEntries(names, '/h/.factory')).toEqual(['hooks', 'mcp.json', 'settings.json']);
+    expect(shownFactoryEntries(names, '/h/.factory', '/h/.factory/bin/droid')).toEqual(['bin', 'hooks', 'mcp.json', 'settings.json']);
+    expect(shownFactoryEntries(names, '/h/.factory', '/usr/bin/droid')).toEqual(['hooks', 'mcp.json', 'settings.json']);
+  });
+
+  it('/proc, /dev, /dev/shm and the runtime directory are read-only', () => {
+    const args = bwrapArgs(base);
+    expect(pairAt(args, '--remount-ro', '/dev')).toBeGreaterThan(pairAt(args, '--tmpfs', '/dev/shm'));
     expect(pairAt(args, '--remount-ro', '/proc')).toBeGreaterThan(pairAt(args, '--proc', '/proc'));
     expect(pairAt(args, '--remount-ro', '/dev/shm')).toBeGreaterThan(pairAt(args, '--tmpfs', '/dev/shm'));
     expect(pairAt(args, '--remount-ro', '/run/user/7')).toBeGreaterThan(pairAt(args, '--tmpfs', '/run/user/7'));
   });
 
   it('a runtime directory holding a bound folder is left alone (covering it would hide the turn)', () => {
-    const args = bwrapArgs({ ...base, runtimeDir: '/' + 'tmp' });
-    expect(pairAt(args, '--tmpfs', '/tmp')).toBe(-1);
+    const args = bwrapArgs({ ...base, runtimeDir: '/h' });
+    expect(pairAt(args, '--tmpfs', '/h')).toBe(-1);
   });
 
   it('a read-only turn binds its workspace read-only', () => {
@@ -58,11 +77,11 @@ describe('bwrapArgs', () => {
     expect(pairAt(args, '--bind', '/w')).toBe(-1);
   });
 
-  it('a catalog droid gets nothing writable but its TMPDIR, and works there', () => {
-    const args = bwrapArgs({ ...base, workspace: null, sessionsCopy: null, scratch: false });
-    expect(args.flatMap((a, i) => (a === '--bind' ? [args[i + 2]] : []))).toEqual(['/tmp/t']);
-    expect(args.filter((a) => a.startsWith('/h/.factory'))).toEqual([]);
-    expect(args.slice(-3)).toEqual(['--chdir', '/tmp/t', '--']);
+  it('a catalog droid gets nothing writable but its TMPDIR (and the throwaway home), and works there', () => {
+    const args = bwrapArgs({ ...base, workspace: null, sessionsCopy: null });
+    expect(args.flatMap((a, i) => (a === '--bind' ? [args[i + 2]] : []))).toEqual(['/tmp/droid-mcp-0/turn-x']);
+    expect(pairAt(args, '--bind', '/h/.factory/sessions')).toBe(-1);
+    expect(args.slice(-3)).toEqual(['--chdir', '/tmp/droid-mcp-0/turn-x', '--']);
   });
 });
 

@@ -1,13 +1,17 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { prepareSessionCopy, sessionFolderName } from '../../src/worker/session-copy.js';
+import { prepareSessionCopy, recoverSessionCopies, sessionFolderName } from '../../src/worker/session-copy.js';
+import { privateTmpRoot } from '../../src/worker/sandbox.js';
 
 const ID = '3709f433-37e3-4602-ae47-48a455b9052d';
 const OTHER = '57f5faa6-8a61-4dea-a607-c52534e5a632';
 const WORKSPACE = '/srv/repos/project';
 let home: string | undefined;
+const runId = () => `r-${randomUUID()}`;
 const real = () => join(home!, 'sessions', sessionFolderName(WORKSPACE));
 
 afterEach(() => {
@@ -29,7 +33,7 @@ describe('session copy', () => {
 
   it("a resumed turn sees only its own session's files", () => {
     makeHome();
-    const copy = prepareSessionCopy(home!, WORKSPACE, ID);
+    const copy = prepareSessionCopy(home!, WORKSPACE, ID, runId());
     try {
       expect(readdirSync(copy.dir)).toEqual([sessionFolderName(WORKSPACE)]);
       expect(readdirSync(join(copy.dir, sessionFolderName(WORKSPACE))).sort()).toEqual([`${ID}.jsonl`, `${ID}.settings.json`]);
@@ -41,7 +45,7 @@ describe('session copy', () => {
 
   it("only this session's regular files come back; other ids, folders and symlinks are refused, droid's by-products dropped", () => {
     makeHome();
-    const copy = prepareSessionCopy(home!, WORKSPACE, ID);
+    const copy = prepareSessionCopy(home!, WORKSPACE, ID, runId());
     const mine = join(copy.dir, sessionFolderName(WORKSPACE));
     writeFileSync(join(mine, `${ID}.jsonl`), 'mine\nturn two\n');
     writeFileSync(join(mine, `${ID}.settings.json.bak`), 'bak');
@@ -55,6 +59,7 @@ describe('session copy', () => {
     copy.dispose();
     expect(result.copied).toEqual([`${ID}.jsonl`]);
     expect(result.refused.sort()).toEqual([`-elsewhere: not this workspace's folder`, `${ID}.settings.json: not a regular file`, `${OTHER}.jsonl: not a file of this session`].sort());
+    expect(readdirSync(real()).filter((n) => n.startsWith('.'))).toEqual([]); // no temp file left
     expect(readFileSync(join(real(), `${ID}.jsonl`), 'utf8')).toBe('mine\nturn two\n');
     expect(readFileSync(join(real(), `${ID}.settings.json`), 'utf8')).toBe('{"mine":true}');
     expect(readFileSync(join(real(), `${OTHER}.jsonl`), 'utf8')).toBe('theirs\n');
@@ -64,7 +69,7 @@ describe('session copy', () => {
 
   it("a new session's files come back into the workspace's folder, created when missing", () => {
     home = mkdtempSync(join(tmpdir(), 'session-copy-'));
-    const copy = prepareSessionCopy(home!, WORKSPACE, null);
+    const copy = prepareSessionCopy(home!, WORKSPACE, null, runId());
     const mine = join(copy.dir, sessionFolderName(WORKSPACE));
     expect(readdirSync(mine)).toEqual([]);
     writeFileSync(join(mine, `${ID}.jsonl`), 'new\n');
@@ -75,10 +80,57 @@ describe('session copy', () => {
 
   it('an id that is not a UUID copies nothing back', () => {
     home = mkdtempSync(join(tmpdir(), 'session-copy-'));
-    const copy = prepareSessionCopy(home!, WORKSPACE, null);
+    const copy = prepareSessionCopy(home!, WORKSPACE, null, runId());
     writeFileSync(join(copy.dir, sessionFolderName(WORKSPACE), '..jsonl'), 'x');
     expect(copy.commit('.').copied).toEqual([]);
     expect(copy.commit(null).copied).toEqual([]);
     copy.dispose();
+  });
+});
+
+describe('session copy: hostile shapes and crashes', () => {
+  it('a FIFO in place of the transcript is refused at once (never waited on)', () => {
+    makeHome();
+    const copy = prepareSessionCopy(home!, WORKSPACE, ID, runId());
+    const mine = join(copy.dir, sessionFolderName(WORKSPACE));
+    rmSync(join(mine, `${ID}.jsonl`));
+    execFileSync('mkfifo', [join(mine, `${ID}.jsonl`)]);
+    const result = copy.commit(ID);
+    copy.dispose();
+    expect(result.refused).toContain(`${ID}.jsonl: not a regular file`);
+    expect(readFileSync(join(real(), `${ID}.jsonl`), 'utf8')).toBe('mine\n');
+  });
+
+  it('the workspace folder replaced by a symlink copies nothing back', () => {
+    makeHome();
+    const copy = prepareSessionCopy(home!, WORKSPACE, ID, runId());
+    const mine = join(copy.dir, sessionFolderName(WORKSPACE));
+    rmSync(mine, { recursive: true });
+    const elsewhere = mkdtempSync(join(tmpdir(), 'elsewhere-'));
+    writeFileSync(join(elsewhere, `${ID}.jsonl`), 'from a symlinked folder\n');
+    symlinkSync(elsewhere, mine);
+    const result = copy.commit(ID);
+    copy.dispose();
+    rmSync(elsewhere, { recursive: true, force: true });
+    expect(result.copied).toEqual([]);
+    expect(readFileSync(join(real(), `${ID}.jsonl`), 'utf8')).toBe('mine\n');
+  });
+
+  it("a copy a dead controller left is committed for this state's runs only, then removed", () => {
+    makeHome();
+    const ours = runId();
+    const theirs = runId();
+    for (const id of [ours, theirs]) {
+      const copy = prepareSessionCopy(home!, WORKSPACE, ID, id);
+      writeFileSync(join(copy.dir, sessionFolderName(WORKSPACE), `${ID}.jsonl`), `after the crash ${id}\n`);
+    }
+    mkdirSync(join(privateTmpRoot(), `turn-${ours}`));
+    const recovered = recoverSessionCopies(home!, (id) => (id === ours ? { droidSessionId: ID, workspace: WORKSPACE } : null));
+    expect(recovered).toEqual([{ runId: ours, copied: [`${ID}.jsonl`, `${ID}.settings.json`].sort(), refused: [] }]);
+    expect(readFileSync(join(real(), `${ID}.jsonl`), 'utf8')).toBe(`after the crash ${ours}\n`);
+    expect(existsSync(join(privateTmpRoot(), `sessions-${ours}`))).toBe(false);
+    expect(existsSync(join(privateTmpRoot(), `turn-${ours}`))).toBe(false);
+    expect(existsSync(join(privateTmpRoot(), `sessions-${theirs}`))).toBe(true);
+    rmSync(join(privateTmpRoot(), `sessions-${theirs}`), { recursive: true, force: true });
   });
 });

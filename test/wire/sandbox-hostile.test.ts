@@ -16,7 +16,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { droidCatalogFetcher } from '../../src/controller/model-catalog.js';
 import { SYSCALLS, seccompArchOf } from '../../src/worker/seccomp.js';
 import { sessionFolderName } from '../../src/worker/session-copy.js';
-import { sandboxSpecFor } from '../../src/worker/sandbox.js';
+import { privateTmpRoot, sandboxSpecFor } from '../../src/worker/sandbox.js';
 import type { TurnSpec } from '../../src/worker/protocol.js';
 import { script } from '../support/model-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
@@ -55,12 +55,12 @@ afterEach(async () => {
 const execute = (command: string) => ({ name: 'Execute', arguments: { command, riskLevel: 'low', riskLevelReason: 'test' } });
 const factory = () => join(real.bed.home.dir, '.factory');
 
-/** Every file under droid's home but sessions and the per-turn scratch folders, with a hash of its bytes. */
+/** Every file under droid's home but its sessions, with a hash of its bytes. */
 function homeFingerprint(dir = factory(), rel = ''): string[] {
   const out: string[] = [];
   for (const entry of readdirSync(join(dir, rel), { withFileTypes: true })) {
     const path = join(rel, entry.name);
-    if (['sessions', 'cache', 'temp', 'snapshots', 'bin', 'logs'].includes(path)) continue;
+    if (path === 'sessions') continue;
     if (entry.isDirectory()) out.push(`${path}/`, ...homeFingerprint(dir, path));
     else out.push(`${path} ${createHash('sha256').update(readFileSync(join(dir, path))).digest('hex').slice(0, 16)}`);
   }
@@ -82,6 +82,11 @@ describe("hostile turn: droid's own home", () => {
     const other = join(folder, `${randomUUID()}.jsonl`);
     writeFileSync(other, '{"other":"session"}\n');
     cleanups.push(() => rmSync(folder, { recursive: true, force: true }));
+    // Another turn's folders beside this one's, in the private temp root.
+    const neighbour = join(privateTmpRoot(), `sessions-neighbour-${randomUUID()}`);
+    mkdirSync(join(neighbour, 'folder'), { recursive: true });
+    writeFileSync(join(neighbour, 'folder', 'transcript.jsonl'), 'NEIGHBOUR-SECRET\n');
+    cleanups.push(() => rmSync(neighbour, { recursive: true, force: true }));
     const before = homeFingerprint();
     const marker = join(outside, 'planted-server-ran');
     const mcp = JSON.stringify({ mcpServers: { evil: { type: 'stdio', command: '/bin/sh', args: ['-c', `touch ${marker}; sleep 1000.41`] } } });
@@ -95,6 +100,7 @@ describe("hostile turn: droid's own home", () => {
       `mkdir -p ${f}/plugins && echo evil > ${f}/plugins/evil.json`,
       `echo evil > ${f}/AGENTS.md`,
       `ls ${folder} | grep -c jsonl | sed 's/^/SEEN=/'`,
+      `ls -A "$(dirname "$TMPDIR")" | wc -l | sed 's/^/SIBLINGS=/'; cat ${join(neighbour, 'folder', 'transcript.jsonl')}`,
       `echo evil >> ${other}`,
     ];
     const command = attempts.map((a, i) => `(${a}) 2>/dev/null && echo OK${i} || echo NO${i}`).join('; ');
@@ -104,9 +110,13 @@ describe("hostile turn: droid's own home", () => {
     // Nothing under droid's home changed but this turn's own session; the other session is untouched.
     expect(homeFingerprint()).toEqual(before);
     expect(readFileSync(other, 'utf8')).toBe('{"other":"session"}\n');
-    for (let i = 0; i < attempts.length - 2; i++) expect(result.finalText).toContain(`NO${i}`);
+    // Files droid's home already has refuse the write; new names land in the turn's throwaway tmpfs.
+    expect(result.finalText).toContain('NO1');
     // The other session is not even visible to the turn (the ls sees only this session's own files).
     expect(result.finalText).toMatch(/SEEN=[01]\b/);
+    // Other turns' folders are covered: only this turn's TMPDIR is there.
+    expect(result.finalText).toContain('SIBLINGS=1');
+    expect(result.finalText).not.toContain('NEIGHBOUR-SECRET');
     // The turn's own session was copied back and resumes.
     const id = result.droidSessionId!;
     expect(existsSync(join(folder, `${id}.jsonl`))).toBe(true);
@@ -147,6 +157,8 @@ describe("hostile turn: droid's process", () => {
       `my $r = syscall(${nr('ptrace')}, 0x4206, $d, 0, 0); print "SEIZE=", ($r == 0 ? "TOOK" : "errno" . ($! + 0)), "\\n";`,
       `my $pv = syscall(${nr('process_vm_readv')}, $d, 0, 0, 0, 0, 0); print "VMREAD=", ($pv >= 0 ? "TOOK" : "errno" . ($! + 0)), "\\n";`,
       'my $ok = open(my $m, "+<", "/proc/$d/mem"); print "MEM=", ($ok ? "TOOK" : "errno" . ($! + 0)), "\\n";',
+      // droid's stdout (to the worker) reopened through /proc: a socket, so ENXIO.
+      'my $o = open(my $w, ">", "/proc/$d/fd/1"); print "FD1=", ($o ? "TOOK" : "errno" . ($! + 0)), "\\n";',
     ].join(' ');
     writeFileSync(join(workspace, 'attack.pl'), perl);
     s.prompt = `attack ${script({ tool: execute('perl attack.pl') })}`;
@@ -158,6 +170,7 @@ describe("hostile turn: droid's process", () => {
     expect(said).toContain('SEIZE=errno1');
     expect(said).toContain('VMREAD=errno1');
     expect(said).toContain('MEM=errno30'); // EROFS: /proc is mounted read-only
+    expect(said).toContain('FD1=errno6'); // ENXIO
     expect(said).not.toContain('TOOK');
   });
 });

@@ -114,10 +114,10 @@ describe('sandbox: a read-only turn writes nothing', () => {
     const s = spec({ autonomy: 'off' });
     const factoryDir = join(real.bed.home.env.HOME!, '.factory');
     const sessionsCopy = mkdtempSync(join(tmpdir(), 'droid-mcp-sessions-'));
-    const { turnTmp, dispose } = prepareTurnPaths(factoryDir);
+    const { turnTmp, factoryEntries, dispose } = prepareTurnPaths(factoryDir);
     try {
-      const launcher = sandboxLauncher(BWRAP, { workspace: { path: s.workspace, writable: false }, factoryDir, sessionsCopy, scratch: true, turnTmp, runtimeDir: null, hiddenDirs: [stateDir], hiddenFiles: [tokenFile] });
-      const outside = [join(workspace, 'f'), `/etc/droid-mcp-${randomUUID()}`, join(sibling, 'z'), join(otherRoot, 'z'), join(stateDir, 'z'), join(tmpdir(), `droid-mcp-${randomUUID()}`), join(factoryDir, `probe-${randomUUID()}`), join(factoryDir, 'settings.json')];
+      const launcher = sandboxLauncher(BWRAP, { workspace: { path: s.workspace, writable: false }, factoryDir, factoryEntries, sessionsCopy, turnTmp, runtimeDir: null, hiddenDirs: [stateDir], hiddenFiles: [tokenFile] });
+      const outside = [join(workspace, 'f'), `/etc/droid-mcp-${randomUUID()}`, join(sibling, 'z'), join(otherRoot, 'z'), join(stateDir, 'z'), join(tmpdir(), `droid-mcp-${randomUUID()}`), join(factoryDir, 'settings.json'), `/dev/droid-mcp-${randomUUID()}`];
       const script = [
         ...outside.map((p) => `(echo x >> ${p}) 2>/dev/null && echo WROTE || echo DENIED`),
         `echo y > ${join(factoryDir, 'sessions', 'probe')} && echo SESSIONS-OK`,
@@ -133,7 +133,7 @@ describe('sandbox: a read-only turn writes nothing', () => {
       expect(stdout.match(/DENIED/g)).toHaveLength(outside.length);
       expect(stdout).toContain('SESSIONS-OK');
       expect(stdout).toContain('TMP-OK');
-      for (const target of outside.slice(0, -1)) expect(existsSync(target), target).toBe(false);
+      for (const target of outside.filter((p) => !p.endsWith('settings.json'))) expect(existsSync(target), target).toBe(false);
       expect(readFileSync(join(factoryDir, 'settings.json'), 'utf8')).toBe(settings);
       expect(readFileSync(join(sessionsCopy, 'probe'), 'utf8')).toBe('y\n');
     } finally {

@@ -71,13 +71,16 @@ describe('seccomp: the program', () => {
       for (const allowed of arch === 'x86_64' ? [0, 1, 2, 57, 59, 231] : [63, 64, 56, 220, 221, 94]) expect(run(allowed)).toBe(ALLOW);
     });
 
-    it(`${arch}: AF_UNIX sockets, datagram socket pairs and terminal injection are denied, their neighbours pass`, () => {
+    it(`${arch}: sockets by allowlist (IPv4, IPv6, netlink; stream and seqpacket pairs) and terminal injection denied`, () => {
       expect(run('socket', [AF_UNIX, 1])).toBe(DENY);
       expect(run('socket', [2, 1])).toBe(ALLOW); // AF_INET
       expect(run('socket', [10, 2])).toBe(ALLOW); // AF_INET6, datagram
+      expect(run('socket', [16, 3])).toBe(ALLOW); // AF_NETLINK
+      for (const family of [17, 38, 40, 0x10000 | 2]) expect(run('socket', [family, 1]), `family ${family}`).toBe(DENY); // packet, alg, vsock, junk high bits
       expect(run('socketpair', [AF_UNIX, 2 | 0x80000])).toBe(DENY); // SOCK_DGRAM | SOCK_CLOEXEC
+      expect(run('socketpair', [AF_UNIX, 3])).toBe(DENY); // SOCK_RAW: the kernel makes a datagram pair of it
       expect(run('socketpair', [AF_UNIX, 1 | 0x80000])).toBe(ALLOW); // SOCK_STREAM | SOCK_CLOEXEC
-      expect(run('socketpair', [AF_UNIX, 5])).toBe(ALLOW); // SOCK_SEQPACKET
+      expect(run('socketpair', [AF_UNIX, 5 | 0x800])).toBe(ALLOW); // SOCK_SEQPACKET | SOCK_NONBLOCK
       expect(run('ioctl', [0, TIOCSTI])).toBe(DENY);
       expect(run('ioctl', [0, TIOCLINUX])).toBe(DENY);
       expect(run('ioctl', [0, 0x5413])).toBe(ALLOW); // TIOCGWINSZ
@@ -116,6 +119,8 @@ describe('seccomp: the kernel runs it (x86_64 and aarch64 hosts)', () => {
     ['open_tree', `syscall(${nr('open_tree')}, -1, 0, 0)`],
     ['socket_unix', `syscall(${nr('socket')}, 1, 1, 0)`],
     ['socketpair_dgram', `syscall(${nr('socketpair')}, 1, 2, 0, $sv)`],
+    ['socketpair_raw', `syscall(${nr('socketpair')}, 1, 3, 0, $sv)`],
+    ['socket_vsock', `syscall(${nr('socket')}, 40, 1, 0)`],
     ['ioctl_tiocsti', `syscall(${nr('ioctl')}, -1, ${TIOCSTI}, 0)`],
     // Neighbours that must still work, or fail for their own reasons.
     ['socket_inet', `syscall(${nr('socket')}, 2, 1, 0)`],
@@ -126,11 +131,13 @@ describe('seccomp: the kernel runs it (x86_64 and aarch64 hosts)', () => {
 
   const runIn = async (withFilter: boolean): Promise<Record<string, string>> => {
     const root = mkdtempSync(join(tmpdir(), 'seccomp-kernel-'));
+    let cleanup = () => {};
     try {
       const factoryDir = join(root, 'home', '.factory');
       mkdirSync(factoryDir, { recursive: true });
-      const { turnTmp } = prepareTurnPaths(factoryDir);
-      const confinement = { workspace: null, factoryDir, sessionsCopy: null, scratch: false, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] };
+      const { turnTmp, dispose } = prepareTurnPaths(factoryDir);
+      cleanup = dispose;
+      const confinement = { workspace: null, factoryDir, factoryEntries: [], sessionsCopy: null, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] };
       const launcher = sandboxLauncher(bwrap, confinement);
       const args = withFilter ? launcher.args : bwrapArgs(confinement).filter((a, i, all) => a !== '--seccomp' && all[i - 1] !== '--seccomp');
       const child = spawn(launcher.command, [...args, '/usr/bin/perl', '-e', perl], { stdio: ['ignore', 'pipe', 'inherit', 'pipe'] });
@@ -140,6 +147,7 @@ describe('seccomp: the kernel runs it (x86_64 and aarch64 hosts)', () => {
       await new Promise((resolve) => child.once('close', resolve));
       return Object.fromEntries(stdout.trim().split('\n').filter(Boolean).map((line) => line.split('=') as [string, string]));
     } finally {
+      cleanup();
       rmSync(root, { recursive: true, force: true });
     }
   };
