@@ -173,7 +173,7 @@ export const workspacesOutput = z.object({
     replyBack: z.boolean(),
     sandbox: z.object({
       mode: z.enum(['bwrap', 'off']),
-      /** False: every turn fails sandbox_unavailable until the operator fixes it. */
+      /** False: every create, send and catalog read fails sandbox_unavailable until the operator fixes it. */
       available: z.boolean(),
       detail: z.string().nullable(),
     }),

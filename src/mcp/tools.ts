@@ -202,7 +202,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       "List this host's approved workspace roots (canonical absolute paths; pass one, or a directory inside one, as " +
       'workspace), the run capacity {maximum, active, queued, available}, the launch policy (default model, default ' +
       'and maximum autonomy, reasoning effort, and the sandbox: with mode bwrap a writer turn can write only its workspace ' +
-      'and a read-only turn nothing; available:false means every turn fails with sandbox_unavailable; replyBack:true ' +
+      'and a read-only turn nothing, and droid cannot change its own settings for later turns; available:false means ' +
+      'every create, send and droid_models call fails with sandbox_unavailable (the catalog is read in the sandbox too); replyBack:true ' +
       'means sessions may be created with a replyTo conversation) and the version of the droid CLI that runs the turns.\n' +
       'Example: {}',
     input: s.emptyInput,

@@ -5,12 +5,13 @@
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { privateDir } from '../support/mcp-server.js';
 import { REPO_ROOT } from '../support/paths.js';
 import { TAG_VAR, waitForNoProcesses } from '../support/processes.js';
+import { leftBehind } from '../support/assertions.js';
 
 const DEMO = join(REPO_ROOT, 'dist/src/demo/main.js');
 
@@ -67,7 +68,7 @@ describe('npm run demo', () => {
     expect(stdout).toMatch(/progress \d+\.\d\/4 s: 0 of 1 settled; working: [0-9a-f]{8} running: (…)?[\d ]+\n/);
     expect(stdout).toMatch(/→ timedOut \(not a failure: [0-9a-f]{8} still running\)/);
     await waitForNoProcesses(tag, 5_000);
-    expect(readdirSync(tmp).join(', ')).toBe('');
+    expect(leftBehind(tmp).join(', ')).toBe('');
   }, 240_000);
 
   it('a demo that cannot start droid fails plainly, stops everything, and --keep leaves its folder', async () => {
@@ -76,7 +77,7 @@ describe('npm run demo', () => {
     const failed = await runDemo(['--droid', '/bin/false'], tmp, tag);
     expect(failed.code).toBe(1);
     expect(failed.stdout).toMatch(/^demo FAILED: /m);
-    expect(readdirSync(tmp)).toEqual([]);
+    expect(leftBehind(tmp)).toEqual([]);
 
     const kept = await runDemo(['--keep', '--droid', '/bin/false'], tmp, tag);
     expect(kept.code).toBe(1);

@@ -391,7 +391,7 @@ describe('sandbox', () => {
     expect(refused.structured.error).toMatchObject({ code: 'sandbox_unavailable', retryable: false, action: expect.stringContaining('"sandbox": "off"') });
     const models = await server.call('droid_models', {});
     expect(models.structured.error).toMatchObject({ code: 'sandbox_unavailable' });
-    expect((await server.ok<{ items: unknown[] }>('droid_find_sessions', {})).items).toEqual([]);
+    expect((await server.ok<{ sessions: unknown[] }>('droid_find_sessions', {})).sessions).toEqual([]);
     expect(ctx.bed.model.requests.length).toBe(before);
     expect(liveDroids(TAG)).toEqual([]);
   });

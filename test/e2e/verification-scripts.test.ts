@@ -15,6 +15,7 @@ import { startScriptedModel, type ScriptedModelServer } from '../../src/demo/mod
 import { privateDir } from '../support/mcp-server.js';
 import { REPO_ROOT } from '../support/paths.js';
 import { TAG_VAR, waitForNoProcesses } from '../support/processes.js';
+import { leftBehind } from '../support/assertions.js';
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
 
@@ -77,7 +78,7 @@ describe('verification scripts against the pinned CLI and the scripted model', {
     expect(stdout).toContain("ok    turn 2 resumed turn 1's droid session");
     expect(stdout).toMatch(/^smoke: 7 passed, 0 failed$/m);
     expectSanitized(stdout);
-    expect(readdirSync(tmp)).toEqual([]);
+    expect(leftBehind(tmp)).toEqual([]);
   });
 
   it('scripts/verify-live: two exact results, continuation, a cancelled third turn and cleanup', async () => {
@@ -87,7 +88,7 @@ describe('verification scripts against the pinned CLI and the scripted model', {
     expect(stdout).toContain('ok    no process of this run is left running');
     expect(stdout).toMatch(/^verify-live: 8 passed, 0 failed$/m);
     expectSanitized(stdout);
-    expect(readdirSync(tmp)).toEqual([]);
+    expect(leftBehind(tmp)).toEqual([]);
   });
 
   it('scripts/verify-live never touches a state directory it did not create, and a wrong model fails plainly', async () => {
@@ -103,7 +104,7 @@ describe('verification scripts against the pinned CLI and the scripted model', {
     const wrong = await runScript('scripts/verify-live.mjs', ['--droid', droid, '--model', 'no-such-model', '--workspace', workspace]);
     expect(wrong.code).toBe(1);
     expect(wrong.stdout).toContain('FAIL  model no-such-model is in the live catalog');
-    expect(readdirSync(wrong.tmp)).toEqual([]);
+    expect(leftBehind(wrong.tmp)).toEqual([]);
   });
 
   it('scripts/acceptance drives a second instance over HTTP through every tool and prints N passed, M failed', async () => {
@@ -115,6 +116,6 @@ describe('verification scripts against the pinned CLI and the scripted model', {
       expect(stdout).toContain(tool);
     }
     expectSanitized(stdout);
-    expect(readdirSync(tmp)).toEqual([]);
+    expect(leftBehind(tmp)).toEqual([]);
   });
 });

@@ -1,4 +1,6 @@
-/** Assertions shared by the unit tests of pure controller logic. */
+/** Assertions shared by the tests. */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { expect } from 'vitest';
 import { ControllerError } from '../../src/controller/errors.js';
 
@@ -14,4 +16,14 @@ export function expectRejection(fn: () => unknown, code: string): ControllerErro
     return e;
   }
   throw new Error(`expected ${code}`);
+}
+
+/**
+ * What a run left in a temp folder: every entry, except the sandbox's
+ * private temp root (`droid-mcp-<uid>`, src/worker/sandbox.ts), which stays
+ * by design but must be empty; its leftovers are listed inside it.
+ */
+export function leftBehind(dir: string): string[] {
+  const root = `droid-mcp-${process.getuid?.() ?? 0}`;
+  return readdirSync(dir).flatMap((name) => (name === root ? readdirSync(join(dir, name)).map((inner) => `${name}/${inner}`) : [name]));
 }
