@@ -386,12 +386,13 @@ describe('sandbox', () => {
     const ws = await server.ok<{ policy: { sandbox: { mode: string; available: boolean; detail: string } } }>('droid_list_workspaces');
     expect(ws.policy.sandbox).toMatchObject({ mode: 'bwrap', available: false, detail: expect.stringContaining('bwrap') });
     const before = ctx.bed.model.requests.length;
+    const sessionsBefore = (await server.ok<{ sessions: unknown[] }>('droid_find_sessions', { limit: 100 })).sessions.length;
     // The catalog droid runs in the sandbox too: no sandbox, no catalog, and never an unconfined fallback.
     const refused = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: ctx.workspace('sandboxless'), autonomy: 'high', prompt: `never ${script({ text: 'must not run' })}` });
     expect(refused.structured.error).toMatchObject({ code: 'sandbox_unavailable', retryable: false, action: expect.stringContaining('"sandbox": "off"') });
     const models = await server.call('droid_models', {});
     expect(models.structured.error).toMatchObject({ code: 'sandbox_unavailable' });
-    expect((await server.ok<{ sessions: unknown[] }>('droid_find_sessions', {})).sessions).toEqual([]);
+    expect((await server.ok<{ sessions: unknown[] }>('droid_find_sessions', { limit: 100 })).sessions).toHaveLength(sessionsBefore);
     expect(ctx.bed.model.requests.length).toBe(before);
     expect(liveDroids(TAG)).toEqual([]);
   });
