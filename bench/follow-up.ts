@@ -100,7 +100,10 @@ async function oneFollowUp(mcp: RunningServer, bed: DroidBed, root: string, kind
 export async function main(runs = DEFAULT_RUNS): Promise<void> {
   const bed = await makeDroidBed();
   const root = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-bench-follow-')));
-  const config = writeConfig(root, { approvedDirectories: [root], stateDirectory: join(root, 'state'), droidPath: bed.droidPath, defaultModel: bed.modelId });
+  // The state directory never inside an approved root (config/placement.ts).
+  const approved = join(root, 'approved');
+  mkdirSync(approved);
+  const config = writeConfig(root, { approvedDirectories: [approved], stateDirectory: join(root, 'state'), droidPath: bed.droidPath, defaultModel: bed.modelId });
   const mcp = await startServer(config, bed.home.env);
   try {
     const samples = new Map<Kind, Sample[]>(KINDS.map((k) => [k, []]));
@@ -108,7 +111,7 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       for (const kind of KINDS) {
         // droid reads its settings when it starts; kinds run one at a time.
         setCloudSync(bed, kind.cloudSync);
-        samples.get(kind)!.push(await oneFollowUp(mcp, bed, root, kind, i));
+        samples.get(kind)!.push(await oneFollowUp(mcp, bed, approved, kind, i));
       }
     }
     console.log(`follow-up: droid_send_message on an idle session → its request at the model, median of ${runs}`);

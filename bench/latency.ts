@@ -102,10 +102,12 @@ interface Variant {
 
 async function startVariant(bed: DroidBed, base: string, v: Variant, bwrap: string | null): Promise<void> {
   const root = join(base, v.label.replace(/[^a-z0-9]+/gi, '-'));
-  mkdirSync(root);
-  v.root = root;
+  // Workspaces under an approved folder beside the state directory (never around it: config/placement.ts).
+  const approved = join(root, 'approved');
+  mkdirSync(approved, { recursive: true });
+  v.root = approved;
   const config = writeConfig(root, {
-    approvedDirectories: [root],
+    approvedDirectories: [approved],
     stateDirectory: join(root, 'state'),
     droidPath: bed.droidPath,
     defaultModel: bed.modelId,
