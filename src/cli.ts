@@ -42,9 +42,9 @@ async function sandboxFor(config: Config): Promise<{ spec: SandboxSpec; status: 
  * Sessions copies a controller that died mid-turn left behind: this state's
  * runs get their droid session files back (session-copy.ts), then the copy goes.
  */
-function recoverTurnSessions(store: StateStore, droidEnv: Record<string, string>, log: ReturnType<typeof createLogger>): void {
+async function recoverTurnSessions(store: StateStore, droidEnv: Record<string, string>, log: ReturnType<typeof createLogger>): Promise<void> {
   try {
-    const recovered = recoverSessionCopies(factoryDirOf(droidEnv), (runId) => {
+    const recovered = await recoverSessionCopies(factoryDirOf(droidEnv), (runId) => {
       const run = store.runs.get(runId);
       const session = run ? store.sessions.get(run.sessionId) : undefined;
       return session ? { droidSessionId: session.droidSessionId, workspace: session.workspace } : null;
@@ -114,7 +114,7 @@ async function main(): Promise<number> {
   }
 
   const sandbox = await sandboxProbe;
-  if (sandbox.spec.mode === 'bwrap') recoverTurnSessions(store, droidEnv, log);
+  if (sandbox.spec.mode === 'bwrap') await recoverTurnSessions(store, droidEnv, log);
   if (sandbox.status.available) log.info({ sandbox: sandbox.status.mode }, 'turn sandbox ready');
   else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
 

@@ -17,8 +17,12 @@ export interface Reach {
   approvedRoots: readonly string[];
   /** droid's own `.factory` folder, resolved. */
   factoryDir: string;
-  /** The system temp folder (turn TMPDIRs live below it), resolved. */
+  /** The system temp folder, resolved. */
   tmpDir: string;
+  /** The sandbox's private temp root below it (turn TMPDIRs, sessions copies), resolved. */
+  privateTmpRoot: string;
+  /** Symlinks in droid's home (but its scratch and sessions) and where they resolve. */
+  factoryLinks: ReadonlyArray<{ path: string; target: string }>;
 }
 
 export interface PlacementProblem {
@@ -40,6 +44,14 @@ export function placementProblems(paths: { stateDirectory: string; tokenFile?: s
     }
     if (atOrBelow(reach.tmpDir, root)) {
       problems.push({ key: 'approvedDirectories', message: `${root} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives: a writer turn there could write other turns' files. Approve project folders only` });
+    } else if (overlaps(root, reach.privateTmpRoot)) {
+      problems.push({ key: 'approvedDirectories', message: `${root} is ${relation(root, reach.privateTmpRoot)} the sandbox's private temp folder ${reach.privateTmpRoot}, where every turn's TMPDIR and sessions copy live. Approve project folders only` });
+    }
+    // droid's home is read-only to a turn, but not what its links point at.
+    for (const link of reach.factoryLinks) {
+      if (atOrBelow(link.target, root)) {
+        problems.push({ key: 'approvedDirectories', message: `droid's home entry ${link.path} links to ${link.target}, inside the approved root ${root}: a writer turn there could change what every later droid runs. Replace the link with a copy, or approve another root` });
+      }
     }
   }
   const move = 'Move it outside every approved root and outside droid\'s home (e.g. /var/lib/droid-mcp/state, /etc/droid-mcp/token), then start again';

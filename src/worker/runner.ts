@@ -99,6 +99,8 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   let cancelRequested = false;
   let startedSession: string | null = null;
   let reportedSession: string | null = null;
+  /** The session copy-backs, one after another (the result's, then the final one). */
+  let commits: Promise<void> = Promise.resolve();
   let firedBackstop: Backstop | null = null;
   const result = new Promise<TurnResult>((resolve) => (settle = resolve));
 
@@ -142,11 +144,12 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
     else if (message.type === 'terminal' && !gotResult) {
       gotResult = true;
       reportedSession = message.result.droidSessionId;
-      // Before the result can be recorded: a controller that dies after that leaves a session that resumes.
-      if (sessions) commitSessions(sessions, resumeId ?? reportedSession ?? startedSession, options, false);
       // From here the worker only renames and closes droid: its own window.
       armBackstop('after_result', timeline.afterResultMs);
-      settle(withIpcProblems(message.result));
+      const result = withIpcProblems(message.result);
+      // Copied before the result can be recorded: a controller that dies after that leaves a session that resumes.
+      if (sessions) commits = commits.then(() => commitSessions(sessions, resumeId ?? reportedSession ?? startedSession, options, false)).finally(() => settle(result));
+      else settle(result);
     }
   });
 
@@ -168,9 +171,15 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
       await killGroupAndWait(pid, options.onStuck);
     } finally {
       clearTimeout(backstop);
-      // A resumed session keeps its id; a new one is droid's answer to initialize.
-      if (sessions) commitSessions(sessions, resumeId ?? reportedSession ?? startedSession, options, true);
-      confined?.tmp.dispose();
+    }
+    // A resumed session keeps its id; a new one is droid's answer to initialize. Then the folders go,
+    // off the event loop (a turn can make them slow to remove: that holds only its own slot); nothing here rejects.
+    if (sessions) commits = commits.then(() => commitSessions(sessions, resumeId ?? reportedSession ?? startedSession, options, true));
+    await commits;
+    if (confined) {
+      const [copyLeft, tmpLeft] = await Promise.all([confined.sessions.dispose(), confined.tmp.dispose()]);
+      const left = [copyLeft && `the private sessions copy was not removed: ${copyLeft}`, tmpLeft && `the turn's TMPDIR was not removed: ${tmpLeft}`].filter((x): x is string => !!x);
+      if (left.length) options.onSessionCopy?.({ copied: [], refused: left });
     }
   });
 
@@ -200,31 +209,29 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
 }
 
 /** A sandboxed turn's private folders, named after its run (so a restart finds what a dead controller left). */
-function prepareConfinedTurn(spec: TurnSpec, resumeId: string | null): { sessions: SessionCopy; tmp: { turnTmp: string; dispose(): void }; dispose(): void } {
+function prepareConfinedTurn(spec: TurnSpec, resumeId: string | null): { sessions: SessionCopy; tmp: { turnTmp: string; dispose(): Promise<string | null> }; dispose(): void } {
   const sessions = prepareSessionCopy(factoryDirOf(spec.droidEnv), spec.workspace, resumeId, spec.runId);
-  let tmp: { turnTmp: string; dispose(): void };
+  let tmp: { turnTmp: string; dispose(): Promise<string | null> };
   try {
     tmp = makeTurnTmp(spec.runId);
   } catch (err) {
-    sessions.dispose();
+    void sessions.dispose();
     throw err;
   }
-  return { sessions, tmp, dispose: () => (sessions.dispose(), tmp.dispose()) };
+  return { sessions, tmp, dispose: () => void Promise.all([sessions.dispose(), tmp.dispose()]) };
 }
 
 /**
  * Copies this session's files back: once when the result arrives, and
- * `final`ly when the group is gone, after which the private copy goes.
- * Refusals are reported once, from the final copy.
+ * `final`ly when the group is gone. Never rejects; refusals are reported
+ * once, from the final copy.
  */
-function commitSessions(sessions: SessionCopy, droidSessionId: string | null, options: WorkerOptions, final: boolean): void {
+async function commitSessions(sessions: SessionCopy, droidSessionId: string | null, options: WorkerOptions, final: boolean): Promise<void> {
   try {
-    const result = sessions.commit(droidSessionId);
+    const result = await sessions.commit(droidSessionId);
     if (final && result.refused.length) options.onSessionCopy?.(result);
   } catch (err) {
     options.onSessionCopy?.({ copied: [], refused: [`copy-back failed: ${(err as Error).message}`] });
-  } finally {
-    if (final) sessions.dispose();
   }
 }
 

@@ -45,11 +45,12 @@
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import { accessSync, constants, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { DroidError } from '../droid/errors.js';
 import { handFd3 } from '../util/child-fd3.js';
+import { removeTree } from '../util/remove-tree.js';
 import { EPERM, hostSeccompFilter, seccompArchOf, SYSCALLS } from './seccomp.js';
 
 /** What the controller tells a worker about confinement. */
@@ -227,7 +228,8 @@ export function sandboxLauncher(bwrapPath: string, confinement: Confinement): Sa
   assertBwrapExecutable(bwrapPath);
   // Fail closed: a writable workspace that holds (or sits in) droid's home or the per-turn folders would undo their binds.
   const workspace = confinement.workspace?.path;
-  const guarded = [confinement.factoryDir, dirname(confinement.turnTmp), ...(confinement.sessionsCopy ? [confinement.sessionsCopy] : [])];
+  const real = (path: string) => (existsSync(path) ? realpathSync(path) : path);
+  const guarded = [confinement.factoryDir, dirname(confinement.turnTmp), ...(confinement.sessionsCopy ? [confinement.sessionsCopy] : [])].map(real);
   if (workspace && guarded.some((path) => isAtOrBelow(path, workspace) || isAtOrBelow(workspace, path))) {
     throw new DroidError('sandbox_unavailable', `the workspace ${workspace} overlaps droid's home or the sandbox's private folders; nothing was started. Approve project folders only`);
   }
@@ -236,7 +238,11 @@ export function sandboxLauncher(bwrapPath: string, confinement: Confinement): Sa
   // A secret that does not exist yet (doctor before the first start) has nothing to hide, and bwrap mounts only over existing paths;
   // placement (config/placement.ts) keeps both out of every folder a turn can write, so none can appear there during a turn.
   const existing = (paths: readonly string[]) => paths.filter((path) => existsSync(path));
-  const hidden = { hiddenDirs: existing(confinement.hiddenDirs), hiddenFiles: existing(confinement.hiddenFiles) };
+  // droid's real sessions folder, when it is a link elsewhere, is hidden at its target too (other sessions' transcripts).
+  const sessions = join(confinement.factoryDir, 'sessions');
+  const sessionsTarget = existsSync(sessions) ? realpathSync(sessions) : sessions;
+  const hiddenDirs = [...confinement.hiddenDirs, ...(sessionsTarget !== sessions && !isAtOrBelow(sessionsTarget, confinement.factoryDir) ? [sessionsTarget] : [])];
+  const hidden = { hiddenDirs: existing(hiddenDirs), hiddenFiles: existing(confinement.hiddenFiles) };
   return { command: bwrapPath, args: bwrapArgs({ ...confinement, ...hidden }), fd3: filter };
 }
 
@@ -289,8 +295,8 @@ export function listFactoryEntries(factoryDir: string, droidPath?: string): stri
   return shownFactoryEntries(readdirSync(factoryDir), factoryDir, droidPath);
 }
 
-/** A turn's private TMPDIR, `turn-<name>` in the private temp root (a random name when none is given). */
-export function makeTurnTmp(name?: string): { turnTmp: string; dispose(): void } {
+/** A turn's private TMPDIR, `turn-<name>` in the private temp root (a random name when none is given); `dispose` never rejects. */
+export function makeTurnTmp(name?: string): { turnTmp: string; dispose(): Promise<string | null> } {
   const root = privateTmpRoot();
   let turnTmp: string;
   if (name === undefined) turnTmp = mkdtempSync(join(root, 'turn-'));
@@ -298,7 +304,7 @@ export function makeTurnTmp(name?: string): { turnTmp: string; dispose(): void }
     turnTmp = join(root, `turn-${name}`);
     mkdirSync(turnTmp, { mode: 0o700 });
   }
-  return { turnTmp, dispose: () => rmSync(turnTmp, { recursive: true, force: true }) };
+  return { turnTmp, dispose: () => removeTree(turnTmp) };
 }
 
 /**
@@ -306,7 +312,7 @@ export function makeTurnTmp(name?: string): { turnTmp: string; dispose(): void }
  * entries of droid's home to show. `droidPath` inside droid's home keeps
  * its entry visible.
  */
-export function prepareTurnPaths(factoryDir: string, droidPath?: string): { turnTmp: string; factoryEntries: string[]; dispose(): void } {
+export function prepareTurnPaths(factoryDir: string, droidPath?: string): { turnTmp: string; factoryEntries: string[]; dispose(): Promise<string | null> } {
   const factoryEntries = listFactoryEntries(factoryDir, droidPath);
   return { ...makeTurnTmp(), factoryEntries };
 }
@@ -361,20 +367,25 @@ export function judgeProbe(stdout: string): string | null {
  */
 export async function probeSandbox(bwrapPath: string): Promise<SandboxHealth> {
   const root = mkdtempSync(join(tmpdir(), 'droid-mcp-probe-'));
-  let disposeTurnTmp = () => {};
+  let disposeTurnTmp: () => Promise<unknown> = async () => null;
   try {
     const workspace = join(root, 'workspace');
     const factoryDir = join(root, 'home', '.factory');
     const sessionsCopy = join(root, 'sessions');
     for (const dir of [workspace, factoryDir, sessionsCopy]) mkdirSync(dir, { recursive: true });
-    const { turnTmp, factoryEntries, dispose } = prepareTurnPaths(factoryDir);
-    disposeTurnTmp = dispose;
     let launcher: SandboxLauncher;
     try {
+      // Inside the try: a private temp root someone else made is a failed trial, not a crash of start-up.
+      const { turnTmp, factoryEntries, dispose } = prepareTurnPaths(factoryDir);
+      disposeTurnTmp = dispose;
       launcher = sandboxLauncher(bwrapPath, { workspace: { path: workspace, writable: true }, factoryDir, factoryEntries, sessionsCopy, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] });
-      accessSync(PERL, constants.X_OK);
     } catch (err) {
-      return { ok: false, detail: err instanceof DroidError ? err.message : `the trial run needs ${PERL} (Debian's essential perl-base) to prove the seccomp filter` };
+      return { ok: false, detail: err instanceof Error ? err.message : String(err) };
+    }
+    try {
+      accessSync(PERL, constants.X_OK);
+    } catch {
+      return { ok: false, detail: `the trial run needs ${PERL} (Debian's essential perl-base) to prove the seccomp filter` };
     }
     const arch = seccompArchOf(process.arch)!;
     const index = arch === 'x86_64' ? 0 : 1;
@@ -402,7 +413,7 @@ export async function probeSandbox(bwrapPath: string): Promise<SandboxHealth> {
       });
     });
   } finally {
-    disposeTurnTmp();
+    await disposeTurnTmp();
     rmSync(root, { recursive: true, force: true });
   }
 }

@@ -20,14 +20,18 @@
  * is committed at the next start (recoverSessionCopies), so droid's own
  * history of that turn is where an operator looks for it.
  */
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { constants, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { mkdir, open, opendir, rename, rm, type FileHandle } from 'node:fs/promises';
+import { removeTree } from '../util/remove-tree.js';
 import { join } from 'node:path';
 import { privateTmpRoot } from './sandbox.js';
 
 /** droid's files of one session (the `.bak` and lock folders droid makes again as it needs them). */
 const SESSION_FILE_SUFFIXES = ['.jsonl', '.settings.json'] as const;
-/** A session file bigger than this is not copied back (a turn could fill droid's home otherwise). */
-const MAX_SESSION_FILE_BYTES = 512 * 1024 * 1024;
+/** Caps on what comes back: a transcript can grow long; settings are a few KB. */
+const MAX_BYTES: Record<(typeof SESSION_FILE_SUFFIXES)[number], number> = { '.jsonl': 256 * 1024 * 1024, '.settings.json': 1024 * 1024 };
+/** Files above this are checked for holes. */
+const SPARSE_CHECK_BYTES = 1024 * 1024;
 const COPY_PREFIX = 'sessions-';
 /** droid's session ids are UUIDs: anything else is never a file name we build. */
 const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -47,10 +51,10 @@ export interface SessionCopyResult {
 export interface SessionCopy {
   /** Bound as `<factoryDir>/sessions` inside the sandbox. */
   readonly dir: string;
-  /** Copies this session's own files back; call once the turn's processes are gone. */
-  commit(droidSessionId: string | null): SessionCopyResult;
-  /** Removes the private copy. */
-  dispose(): void;
+  /** Copies this session's own files back (safe while the turn's processes still run); never blocks the event loop. */
+  commit(droidSessionId: string | null): Promise<SessionCopyResult>;
+  /** Removes the private copy; never rejects (it says why it could not). */
+  dispose(): Promise<string | null>;
 }
 
 function isRegularFile(path: string): boolean {
@@ -70,37 +74,63 @@ function isRealDirectory(path: string): boolean {
 }
 
 /**
- * Copies `source` to `target` by descriptor: a symlink is not followed, a
- * FIFO not waited on, anything but a regular file of bounded size refused.
- * Returns why it was refused, or null.
+ * Copies `source` (in the turn's copy) to `target` by descriptor, on the
+ * thread pool: a symlink is not followed, a FIFO not waited on, and
+ * anything but a regular, non-sparse file of bounded size is refused (a
+ * sparse file costs the turn nothing and us the whole copy). Returns why it
+ * was refused, or null; a failed copy leaves no temp file.
  */
-function copyRegularFile(source: string, target: string): string | null {
-  let fd: number;
+async function copyRegularFile(source: string, target: string, maxBytes: number): Promise<string | null> {
+  let from: FileHandle;
   try {
-    fd = openSync(source, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    from = await open(source, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ELOOP' ? 'not a regular file' : `unreadable (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
   }
   try {
-    const info = fstatSync(fd);
+    const info = await from.stat();
     if (!info.isFile()) return 'not a regular file';
-    if (info.size > MAX_SESSION_FILE_BYTES) return `larger than ${MAX_SESSION_FILE_BYTES} bytes`;
-    const out = openSync(target, 'w', 0o600);
+    if (info.size > maxBytes) return `larger than ${maxBytes} bytes`;
+    if (info.size > SPARSE_CHECK_BYTES && info.blocks * 512 < info.size / 2) return 'a sparse file';
+    const to = await open(target, 'w', 0o600);
+    let done = false;
     try {
       const buffer = Buffer.alloc(1024 * 1024);
       let copied = 0;
-      for (let n; (n = readSync(fd, buffer, 0, buffer.length, null)) > 0; ) {
+      for (let n; (n = (await from.read(buffer, 0, buffer.length, null)).bytesRead) > 0; ) {
         copied += n;
-        if (copied > MAX_SESSION_FILE_BYTES) return `larger than ${MAX_SESSION_FILE_BYTES} bytes`;
-        writeSync(out, buffer, 0, n);
+        if (copied > maxBytes) return `larger than ${maxBytes} bytes`;
+        await to.write(buffer, 0, n);
       }
+      done = true;
+      return null;
     } finally {
-      closeSync(out);
+      await to.close();
+      if (!done) await rm(target, { force: true }).catch(() => undefined);
     }
-    return null;
+  } catch (err) {
+    await rm(target, { force: true }).catch(() => undefined);
+    return `not copied (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
   } finally {
-    closeSync(fd);
+    await from.close();
   }
+}
+
+/** At most this many names of what the turn left in its copy are reported (a turn can leave millions). */
+const MAX_REPORTED = 20;
+
+async function firstNames(dir: string, limit: number): Promise<string[]> {
+  const names: string[] = [];
+  try {
+    const handle = await opendir(dir);
+    for await (const entry of handle) {
+      names.push(entry.name);
+      if (names.length >= limit) break;
+    }
+  } catch {
+    // gone or not a folder: nothing to report
+  }
+  return names;
 }
 
 /**
@@ -119,10 +149,8 @@ export function prepareSessionCopy(factoryDir: string, workspace: string, resume
     if (resumeId !== null && SESSION_ID.test(resumeId)) {
       for (const suffix of SESSION_FILE_SUFFIXES) {
         const source = join(realSessions, folder, resumeId + suffix);
-        if (isRegularFile(source)) {
-          const refused = copyRegularFile(source, join(privateFolder, resumeId + suffix));
-          if (refused !== null) throw new Error(`${source} cannot be given to the turn: ${refused}`);
-        }
+        // droid's own files on the host (no turn writes there): a plain copy.
+        if (isRegularFile(source)) copyFileSync(source, join(privateFolder, resumeId + suffix));
       }
     }
   } catch (err) {
@@ -135,38 +163,50 @@ export function prepareSessionCopy(factoryDir: string, workspace: string, resume
 function openSessionCopy(dir: string, realSessions: string, folder: string): SessionCopy {
   return {
     dir,
-    commit(droidSessionId) {
+    async commit(droidSessionId) {
       const result: SessionCopyResult = { copied: [], refused: [] };
-      for (const entry of safeList(dir)) if (entry !== folder) result.refused.push(`${entry}: not this workspace's folder`);
+      const refuse = (what: string) => {
+        if (result.refused.length < MAX_REPORTED) result.refused.push(what);
+      };
+      for (const entry of await firstNames(dir, MAX_REPORTED + 1)) if (entry !== folder) refuse(`${entry}: not this workspace's folder`);
       const privateFolder = join(dir, folder);
       const valid = droidSessionId !== null && SESSION_ID.test(droidSessionId);
       if (!isRealDirectory(privateFolder)) {
-        if (safeList(privateFolder).length || isRegularFile(privateFolder)) result.refused.push(`${folder}: not a folder`);
+        if (existsSync(privateFolder) || isSymlink(privateFolder)) refuse(`${folder}: not a folder`);
         return result;
       }
-      for (const name of safeList(privateFolder)) {
-        const ours = valid && SESSION_FILE_SUFFIXES.some((suffix) => name === droidSessionId + suffix);
-        if (!ours) {
-          // droid's own by-products of this session (a .bak, lock folders) go quietly.
-          if (!(valid && name.startsWith(`${droidSessionId}.`))) result.refused.push(`${name}: not a file of this session`);
-          continue;
-        }
-        const targetFolder = join(realSessions, folder);
-        mkdirSync(targetFolder, { recursive: true, mode: 0o700 });
+      // Only this session's two files are looked at; the rest is named (a few) and dropped with the copy.
+      for (const name of await firstNames(privateFolder, MAX_REPORTED * 4)) {
+        if (!(valid && name.startsWith(`${droidSessionId}.`))) refuse(`${name}: not a file of this session`);
+      }
+      if (!valid) return result;
+      const targetFolder = join(realSessions, folder);
+      for (const suffix of SESSION_FILE_SUFFIXES) {
+        const name = droidSessionId + suffix;
+        const source = join(privateFolder, name);
+        if (!existsSync(source) && !isSymlink(source)) continue;
+        await mkdir(targetFolder, { recursive: true, mode: 0o700 });
         const temp = join(targetFolder, `.${name}.droid-mcp-${process.pid}.tmp`);
-        const refused = copyRegularFile(join(privateFolder, name), temp);
+        const refused = await copyRegularFile(source, temp, MAX_BYTES[suffix]);
         if (refused !== null) {
-          rmSync(temp, { force: true });
-          result.refused.push(`${name}: ${refused}`);
+          refuse(`${name}: ${refused}`);
           continue;
         }
-        renameSync(temp, join(targetFolder, name));
+        await rename(temp, join(targetFolder, name));
         result.copied.push(name);
       }
       return result;
     },
-    dispose: () => rmSync(dir, { recursive: true, force: true }),
+    dispose: () => removeTree(dir),
   };
+}
+
+function isSymlink(path: string): boolean {
+  try {
+    return lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
 }
 
 function safeList(dir: string): string[] {
@@ -189,7 +229,7 @@ export interface CopyOwner {
  * this state knows (`owner` answers null for the rest, which may be another
  * controller's).
  */
-export function recoverSessionCopies(factoryDir: string, owner: (runId: string) => CopyOwner | null): Array<{ runId: string } & SessionCopyResult> {
+export async function recoverSessionCopies(factoryDir: string, owner: (runId: string) => CopyOwner | null): Promise<Array<{ runId: string } & SessionCopyResult>> {
   const root = privateTmpRoot();
   const recovered: Array<{ runId: string } & SessionCopyResult> = [];
   for (const name of safeList(root)) {
@@ -197,15 +237,11 @@ export function recoverSessionCopies(factoryDir: string, owner: (runId: string) 
     const runId = name.slice(COPY_PREFIX.length);
     const run = owner(runId);
     if (!run) continue;
-    const dir = join(root, name);
-    const copy = openSessionCopy(dir, join(factoryDir, 'sessions'), sessionFolderName(run.workspace));
-    try {
-      recovered.push({ runId, ...copy.commit(run.droidSessionId) });
-    } finally {
-      copy.dispose();
-      // The turn's TMPDIR (sandbox.ts makeTurnTmp) goes with it.
-      rmSync(join(root, `turn-${runId}`), { recursive: true, force: true });
-    }
+    const copy = openSessionCopy(join(root, name), join(factoryDir, 'sessions'), sessionFolderName(run.workspace));
+    // Each copy on its own: one that cannot be read or removed does not stop the others.
+    const result = await copy.commit(run.droidSessionId).catch((err: unknown) => ({ copied: [], refused: [`copy-back failed: ${(err as Error).message}`] }));
+    const left = [await copy.dispose(), await removeTree(join(root, `turn-${runId}`))].filter((problem) => problem !== null);
+    recovered.push({ runId, ...result, refused: [...result.refused, ...left.map((problem) => `not removed: ${problem}`)] });
   }
   return recovered;
 }

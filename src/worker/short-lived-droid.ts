@@ -6,7 +6,8 @@
  * `~/.factory/mcp.json` (measured): whatever droid's home says runs here,
  * so it runs with no more rights than a read-only turn.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
+import { removeTree } from '../util/remove-tree.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DroidClient, SHUTDOWN_BUDGET } from '../droid/client.js';
@@ -29,7 +30,7 @@ export interface ShortLivedDroidOptions {
 
 /** Runs `use` against a fresh droid and stops its whole process group afterwards. */
 export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, use: (client: DroidClient) => Promise<T>): Promise<T> {
-  let dispose = () => {};
+  let dispose: () => Promise<unknown> = async () => null;
   let client: DroidClient;
   const common = { droidPath: options.droidPath, detached: true, ...(options.requestTimeoutMs !== undefined && { requestTimeoutMs: options.requestTimeoutMs }) };
   if (options.sandbox.mode === 'bwrap') {
@@ -50,12 +51,12 @@ export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, us
       });
       client = DroidClient.spawn({ ...common, env: confinedEnv(options.env), cwd: options.cwd ?? paths.turnTmp, launcher });
     } catch (err) {
-      dispose();
+      await dispose();
       throw err;
     }
   } else {
     const cwd = options.cwd ?? mkdtempSync(join(tmpdir(), 'droid-mcp-droid-'));
-    if (!options.cwd) dispose = () => rmSync(cwd, { recursive: true, force: true });
+    if (!options.cwd) dispose = () => removeTree(cwd);
     client = DroidClient.spawn({ ...common, env: options.env, cwd });
   }
   const pgid = client.process.child.pid ?? -1;
@@ -65,6 +66,7 @@ export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, us
     await client.shutdown(SHUTDOWN_BUDGET);
     // MCP servers droid started (and anything they started) go with the group.
     await killGroupAndWait(pgid);
-    dispose();
+    // A planted MCP server could have shaped its TMPDIR to resist removal: never a throw from here.
+    await dispose();
   }
 }

@@ -15,6 +15,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { disabledToolIdsOf, type DroidClient, type McpServerSpec } from '../droid/client.js';
 import { privateTmpRoot, type SandboxSpec } from './sandbox.js';
+import { removeTree } from '../util/remove-tree.js';
 import { withShortLivedDroid } from './short-lived-droid.js';
 import { DroidError } from '../droid/errors.js';
 import { AMP_SERVER, isPuck, isServerTool, listedTools, type ListedTool } from '../droid/amp-tools.js';
@@ -126,7 +127,7 @@ export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteChe
     );
   } finally {
     rmSync(cwd, { recursive: true, force: true });
-    rmSync(sessionsCopy, { recursive: true, force: true });
+    await removeTree(sessionsCopy);
   }
   return checks;
 }

@@ -592,3 +592,25 @@ describe('no approved root holds droid home or the temp folder (placement)', () 
     expect((await load(base())).approvedDirectories).toEqual([root]);
   });
 });
+
+describe("droid's home may not link into an approved root (placement)", () => {
+  it('refuses a settings file or a hook in droid home that links into an approved root, naming the link', async () => {
+    const factory = join(home, '.factory');
+    await mkdir(join(factory, 'hooks'), { recursive: true });
+    await writeFile(join(root, 'settings.json'), '{}');
+    await symlink(join(root, 'settings.json'), join(factory, 'settings.json'));
+    let err = await refusal(load(base(), { factoryDir: factory }));
+    expect(err.key).toBe('approvedDirectories');
+    expect(err.message).toContain(join(factory, 'settings.json'));
+    await rm(join(factory, 'settings.json'));
+    await symlink(join(root, 'settings.json'), join(factory, 'hooks', 'pre.sh'));
+    err = await refusal(load(base(), { factoryDir: factory }));
+    expect(err.message).toContain(join(factory, 'hooks', 'pre.sh'));
+    // Links elsewhere, and links in droid's scratch, are fine.
+    await rm(join(factory, 'hooks', 'pre.sh'));
+    await symlink('/etc/hostname', join(factory, 'hooks', 'pre.sh'));
+    await mkdir(join(factory, 'cache'));
+    await symlink(root, join(factory, 'cache', 'into-root'));
+    expect((await load(base(), { factoryDir: factory })).approvedDirectories).toEqual([root]);
+  });
+});
