@@ -9,7 +9,8 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import http from 'node:http';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -225,8 +226,18 @@ describe("hostile turn: the host's daemons", () => {
 });
 
 describe('hostile turn: what still works', () => {
-  it("droid's own tools (Grep through its ripgrep), local git and HTTP over TCP work inside the sandbox", async () => {
+  it("droid's own tools (Grep through its ripgrep), local git, and npm and curl over TCP work inside the sandbox", async () => {
     const s = spec();
+    // A registry stand-in on loopback for npm.
+    const registryHits: string[] = [];
+    const registry = http.createServer((req, res) => {
+      registryHits.push(req.url ?? '');
+      res.setHeader('content-type', 'application/json');
+      res.end('{}');
+    });
+    await new Promise<void>((resolve) => registry.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => registry.close());
+    const registryUrl = `http://127.0.0.1:${(registry.address() as AddressInfo).port}/`;
     writeFileSync(join(workspace, 'needle.txt'), 'a haystack with one needle-4711 in it\n');
     // droid's own guard wants each commit in its own Execute, with git -C and a literal path.
     const steps = [
@@ -235,6 +246,7 @@ describe('hostile turn: what still works', () => {
       execute(`git -C ${workspace} config user.email t@t && git -C ${workspace} config user.name t`),
       execute(`git -C ${workspace} commit -q --allow-empty -m first`),
       execute(`git -C ${workspace} log --oneline | wc -l | sed "s/^/COMMITS=/"; curl -s -o /dev/null -w "HTTP=%{http_code}\\n" ${real.bed.model.baseUrl.replace(/\/v1$/, '')}/health`),
+      execute(`npm ping --registry ${registryUrl} 2>&1 | grep -c PONG | sed "s/^/NPM-PONG=/"`),
     ];
     s.prompt = `work ${script({ steps })}`;
     const result = await runWorkerTurn(s, tag).done;
@@ -243,5 +255,7 @@ describe('hostile turn: what still works', () => {
     expect(result.finalText).toContain('COMMITS=1');
     expect(result.finalText).toMatch(/HTTP=\d{3}/);
     expect(result.finalText).not.toContain('HTTP=000');
+    expect(result.finalText).toContain('NPM-PONG=1');
+    expect(registryHits).toContain('/-/ping');
   });
 });
