@@ -27,11 +27,16 @@
  * - `--cap-drop ALL`: without it a root droid remounted `/` read-write;
  * - `--ro-bind /proc/sys /proc/sys`: without it a host kernel setting changed;
  * - `--remount-ro /proc`: `/proc/<droid>/mem` is writable to droid's children
- *   otherwise (same user); a read-only mount refuses every write open;
+ *   otherwise (same user); the read-only mount refuses write opens of /proc's
+ *   own files (reopening `/proc/<pid>/fd/N` follows the target's mount: droid's
+ *   stdio are sockets, ENXIO);
  * - `--seccomp` (seccomp.ts) and `--disable-userns`: no ptrace, no taking
  *   droid's file descriptors, no new Unix sockets to the host's daemons;
- * - an empty read-only tmpfs over `/dev/shm` and the user's runtime
- *   directory, and no socket addresses in droid's environment (confinedEnv);
+ * - `/dev` and `/dev/shm` read-only, an empty read-only tmpfs over the user's
+ *   runtime directory, and no socket addresses in droid's environment
+ *   (confinedEnv);
+ * - an empty read-only tmpfs over the private temp root (privateTmpRoot) but
+ *   this turn's own TMPDIR: same user, so modes do not keep turns apart;
  * - a private TMPDIR, not `--tmpfs /tmp`: writes under `/tmp` must fail, not
  *   "succeed" into a throwaway mount;
  * - `--die-with-parent` and the PID namespace: when the worker's group is
@@ -88,7 +93,7 @@ export interface Confinement {
   workspace: { path: string; writable: boolean } | null;
   /** droid's own `.factory` folder. */
   factoryDir: string;
-  /** Names of its host entries shown read-only (prepareTurnPaths lists them); the rest of it is a per-turn tmpfs. */
+  /** Names of its host entries shown read-only (listFactoryEntries); the rest of it is a per-turn tmpfs. */
   factoryEntries: readonly string[];
   /** The private copy droid sees as `<factoryDir>/sessions`; null: no sessions at all (catalog reads). */
   sessionsCopy: string | null;
@@ -100,7 +105,7 @@ export interface Confinement {
   hiddenFiles: readonly string[];
 }
 
-/** The file descriptor bwrap reads the seccomp program from (spawnConfined passes it). */
+/** The file descriptor bwrap reads the seccomp program from (the spawner hands it over: util/child-fd3.ts). */
 export const SECCOMP_FD = 3;
 
 export const SANDBOX_ACTION = 'Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and make sure it can create user namespaces, or set "sandbox": "off" in the config to run turns unconfined.';

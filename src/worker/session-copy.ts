@@ -11,7 +11,8 @@
  * droid named for this workspace, by rename. Whatever else the turn left
  * there (another session's id, symlinks, folders) is dropped with the copy.
  * So no turn can read or rewrite another session's transcript, which a later
- * resume of that session would load as its input.
+ * resume of that session would load as its input (within one workspace, see
+ * THREAT-MODEL.md on the workspace's own `.factory/`).
  *
  * The copy is also committed when the turn's result arrives (its processes
  * may still run: every read is by descriptor, no symlink followed, no FIFO
@@ -22,8 +23,8 @@
  */
 import { constants, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { mkdir, open, opendir, rename, rm, type FileHandle } from 'node:fs/promises';
-import { removeTree } from '../util/remove-tree.js';
 import { join } from 'node:path';
+import { removeTree } from '../util/remove-tree.js';
 import { privateTmpRoot } from './sandbox.js';
 
 /** droid's files of one session (the `.bak` and lock folders droid makes again as it needs them). */
