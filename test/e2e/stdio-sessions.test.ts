@@ -396,6 +396,18 @@ describe('sandbox', () => {
     expect(ctx.bed.model.requests.length).toBe(before);
     expect(liveDroids(TAG)).toEqual([]);
   });
+  it('a bwrap whose seccomp filter does not hold fails the trial run, and the catalog is never read without it', async () => {
+    // A bwrap that drops `--seccomp 3`: the sandbox runs, the filter does not, so the trial run must fail.
+    const fake = join(ctx.root, '..', 'bwrap-without-filter');
+    const real = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();
+    writeFileSync(fake, `#!/bin/sh\nfor a; do shift; if [ "$skip" = 1 ]; then skip=0; continue; fi; if [ "$a" = --seccomp ]; then skip=1; continue; fi; set -- "$@" "$a"; done\nexec ${real} "$@"\n`, { mode: 0o755 });
+    server = await ctx.start({ bwrapPath: fake });
+    const ws = await server.ok<{ policy: { sandbox: { available: boolean; detail: string } } }>('droid_list_workspaces');
+    expect(ws.policy.sandbox).toMatchObject({ available: false, detail: expect.stringContaining('seccomp filter did not load') });
+    const models = await server.call('droid_models', {});
+    expect(models.structured.error).toMatchObject({ code: 'sandbox_unavailable' });
+    expect(liveDroids(TAG)).toEqual([]);
+  });
 });
 
 describe('validation', () => {

@@ -13,7 +13,9 @@
  *    its Execute tool (found by a unique `sleep` argument in /proc).
  */
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { privateTmpRoot } from '../../src/worker/sandbox.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadState } from '../../src/store/load.js';
 import type { CrashPointName } from '../../src/util/crash-point.js';
@@ -203,6 +205,8 @@ for (let round = 1; round <= ROUNDS; round++) {
       expect(await s.durableState(followArgs.requestKey)).toBe('queued');
 
       const server = await s.start();
+      // The dead turn's private sessions copy was committed and removed at start-up (session-copy.ts).
+      expect(existsSync(join(privateTmpRoot(), `sessions-${a.metadata.run}`))).toBe(false);
       const again = await server.ok<Acceptance>('droid_send_message', followArgs);
       expect(again.metadata.replayed).toBe(true);
       expectQueueLost(again.status.latestRun, again.metadata.run);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bwrapArgs, confinedEnv, judgeProbe, shownFactoryEntries, type Confinement } from '../../src/worker/sandbox.js';
+import { bwrapArgs, confinedEnv, judgeProbe, sandboxLauncher, shownFactoryEntries, type Confinement } from '../../src/worker/sandbox.js';
 
 const base: Confinement = {
   workspace: { path: '/w', writable: true },
@@ -111,5 +111,16 @@ describe('judgeProbe (the start-up trial run)', () => {
     expect(judgeProbe('getfd=1 ptrace=0 unix=1\n')).toContain('ptrace');
     expect(judgeProbe('getfd=1 ptrace=1 unix=0\n')).toContain('AF_UNIX');
     expect(judgeProbe('')).toContain('no verdict');
+  });
+});
+
+describe('sandboxLauncher', () => {
+  it('refuses a workspace that holds or sits in droid home or the private temp root, before anything starts', () => {
+    const bwrap = '/bin/true';
+    const at = (path: string) => () => sandboxLauncher(bwrap, { ...base, factoryDir: '/h/.factory', workspace: { path, writable: true } });
+    for (const path of ['/h', '/h/.factory', '/h/.factory/hooks', '/tmp/droid-mcp-0', '/tmp/droid-mcp-0/turn-x/sub', '/']) {
+      expect(at(path), path).toThrow(/overlaps droid's home or the sandbox's private folders/);
+    }
+    expect(at('/w')).not.toThrow();
   });
 });
