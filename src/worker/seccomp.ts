@@ -36,7 +36,7 @@ export function seccompArchOf(nodeArch: string): SeccompArch | null {
 export const AUDIT_ARCH: Record<SeccompArch, number> = { x86_64: 0xc000003e, aarch64: 0xc00000b7 };
 
 /**
- * Syscall numbers (unistd tables; checked against libseccomp's
+ * Every call the filter decides, with its numbers (unistd tables; checked against libseccomp's
  * `scmp_sys_resolver` in test/wire/seccomp.test.ts). `null`: the call does
  * not exist on that architecture.
  */
@@ -102,49 +102,18 @@ export interface SeccompRule {
   arg?: { index: number; mask?: number } & ({ deny: readonly number[] } | { allowOnly: readonly number[] });
 }
 
-/** What every sandboxed process is refused (THREAT-MODEL.md lists why). */
-export const DENY_RULES: readonly SeccompRule[] = [
-  ...(
-    [
-      'ptrace',
-      'process_vm_readv',
-      'process_vm_writev',
-      'pidfd_getfd',
-      'kcmp',
-      'perf_event_open',
-      'bpf',
-      'userfaultfd',
-      'keyctl',
-      'add_key',
-      'request_key',
-      'mount',
-      'umount2',
-      'pivot_root',
-      'move_mount',
-      'open_tree',
-      'fsopen',
-      'fsconfig',
-      'fsmount',
-      'fspick',
-      'mount_setattr',
-      'io_uring_setup',
-      'io_uring_enter',
-      'io_uring_register',
-      'syslog',
-      'acct',
-      'quotactl',
-      'kexec_load',
-      'kexec_file_load',
-      'init_module',
-      'finit_module',
-      'delete_module',
-      'uselib',
-    ] as const
-  ).map((syscall): SeccompRule => ({ syscall })),
+/** Calls decided by an argument; every other call in SYSCALLS is denied outright. */
+const ARGUMENT_RULES: readonly SeccompRule[] = [
   // The kernel reads these as int / unsigned int: the low 32 bits are the whole value.
   { syscall: 'socket', arg: { index: 0, allowOnly: [AF_INET, AF_INET6, AF_NETLINK] } },
   { syscall: 'socketpair', arg: { index: 1, mask: SOCK_TYPE_MASK, allowOnly: [SOCK_STREAM, SOCK_SEQPACKET] } },
   { syscall: 'ioctl', arg: { index: 1, deny: [TIOCSTI, TIOCLINUX] } },
+];
+
+/** What every sandboxed process is refused (THREAT-MODEL.md lists why): the table is the policy. */
+export const DENY_RULES: readonly SeccompRule[] = [
+  ...(Object.keys(SYSCALLS) as SyscallName[]).filter((name) => !ARGUMENT_RULES.some((r) => r.syscall === name)).map((syscall): SeccompRule => ({ syscall })),
+  ...ARGUMENT_RULES,
 ];
 
 // linux/filter.h, linux/seccomp.h
@@ -237,8 +206,13 @@ export function encodeProgram(program: readonly BpfInstruction[]): Buffer {
   return buf;
 }
 
-/** The encoded filter for this host's architecture; null where we have no table (the sandbox then refuses to run). */
+const hostFilters = new Map<SeccompArch, Buffer>();
+
+/** The encoded filter for this host's architecture (built once); null where we have no table (the sandbox then refuses to run). */
 export function hostSeccompFilter(nodeArch: string = process.arch): Buffer | null {
   const arch = seccompArchOf(nodeArch);
-  return arch ? encodeProgram(buildSeccompProgram([arch])) : null;
+  if (!arch) return null;
+  let filter = hostFilters.get(arch);
+  if (!filter) hostFilters.set(arch, (filter = encodeProgram(buildSeccompProgram([arch]))));
+  return filter;
 }
