@@ -80,7 +80,6 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   // first: a failure here throws before any process starts.
   const resumeId = turnSpec.session.mode === 'resume' ? turnSpec.session.droidSessionId : null;
   const confined = turnSpec.sandbox.mode === 'bwrap' ? prepareConfinedTurn(turnSpec, resumeId) : null;
-  const sessions = confined?.sessions ?? null;
   const spec: TurnSpec = confined && turnSpec.sandbox.mode === 'bwrap' ? { ...turnSpec, sandbox: { ...turnSpec.sandbox, sessionsCopy: confined.sessions.dir, turnTmp: confined.tmp.turnTmp } } : turnSpec;
   const stderr = new TextTail(16_000);
   let child: ChildProcess;
@@ -99,8 +98,6 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   let cancelRequested = false;
   let startedSession: string | null = null;
   let reportedSession: string | null = null;
-  /** The session copy-backs, one after another (the result's, then the final one). */
-  let commits: Promise<void> = Promise.resolve();
   let firedBackstop: Backstop | null = null;
   const result = new Promise<TurnResult>((resolve) => (settle = resolve));
 
@@ -146,10 +143,7 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
       reportedSession = message.result.droidSessionId;
       // From here the worker only renames and closes droid: its own window.
       armBackstop('after_result', timeline.afterResultMs);
-      const result = withIpcProblems(message.result);
-      // Copied before the result can be recorded: a controller that dies after that leaves a session that resumes.
-      if (sessions) commits = commits.then(() => commitSessions(sessions, resumeId ?? reportedSession ?? startedSession, options, false)).finally(() => settle(result));
-      else settle(result);
+      settle(withIpcProblems(message.result));
     }
   });
 
@@ -174,9 +168,9 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
     }
     // A resumed session keeps its id; a new one is droid's answer to initialize. Then the folders go,
     // off the event loop (a turn can make them slow to remove: that holds only its own slot); nothing here rejects.
-    if (sessions) commits = commits.then(() => commitSessions(sessions, resumeId ?? reportedSession ?? startedSession, options, true));
-    await commits;
+    // A controller that dies before this leaves the copy for the next start (session-copy.ts recoverSessionCopies).
     if (confined) {
+      await commitSessions(confined.sessions, resumeId ?? reportedSession ?? startedSession, options);
       const [copyLeft, tmpLeft] = await Promise.all([confined.sessions.dispose(), confined.tmp.dispose()]);
       const left = [copyLeft && `the private sessions copy was not removed: ${copyLeft}`, tmpLeft && `the turn's TMPDIR was not removed: ${tmpLeft}`].filter((x): x is string => !!x);
       if (left.length) options.onSessionCopy?.({ copied: [], refused: left });
@@ -221,15 +215,11 @@ function prepareConfinedTurn(spec: TurnSpec, resumeId: string | null): { session
   return { sessions, tmp, dispose: () => void Promise.all([sessions.dispose(), tmp.dispose()]) };
 }
 
-/**
- * Copies this session's files back: once when the result arrives, and
- * `final`ly when the group is gone. Never rejects; refusals are reported
- * once, from the final copy.
- */
-async function commitSessions(sessions: SessionCopy, droidSessionId: string | null, options: WorkerOptions, final: boolean): Promise<void> {
+/** Copies this session's files back once the group is gone. Never rejects; refusals are reported. */
+async function commitSessions(sessions: SessionCopy, droidSessionId: string | null, options: WorkerOptions): Promise<void> {
   try {
     const result = await sessions.commit(droidSessionId);
-    if (final && result.refused.length) options.onSessionCopy?.(result);
+    if (result.refused.length) options.onSessionCopy?.(result);
   } catch (err) {
     options.onSessionCopy?.({ copied: [], refused: [`copy-back failed: ${(err as Error).message}`] });
   }

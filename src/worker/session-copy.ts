@@ -14,14 +14,13 @@
  * resume of that session would load as its input (within one workspace, see
  * THREAT-MODEL.md on the workspace's own `.factory/`).
  *
- * The copy is also committed when the turn's result arrives (its processes
- * may still run: every read is by descriptor, no symlink followed, no FIFO
- * waited on), so a controller that dies after recording the result leaves a
- * session that resumes; and a copy left by a controller that died mid-turn
- * is committed at the next start (recoverSessionCopies), so droid's own
- * history of that turn is where an operator looks for it.
+ * Every read is by descriptor (no symlink followed, no FIFO waited on), off
+ * the event loop. A copy left by a controller that died is committed at the
+ * next start (recoverSessionCopies): a session whose result was recorded
+ * before the crash resumes, and droid's own history of a turn that ended
+ * unknown is where an operator looks for it.
  */
-import { constants, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { constants, copyFileSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { mkdir, open, opendir, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { removeTree } from '../util/remove-tree.js';
@@ -58,19 +57,13 @@ export interface SessionCopy {
   dispose(): Promise<string | null>;
 }
 
-function isRegularFile(path: string): boolean {
+/** What is at `path` itself (no link followed), or null when nothing is. */
+function kindOf(path: string): 'file' | 'folder' | 'other' | null {
   try {
-    return lstatSync(path).isFile();
+    const info = lstatSync(path);
+    return info.isFile() ? 'file' : info.isDirectory() ? 'folder' : 'other';
   } catch {
-    return false;
-  }
-}
-
-function isRealDirectory(path: string): boolean {
-  try {
-    return lstatSync(path).isDirectory();
-  } catch {
-    return false;
+    return null;
   }
 }
 
@@ -151,7 +144,7 @@ export function prepareSessionCopy(factoryDir: string, workspace: string, resume
       for (const suffix of SESSION_FILE_SUFFIXES) {
         const source = join(realSessions, folder, resumeId + suffix);
         // droid's own files on the host (no turn writes there): a plain copy.
-        if (isRegularFile(source)) copyFileSync(source, join(privateFolder, resumeId + suffix));
+        if (kindOf(source) === 'file') copyFileSync(source, join(privateFolder, resumeId + suffix));
       }
     }
   } catch (err) {
@@ -172,8 +165,9 @@ function openSessionCopy(dir: string, realSessions: string, folder: string): Ses
       for (const entry of await firstNames(dir, MAX_REPORTED + 1)) if (entry !== folder) refuse(`${entry}: not this workspace's folder`);
       const privateFolder = join(dir, folder);
       const valid = droidSessionId !== null && SESSION_ID.test(droidSessionId);
-      if (!isRealDirectory(privateFolder)) {
-        if (existsSync(privateFolder) || isSymlink(privateFolder)) refuse(`${folder}: not a folder`);
+      const kind = kindOf(privateFolder);
+      if (kind !== 'folder') {
+        if (kind !== null) refuse(`${folder}: not a folder`);
         return result;
       }
       // Only this session's two files are looked at; the rest is named (a few) and dropped with the copy.
@@ -185,7 +179,7 @@ function openSessionCopy(dir: string, realSessions: string, folder: string): Ses
       for (const suffix of SESSION_FILE_SUFFIXES) {
         const name = droidSessionId + suffix;
         const source = join(privateFolder, name);
-        if (!existsSync(source) && !isSymlink(source)) continue;
+        if (kindOf(source) === null) continue;
         await mkdir(targetFolder, { recursive: true, mode: 0o700 });
         const temp = join(targetFolder, `.${name}.droid-mcp-${process.pid}.tmp`);
         const refused = await copyRegularFile(source, temp, MAX_BYTES[suffix]);
@@ -200,14 +194,6 @@ function openSessionCopy(dir: string, realSessions: string, folder: string): Ses
     },
     dispose: () => removeTree(dir),
   };
-}
-
-function isSymlink(path: string): boolean {
-  try {
-    return lstatSync(path).isSymbolicLink();
-  } catch {
-    return false;
-  }
 }
 
 function safeList(dir: string): string[] {
