@@ -14,8 +14,8 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, unlinkSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { changesSince, snapshotTree, type Launcher } from '../src/worker/git-evidence.js';
-import { sandboxLauncher } from '../src/worker/sandbox.js';
+import { changesSince, snapshotTree, type Launcher } from '../src/evidence/git.js';
+import { sandboxLauncher } from '../src/sandbox/sandbox.js';
 
 const RUNS = 10;
 const FILES = 10_000;

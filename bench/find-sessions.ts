@@ -10,7 +10,7 @@
 import { fileURLToPath } from 'node:url';
 import { findSessions, SessionIndex, type FindFilters, type SessionSummary } from '../src/controller/find.js';
 import { sessionView } from '../src/controller/views.js';
-import type { RunRecord, RunState, SessionRecord } from '../src/store/records.js';
+import type { RunRecord, RunState, SessionRecord } from '../src/shared/records.js';
 import { runRecord } from '../test/support/records.js';
 
 const SESSIONS = 10_000;

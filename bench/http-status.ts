@@ -25,7 +25,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Log } from '../src/util/logger.js';
-import type { RunRecord, SessionRecord } from '../src/store/records.js';
+import type { RunRecord, SessionRecord } from '../src/shared/records.js';
 import { StateStore } from '../src/store/store.js';
 import { recordGoal } from './goals.js';
 

@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { recordGoal } from './goals.js';
 import { DroidClient } from '../src/droid/client.js';
-import { startWorker } from '../src/worker/runner.js';
+import { startWorker } from '../src/worker/parent/runner.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { messageText, script } from '../test/support/model-server.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';

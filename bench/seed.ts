@@ -5,9 +5,9 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { writeFileAtomic } from '../src/store/atomic.js';
-import type { RunRecord, RunResultFile, SessionRecord } from '../src/store/records.js';
-import { writeSnapshot } from '../src/store/snapshot.js';
+import { writeFileAtomic } from '../src/store/formats/atomic.js';
+import type { RunRecord, RunResultFile, SessionRecord } from '../src/shared/records.js';
+import { writeSnapshot } from '../src/store/formats/snapshot.js';
 import { runRecord, sessionRecord } from '../test/support/records.js';
 
 export const SEED_AT = '2030-01-01T00:00:00.000Z';

@@ -11,7 +11,7 @@
  * Run: npm run build && node dist/bench/session-scale.js
  */
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
-import { INDEX_FILE } from '../src/store/run-index.js';
+import { INDEX_FILE } from '../src/store/formats/run-index.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';

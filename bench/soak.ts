@@ -29,7 +29,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { loadState } from '../src/store/load.js';
-import { TERMINAL_STATES } from '../src/store/records.js';
+import { TERMINAL_STATES } from '../src/shared/records.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { toolCaller, writeConfig, type ToolOutcome } from '../test/support/mcp-server.js';
 import { prose, script } from '../test/support/model-server.js';

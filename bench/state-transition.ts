@@ -11,8 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Log } from '../src/util/logger.js';
-import type { RunRecord } from '../src/store/records.js';
-import { STATE_FILE } from '../src/store/snapshot.js';
+import type { RunRecord } from '../src/shared/records.js';
+import { STATE_FILE } from '../src/store/formats/snapshot.js';
 import { StateStore } from '../src/store/store.js';
 import { percentile, seedState } from './seed.js';
 

@@ -1,5 +1,5 @@
 /**
- * Bundles the compiled worker (dist/src/worker/main.js and everything it
+ * Bundles the compiled worker (dist/src/worker/child/main.js and everything it
  * imports, zod and ajv included) into one file in its place. Every turn forks
  * a fresh worker, and Node's ESM loader spent about 1.5 ms on each of the
  * ~165 files it loaded: the one file is imported in ~100 ms instead of
@@ -11,7 +11,7 @@
 import { build } from 'esbuild';
 import { fileURLToPath } from 'node:url';
 
-const main = fileURLToPath(new URL('../dist/src/worker/main.js', import.meta.url));
+const main = fileURLToPath(new URL('../dist/src/worker/child/main.js', import.meta.url));
 await build({
   entryPoints: [main],
   outfile: main,

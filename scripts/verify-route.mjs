@@ -13,8 +13,8 @@
 import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../dist/src/config/load.js';
-import { verifyRoute } from '../dist/src/worker/verify-route.js';
-import { sandboxSpecFor } from '../dist/src/worker/sandbox.js';
+import { verifyRoute } from '../dist/src/ops/verify-route.js';
+import { sandboxSpecFor } from '../dist/src/sandbox/sandbox.js';
 
 const USAGE = 'usage: node scripts/verify-route.mjs --config /absolute/config.json [--droid /absolute/droid] [--model MODEL_ID]';
 

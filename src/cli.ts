@@ -12,14 +12,14 @@ import { readTokenFile } from './config/token.js';
 import { SessionController } from './controller/controller.js';
 import { droidCatalogFetcher, ModelCatalog } from './controller/model-catalog.js';
 import { resolveWorkspace } from './controller/workspaces.js';
-import type { HttpListener } from './mcp/http-server.js';
+import type { HttpListener } from './mcp/http/listener.js';
 import { createMcpServer } from './mcp/server.js';
 import type { SandboxStatus, ToolContext } from './mcp/tools.js';
-import { factoryDirOf, probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from './worker/sandbox.js';
-import { recoverSessionCopies } from './worker/session-copy.js';
+import { factoryDirOf, probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from './sandbox/sandbox.js';
+import { recoverSessionCopies } from './sandbox/session-copy.js';
 import { StoreError } from './store/errors.js';
 import { StateStore } from './store/store.js';
-import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/pool.js';
+import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/parent/warm-pool.js';
 import { createLogger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 import { DroidError } from './droid/errors.js';
@@ -99,7 +99,7 @@ async function main(): Promise<number> {
   const sandboxProbe = sandboxFor(config);
   sandboxProbe.catch(() => undefined); // awaited below; a refused state exits first
   // Only the HTTP transport needs its modules: loaded meanwhile, never for stdio.
-  const http = token !== undefined ? import('./mcp/http-server.js') : undefined;
+  const http = token !== undefined ? import('./mcp/http/listener.js') : undefined;
   http?.catch(() => undefined);
   let store: StateStore;
   try {

@@ -1,9 +1,10 @@
 import { isAbsolute } from 'node:path';
 import { z } from 'zod';
 
-/** Autonomy levels, least to most powerful; the index is the ordering. */
-export const AUTONOMY_ORDER = ['off', 'low', 'medium', 'high'] as const;
-export type Autonomy = (typeof AUTONOMY_ORDER)[number];
+import { AUTONOMY_LEVELS, type Autonomy } from '../droid/permission-policy.js';
+
+export { type Autonomy };
+export const AUTONOMY_ORDER = AUTONOMY_LEVELS;
 
 export const REASONING_EFFORTS = ['off', 'none', 'dynamic', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
 export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];

@@ -7,7 +7,7 @@
  * never overtakes an earlier waiting turn it conflicts with, so a waiting
  * writer is never starved by later readers.
  */
-import { TERMINAL_STATES, type RunState } from '../store/records.js';
+import { TERMINAL_STATES, type RunState } from '../shared/records.js';
 import { treesOverlap } from './workspaces.js';
 
 export interface LockClaim {

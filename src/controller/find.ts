@@ -6,8 +6,8 @@
  * preview only: prompts are never stored, so they can never match.
  */
 import { createHash } from 'node:crypto';
-import type { SessionRecord } from '../store/records.js';
-import { ControllerError } from './errors.js';
+import type { SessionRecord } from '../shared/records.js';
+import { ControllerError } from '../shared/public-error.js';
 import { decodeCursor, encodeCursor, invalidCursor, pageLimit } from './history.js';
 import { LABEL_PATTERN } from './metadata.js';
 import type { AgentState } from './views.js';

@@ -5,11 +5,11 @@
  * Never a user prompt: records and result files never hold one (the turn
  * collector keeps only assistant messages), and nothing here invents text.
  */
-import type { ChangeSet } from '../worker/tree-state.js';
+import type { ChangeSet } from '../shared/evidence-types.js';
 import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
-import type { RunRecord, RunResultFile, RunState } from '../store/records.js';
-import { LIVE_STATES } from '../store/records.js';
-import { ControllerError } from './errors.js';
+import type { RunRecord, RunResultFile, RunState } from '../shared/records.js';
+import { LIVE_STATES } from '../shared/records.js';
+import { ControllerError } from '../shared/public-error.js';
 
 export const PAGE_LIMIT_DEFAULT = 25;
 export const PAGE_LIMIT_MAX = 100;

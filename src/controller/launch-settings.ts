@@ -5,11 +5,11 @@
  */
 import type { CatalogModel } from '../droid/client.js';
 import type { Autonomy } from '../droid/permission-policy.js';
-import type { EffectiveSettings } from '../store/records.js';
+import type { EffectiveSettings } from '../shared/records.js';
 import { autonomyAtMost, looksFast } from '../config/schema.js';
-import { ControllerError } from './errors.js';
+import { ControllerError } from '../shared/public-error.js';
 
-export interface HostPolicy {
+export interface LaunchDefaults {
   defaultModel: string | null;
   defaultAutonomy: Autonomy;
   maxAutonomy: Autonomy;
@@ -49,7 +49,7 @@ function supports(model: CatalogModel, effort: string | null | undefined): effor
 export function resolveLaunchSettings(
   requested: Requested,
   previous: EffectiveSettings | null,
-  host: HostPolicy,
+  host: LaunchDefaults,
   catalog: readonly CatalogModel[],
 ): EffectiveSettings {
   // Autonomy first: a ceiling violation is the most important thing to say.
@@ -91,7 +91,7 @@ function resolveEffort(
   explicit: string | undefined,
   model: CatalogModel,
   previous: EffectiveSettings | null,
-  host: HostPolicy,
+  host: LaunchDefaults,
 ): string | null {
   const supported = model.supportedReasoningEfforts ?? [];
   if (explicit !== undefined) {

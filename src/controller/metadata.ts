@@ -4,8 +4,8 @@
  * settings, the workspace or droid's session id, so it can never start,
  * cancel or redirect work.
  */
-import type { RunRecord, SessionRecord } from '../store/records.js';
-import { ControllerError } from './errors.js';
+import type { RunRecord, SessionRecord } from '../shared/records.js';
+import { ControllerError } from '../shared/public-error.js';
 import { isWorking } from './views.js';
 
 export const MAX_LABELS = 20;

@@ -4,10 +4,10 @@
  * callers share one refresh; an expired catalog is never served.
  */
 import type { CatalogModel } from '../droid/client.js';
-import { SANDBOX_ACTION, type SandboxSpec } from '../worker/sandbox.js';
-import { withShortLivedDroid } from '../worker/short-lived-droid.js';
+import { SANDBOX_ACTION, type SandboxSpec } from '../sandbox/sandbox.js';
+import { withShortLivedDroid } from '../worker/parent/short-lived-droid.js';
 import { DroidError } from '../droid/errors.js';
-import { ControllerError } from './errors.js';
+import { ControllerError } from '../shared/public-error.js';
 
 export type CatalogFetcher = () => Promise<CatalogModel[]>;
 

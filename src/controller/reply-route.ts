@@ -8,7 +8,7 @@
  * even if the turn that changed the route is later cancelled and even if the
  * session is later routed back to the same conversation.
  */
-import type { RunRecord, RunReply, SessionRecord } from '../store/records.js';
+import type { RunRecord, RunReply, SessionRecord } from '../shared/records.js';
 
 /** An Amp conversation (thread) id: `T-` followed by a lowercase UUID. */
 export const CONVERSATION_ID = /^T-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

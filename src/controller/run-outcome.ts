@@ -3,10 +3,10 @@
  * progress log. Pure.
  */
 import type { ProgressEvent } from '../droid/turn-collector.js';
-import type { ProgressRecord, RunRecord, RunResultFile } from '../store/records.js';
-import type { TurnResult } from '../worker/protocol.js';
+import type { ProgressRecord, RunRecord, RunResultFile } from '../shared/records.js';
+import type { TurnResult } from '../worker/shared/protocol.js';
 import { head, tail } from '../util/text.js';
-import { hasChanges } from '../worker/tree-state.js';
+import { hasChanges } from '../shared/evidence-types.js';
 
 export const MAX_EVENTS = 20;
 export const EVENT_FIELD_CHARS = 4_000;

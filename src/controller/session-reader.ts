@@ -3,11 +3,11 @@
  * the stored records plus what live turns have reported so far. It never
  * starts droid and never writes.
  */
-import { hasChanges } from '../worker/tree-state.js';
-import { LIVE_STATES, type ProgressRecord, type RunRecord, type RunResultFile, type SessionRecord } from '../store/records.js';
-import type { RunFacts } from '../store/run-table.js';
+import { hasChanges } from '../shared/evidence-types.js';
+import { LIVE_STATES, type ProgressRecord, type RunRecord, type RunResultFile, type SessionRecord } from '../shared/records.js';
+import type { RunFacts } from '../store/tables/run-table.js';
 import type { Log } from '../util/logger.js';
-import { ControllerError } from './errors.js';
+import { ControllerError } from '../shared/public-error.js';
 import { findSessions, SessionIndex, type FindFilters } from './find.js';
 import { pageHistory, type HistoryPage } from './history.js';
 import { selectRunsForUsage, summarizeUsage, type UsageScope, type UsageSummary } from './usage.js';

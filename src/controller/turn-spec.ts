@@ -2,10 +2,10 @@
  * What a worker is told to run for one admitted turn. Pure: the session and
  * run records plus host settings in, one TurnSpec out.
  */
-import type { RunRecord, SessionRecord } from '../store/records.js';
-import type { TurnSpec } from '../worker/protocol.js';
-import type { SandboxSpec } from '../worker/sandbox.js';
-import { coordinationInstructions } from './coordination.js';
+import type { RunRecord, SessionRecord } from '../shared/records.js';
+import type { TurnSpec } from '../worker/shared/protocol.js';
+import type { SandboxSpec } from '../sandbox/sandbox.js';
+import { replyPrompt } from './reply-prompt.js';
 
 export interface TurnHost {
   droidPath: string;
@@ -25,7 +25,7 @@ export interface TurnHost {
 export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: string, host: TurnHost): TurnSpec {
   const routed = session.replyTo !== null && host.ampMcpUrl !== null;
   if (routed) {
-    prompt = coordinationInstructions({ replyTo: session.replyTo!, session: session.id, run: run.id, specMode: run.settings.autonomy === 'off' }) + prompt;
+    prompt = replyPrompt({ replyTo: session.replyTo!, session: session.id, run: run.id, specMode: run.settings.autonomy === 'off' }) + prompt;
   }
   return {
     runId: run.id,

@@ -14,8 +14,8 @@
  * turn, which happens only after the worker and its process group are gone.
  */
 import type { ProgressEvent } from '../droid/turn-collector.js';
-import type { ProgressRecord } from '../store/records.js';
-import type { WorkerHandle } from '../worker/runner.js';
+import type { ProgressRecord } from '../shared/records.js';
+import type { WorkerHandle } from '../worker/parent/runner.js';
 import type { LockClaim } from './admission.js';
 import { appendEvent } from './run-outcome.js';
 

@@ -9,10 +9,10 @@
  * not a turn with usage, and adds no tokens: unknown is not zero.
  */
 import type { TokenUsage } from '../droid/notifications.js';
-import type { RunRecord, SessionRecord } from '../store/records.js';
-import type { RunFacts } from '../store/run-table.js';
-import { TERMINAL_STATES } from '../store/records.js';
-import { ControllerError } from './errors.js';
+import type { RunRecord, SessionRecord } from '../shared/records.js';
+import type { RunFacts } from '../store/tables/run-table.js';
+import { TERMINAL_STATES } from '../shared/records.js';
+import { ControllerError } from '../shared/public-error.js';
 import { parseRange } from './find.js';
 
 /** Summed token counts; `factoryCredits` is null when no counted turn reported credits. */

@@ -3,8 +3,8 @@
  * tools return, so nothing private (droid session ids, fingerprints, stderr,
  * state paths) may be added here.
  */
-import type { RunRecord, RunState, SessionRecord } from '../store/records.js';
-import { LIVE_STATES } from '../store/records.js';
+import type { RunRecord, RunState, SessionRecord } from '../shared/records.js';
+import { LIVE_STATES } from '../shared/records.js';
 
 export type AgentState = 'working' | 'idle' | 'unknown';
 

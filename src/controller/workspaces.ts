@@ -1,6 +1,6 @@
 import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, normalize, sep } from 'node:path';
-import { ControllerError } from './errors.js';
+import { ControllerError } from '../shared/public-error.js';
 
 /**
  * True when `child` is `parent` or below it, compared by whole path segments

@@ -3,7 +3,7 @@
  * answers with the scripted model of model.ts. droid reaches it as a BYOK
  * custom model (provider "generic-chat-completion-api"), so whole agent loops
  * run offline: real tool calls, real files, real interrupts. The stream
- * format is the one droid was measured to accept (shared PROTOCOL.md).
+ * format is the one droid was measured to accept (docs/PROTOCOL-NOTES.md).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,5 +1,5 @@
 /**
- * The stream-jsonrpc frame shapes droid 0.225.x speaks (see PROTOCOL.md).
+ * The stream-jsonrpc frame shapes droid 0.225.x speaks (see docs/PROTOCOL-NOTES.md).
  * Every frame carries `type` and `factoryApiVersion`; request ids are strings.
  */
 import type { RpcErrorBody } from './errors.js';

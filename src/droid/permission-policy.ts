@@ -5,7 +5,9 @@
 import { summarize } from '../util/text.js';
 import { AMP_SERVER, isServerToolId, PUCK_LLM_ID } from './amp-tools.js';
 
-export type Autonomy = 'off' | 'low' | 'medium' | 'high';
+/** Autonomy levels, least to most powerful; the index is the ordering. */
+export const AUTONOMY_LEVELS = ['off', 'low', 'medium', 'high'] as const;
+export type Autonomy = (typeof AUTONOMY_LEVELS)[number];
 
 export const PROCEED_ONCE = 'proceed_once';
 export const CANCEL = 'cancel';

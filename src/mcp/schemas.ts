@@ -3,11 +3,10 @@
  * argument is an error, never silently ignored.
  */
 import { z } from 'zod';
-import { errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../store/schemas.js';
-import { changeSet, contextStats } from '../worker/ipc.js';
+import { autonomySchema, errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../shared/record-schemas.js';
+import { changeSet, contextStats } from '../shared/evidence-types.js';
 import { CONVERSATION_ID } from '../controller/reply-route.js';
 
-export const autonomySchema = z.enum(['off', 'low', 'medium', 'high']);
 const requestKey = z.string().min(1).max(200).describe('Stable idempotency key: retry with the same key and identical arguments.');
 const sessionHandle = z.string().min(1).max(100).describe('Session handle returned by droid_create_session (metadata.session).');
 const prompt = z.string().min(1).max(100_000).describe('The message for droid. Never stored by the controller.');

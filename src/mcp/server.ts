@@ -7,7 +7,7 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { ControllerError, type PublicError } from '../controller/errors.js';
+import { ControllerError, type PublicError } from '../shared/public-error.js';
 import { StoreError } from '../store/errors.js';
 import { TOOLS, type ToolCall, type ToolContext, type ToolDefinition } from './tools.js';
 import type { Log } from '../util/logger.js';

@@ -6,7 +6,7 @@
 import type { z } from 'zod';
 import type { CatalogModel } from '../droid/client.js';
 import type { SessionController } from '../controller/controller.js';
-import type { HostPolicy } from '../controller/launch-settings.js';
+import type { LaunchDefaults } from '../controller/launch-settings.js';
 import * as s from './schemas.js';
 import { waitWithProgress, type ProgressSink } from './progress.js';
 
@@ -14,7 +14,7 @@ export interface ToolContext {
   controller: SessionController;
   models(): Promise<CatalogModel[]>;
   approvedRoots: readonly string[];
-  policy: HostPolicy;
+  policy: LaunchDefaults;
   runTimeoutMs: number;
   replyBack: boolean;
   /** The droid CLI's version, or null when `droid --version` could not be read. */

@@ -16,10 +16,10 @@ import { configFileSchema, looksFast, type ConfigFile } from '../config/schema.j
 import { readTokenFile } from '../config/token.js';
 import { droidCatalogFetcher, visibleModels } from '../controller/model-catalog.js';
 import type { CatalogModel } from '../droid/client.js';
-import { HTTP_HOST } from '../mcp/http-server.js';
+import { HTTP_HOST } from '../mcp/http/listener.js';
 import { currentIdentity, OWNER_FILE, OWNER_LOCK, OWNER_STALE_MS } from '../store/owner.js';
 import { errCode, sharedMode } from '../util/errno.js';
-import { factoryDirOf, probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../worker/sandbox.js';
+import { factoryDirOf, probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 

@@ -11,16 +11,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
+import type { PublicError } from '../shared/public-error.js';
 
 /** The built server entry (dist/src/cli.js), beside this file's own build output. */
 export const SERVER_ENTRY = fileURLToPath(new URL('../cli.js', import.meta.url));
-
-export interface PublicError {
-  code: string;
-  message: string;
-  retryable: boolean;
-  action: string;
-}
 
 export type ToolReply = { ok: true; value: Record<string, unknown> } | { ok: false; error: PublicError };
 

@@ -8,6 +8,7 @@
  * They run against whatever droid login the calling user has: an operator's
  * real one, or in CI the pinned CLI with the scripted model (src/demo/).
  */
+import { AUTONOMY_ORDER } from '../config/schema.js';
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -68,7 +69,7 @@ export function verifyOptions(values: Record<string, string | boolean | undefine
   const model = values.model;
   if (typeof model !== 'string' || model === '') throw new Error(`--model ID is required (an id from the live catalog). ${usage}`);
   const autonomy = (values.autonomy as string | undefined) ?? 'low';
-  if (!['off', 'low', 'medium', 'high'].includes(autonomy)) throw new Error(`--autonomy must be off, low, medium or high. ${usage}`);
+  if (!(AUTONOMY_ORDER as readonly string[]).includes(autonomy)) throw new Error(`--autonomy must be off, low, medium or high. ${usage}`);
   const timeoutSeconds = Number(values.timeout ?? 300);
   if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 10) throw new Error(`--timeout must be a whole number of seconds, at least 10. ${usage}`);
   const workspace = need('workspace');

@@ -16,17 +16,17 @@ import { join } from 'node:path';
 import type { z } from 'zod';
 import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
-import { StateIndex } from './indexes.js';
-import { forEachLine } from './lines.js';
-import { isRunRecord, isSessionRecord } from './record-guard.js';
-import { RecordPool } from './pool.js';
-import { STATE_VERSION, type SessionRecord } from './records.js';
-import { FLAG_CHANGES, FLAG_PREVIEW, FLAG_STARTED, FLAG_USAGE, INDEX_FILE, readRunIndex, RUN_STATE_CODES, type IndexBody, type SnapshotDigest } from './run-index.js';
-import { RunEntry, RunTable } from './run-table.js';
-import { describeIssue, journalEntrySchema, runRecordSchema, sessionRecordSchema, snapshotHeaderSchema } from './schemas.js';
-import { HEADER_MAX_BYTES, LEGACY_STATE_FILE, recordOfLine, STATE_FILE, type RecordKind } from './snapshot.js';
+import { StateTables } from './tables/state-tables.js';
+import { forEachLine } from './formats/lines.js';
+import { isRunRecord, isSessionRecord } from './formats/record-guard.js';
+import { RecordInterner } from './tables/record-interner.js';
+import { STATE_VERSION, type SessionRecord } from '../shared/records.js';
+import { FLAG_CHANGES, FLAG_PREVIEW, FLAG_STARTED, FLAG_USAGE, INDEX_FILE, readRunIndex, RUN_STATE_CODES, type IndexBody, type SnapshotDigest } from './formats/run-index.js';
+import { RunEntry, RunTable } from './tables/run-table.js';
+import { describeIssue, journalEntrySchema, runRecordSchema, sessionRecordSchema, snapshotHeaderSchema } from '../shared/record-schemas.js';
+import { HEADER_MAX_BYTES, LEGACY_STATE_FILE, recordOfLine, STATE_FILE, type RecordKind } from './formats/snapshot.js';
 
-export { STATE_FILE } from './snapshot.js';
+export { STATE_FILE } from './formats/snapshot.js';
 export const JOURNAL_FILE = 'journal.jsonl';
 export const RESULTS_DIR = 'results';
 
@@ -39,7 +39,7 @@ export interface LoadedState {
   /** Sequence number of the last commit. */
   seq: number;
   /** Validated records. */
-  index: StateIndex;
+  index: StateTables;
   /** No snapshot exists yet: a new state directory. */
   fresh: boolean;
   /** Complete lines currently in the journal, applied or not. */
@@ -110,12 +110,12 @@ export async function loadState(dir: string, log?: LoadLog, options: { index?: b
     if (journalSize > 0 || results.length > 0) {
       throw refuse(`${statePath} is missing, but ${journalSize > 0 ? journalPath : join(dir, RESULTS_DIR)} has content`);
     }
-    return { seq: 0, index: new StateIndex(), fresh: true, journalLines: 0, journalBytes: 0, tornTail: undefined, snapshot: { via: 'whole' } };
+    return { seq: 0, index: new StateTables(), fresh: true, journalLines: 0, journalBytes: 0, tornTail: undefined, snapshot: { via: 'whole' } };
   }
 
   const sessions = new Map<string, SessionRecord>();
-  const pool = new RecordPool({ ...LOAD_POOL, sessionId: (id) => sessions.get(id)?.id });
-  const runs = new RunTable(new RecordPool({ ...READ_POOL, sessionId: (id) => sessions.get(id)?.id }));
+  const pool = new RecordInterner({ ...LOAD_POOL, sessionId: (id) => sessions.get(id)?.id });
+  const runs = new RunTable(new RecordInterner({ ...READ_POOL, sessionId: (id) => sessions.get(id)?.id }));
 
   // ---- snapshot: through its index if it has a matching one, else whole ----
   let header: z.infer<typeof snapshotHeaderSchema>;
@@ -212,7 +212,7 @@ export async function loadState(dir: string, log?: LoadLog, options: { index?: b
   }
 
   // ---- cross-record invariants ----
-  const adopted = StateIndex.adopt(sessions, runs);
+  const adopted = StateTables.adopt(sessions, runs);
   if ('problem' in adopted) {
     await runs.close();
     // Stubs come from the index: whatever it got wrong must not refuse start-up. The whole read
@@ -239,7 +239,7 @@ async function readIndexed(
   path: string,
   sessions: Map<string, SessionRecord>,
   runs: RunTable,
-  pool: RecordPool,
+  pool: RecordInterner,
   refuse: Refuse,
 ): Promise<{ header: z.infer<typeof snapshotHeaderSchema>; stat: BigIntStats } | { why: string; missing: boolean }> {
   const read = await readRunIndex(dir);
@@ -329,7 +329,7 @@ async function readSnapshot(
   path: string,
   sessions: Map<string, SessionRecord>,
   runs: RunTable,
-  pool: RecordPool,
+  pool: RecordInterner,
   refuse: Refuse,
   hash: Hash,
 ): Promise<{ header: z.infer<typeof snapshotHeaderSchema>; bytes: number; runsAt: number }> {

@@ -31,13 +31,13 @@ import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import lockfile from 'proper-lockfile';
 import { z } from 'zod';
-import { writeFileAtomic } from './atomic.js';
-import type { StoreFs } from './fs.js';
+import { writeFileAtomic } from './formats/atomic.js';
+import type { StoreFs } from './formats/fs.js';
 import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 import type { Log } from '../util/logger.js';
-import { readJsonFile } from './json-file.js';
-import { describeIssue } from './schemas.js';
+import { readJsonFile } from './formats/json-file.js';
+import { describeIssue } from '../shared/record-schemas.js';
 
 export const OWNER_FILE = 'owner.json';
 export const OWNER_LOCK = 'owner.lock';

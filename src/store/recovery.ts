@@ -4,7 +4,7 @@
  * `unknown` for a human to inspect, never replayed or guessed successful. A
  * turn that was only queued was never submitted, so it is safely `cancelled`.
  */
-import { LIVE_STATES, type RunRecord } from './records.js';
+import { LIVE_STATES, type RunRecord } from '../shared/records.js';
 
 export interface RecoverySummary {
   unknown: number;

@@ -6,7 +6,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { dirname, isAbsolute } from 'node:path';
-import { nodeStoreFs, type StoreFs } from './fs.js';
+import { nodeStoreFs, type StoreFs } from './formats/fs.js';
 import { errCode, sharedMode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 

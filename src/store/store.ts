@@ -24,29 +24,29 @@
 import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
-import { appendDurable, FILE_MODE, TEMP_SUFFIX, writeFileAtomic } from './atomic.js';
+import { appendDurable, FILE_MODE, TEMP_SUFFIX, writeFileAtomic } from './formats/atomic.js';
 import { errCode } from '../util/errno.js';
 import { StoreError, writeFailure } from './errors.js';
-import { nodeStoreFs, type StoreFileHandle, type StoreFs } from './fs.js';
-import { StateIndex, type StoreChange } from './indexes.js';
+import { nodeStoreFs, type StoreFileHandle, type StoreFs } from './formats/fs.js';
+import { StateTables, type StoreChange } from './tables/state-tables.js';
 import { JOURNAL_FILE, loadState, RESULTS_DIR } from './load.js';
 import { createLogger, type Log } from '../util/logger.js';
 import { beginOwnership, type Ownership } from './owner.js';
-import { RecordPool } from './pool.js';
-import { LIVE_STATES, type RunRecord, type RunResultFile, type SessionRecord } from './records.js';
+import { RecordInterner } from './tables/record-interner.js';
+import { LIVE_STATES, type RunRecord, type RunResultFile, type SessionRecord } from '../shared/records.js';
 import { planCrashRecovery, type RecoverySummary } from './recovery.js';
-import { readJsonFile } from './json-file.js';
-import { describeIssue, runRecordSchema, runResultFileSchema, sessionRecordSchema } from './schemas.js';
-import { STATE_FILE, writeSnapshotFile, writeSnapshotIndex, type SnapshotWritten } from './snapshot.js';
-import type { RunFacts } from './run-table.js';
-import { INDEX_FILE } from './run-index.js';
+import { readJsonFile } from './formats/json-file.js';
+import { describeIssue, runRecordSchema, runResultFileSchema, sessionRecordSchema } from '../shared/record-schemas.js';
+import { STATE_FILE, writeSnapshotFile, writeSnapshotIndex, type SnapshotWritten } from './formats/snapshot.js';
+import type { RunFacts } from './tables/run-table.js';
+import { INDEX_FILE } from './formats/run-index.js';
 import { DIR_MODE, prepareStateDir } from './state-dir.js';
-import { dropTornTail } from './torn-tail.js';
+import { dropTornTail } from './formats/torn-tail.js';
 
-export type { StoreChange } from './indexes.js';
+export type { StoreChange } from './tables/state-tables.js';
 export type { RecoverySummary } from './recovery.js';
-export type { StoreFileHandle, StoreFs } from './fs.js';
-export type { RunFacts } from './run-table.js';
+export type { StoreFileHandle, StoreFs } from './formats/fs.js';
+export type { RunFacts } from './tables/run-table.js';
 
 /** Below this many journal lines compaction is never worth its full rewrite. */
 export const COMPACT_MIN_LINES = 1000;
@@ -72,7 +72,7 @@ export interface StoreOptions {
  * mutating what the maps hold.
  */
 export class StateStore {
-  readonly #index: StateIndex;
+  readonly #index: StateTables;
   #seq: number;
   #journalLines: number;
   /** Journal size after the last good commit; a failed append is cut back to it. */
@@ -84,13 +84,13 @@ export class StateStore {
   #recovery: RecoverySummary = { unknown: 0, queueLost: 0 };
   #startup: { via: 'index' | 'whole'; why?: string } = { via: 'whole' };
   /** Makes the stored copies of committed records; a run shares its session's id string. */
-  readonly #pool = new RecordPool({ ...COMMIT_POOL, sessionId: (id) => this.#index.sessions.get(id)?.id });
+  readonly #pool = new RecordInterner({ ...COMMIT_POOL, sessionId: (id) => this.#index.sessions.get(id)?.id });
 
   private constructor(
     readonly dir: string,
     private readonly owner: Ownership,
     private readonly journal: StoreFileHandle,
-    loaded: { seq: number; index: StateIndex; journalLines: number; journalBytes: number },
+    loaded: { seq: number; index: StateTables; journalLines: number; journalBytes: number },
     private readonly now: () => Date,
     private readonly logger: Log,
     private readonly fs: StoreFs,
@@ -441,7 +441,7 @@ export class StateStore {
  * logged, never thrown (the next start-up reads the whole snapshot and
  * writes the index again).
  */
-async function writeIndexOrWarn(dir: string, written: SnapshotWritten, index: StateIndex, fs: StoreFs, logger: Log): Promise<void> {
+async function writeIndexOrWarn(dir: string, written: SnapshotWritten, index: StateTables, fs: StoreFs, logger: Log): Promise<void> {
   try {
     await writeSnapshotIndex(dir, written, index.sessions, index.runs, fs);
   } catch (err) {

@@ -14,7 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SessionController } from '../../src/controller/controller.js';
 import { resolveWorkspace } from '../../src/controller/workspaces.js';
 import { StateStore } from '../../src/store/store.js';
-import { startWorker } from '../../src/worker/runner.js';
+import { startWorker } from '../../src/worker/parent/runner.js';
 import { privateDir } from '../support/mcp-server.js';
 import { MOCK_DROID } from '../support/paths.js';
 import { waitForNoProcesses } from '../support/processes.js';

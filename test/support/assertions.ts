@@ -2,7 +2,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import { ControllerError } from '../../src/controller/errors.js';
+import { ControllerError } from '../../src/shared/public-error.js';
 
 /** Runs `fn`, expecting a ControllerError with `code` and a real `action`; returns it. */
 export function expectRejection(fn: () => unknown, code: string): ControllerError {

@@ -6,8 +6,8 @@
  */
 import { request, type IncomingHttpHeaders } from 'node:http';
 import type { SessionController } from '../../src/controller/controller.js';
-import { ControllerError } from '../../src/controller/errors.js';
-import { startHttpListener, type HttpListener, type HttpLog } from '../../src/mcp/http-server.js';
+import { ControllerError } from '../../src/shared/public-error.js';
+import { startHttpListener, type HttpListener, type HttpLog } from '../../src/mcp/http/listener.js';
 import { createMcpServer } from '../../src/mcp/server.js';
 import type { ToolContext } from '../../src/mcp/tools.js';
 

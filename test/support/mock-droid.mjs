@@ -2,7 +2,7 @@
 // Protocol-peer stand-in for `droid exec --input-format stream-jsonrpc
 // --output-format stream-jsonrpc` (CLI 0.225.2, protocol 1.220.0), for the
 // faults the real CLI will not produce on demand. Framing and error codes
-// follow what the real CLI was measured to do (see shared PROTOCOL.md).
+// follow what the real CLI was measured to do (see docs/PROTOCOL-NOTES.md).
 //
 // Scenario: a marker `<<mock:NAME>>` in the prompt of add_user_message.
 //   crash | malformed | wrong-turn | silence | permission | permission-no-once

@@ -2,7 +2,7 @@
 // DROID_MCP_TEST_TAG=<tag> in its env, and children inherit it, so scanning
 // /proc finds whatever outlived the test, however it was started.
 import { readdirSync, readFileSync } from 'node:fs';
-import { POOL_ARG, WARM_IDLE_TITLE } from '../../src/worker/protocol.js';
+import { POOL_ARG, WARM_IDLE_TITLE } from '../../src/worker/shared/protocol.js';
 
 export const TAG_VAR = 'DROID_MCP_TEST_TAG';
 

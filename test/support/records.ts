@@ -2,7 +2,7 @@
  * Complete controller records with plain defaults, for tests and benchmarks
  * that need many of them; callers override only what they are about.
  */
-import { acceptedRun, type RunRecord, type SessionRecord } from '../../src/store/records.js';
+import { acceptedRun, type RunRecord, type SessionRecord } from '../../src/shared/records.js';
 
 export const RECORD_AT = '2030-01-01T00:00:00.000Z';
 

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { DroidRpcError } from '../../src/droid/errors.js';
 import type { EndpointProbe, ListedTool } from '../../src/droid/amp-tools.js';
-import { dropStaleAmpDisables, preflightAmp, type PreflightClient } from '../../src/worker/amp-preflight.js';
+import { dropStaleAmpDisables, preflightAmp, type PreflightClient } from '../../src/worker/child/amp-preflight.js';
 
 const URL = 'http://127.0.0.1:9/mcp';
 const tool = (name: string): ListedTool => ({ id: `mcp_amp-puck_${name}`, llmId: `amp-puck___${name}`, currentlyAllowed: true });

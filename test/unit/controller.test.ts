@@ -6,10 +6,10 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { CatalogModel } from '../../src/droid/client.js';
 import { SessionController, type ControllerStore } from '../../src/controller/controller.js';
-import { ControllerError } from '../../src/controller/errors.js';
-import type { RunRecord, RunResultFile, SessionRecord } from '../../src/store/records.js';
-import { emptyFailure, type TurnResult, type TurnSpec } from '../../src/worker/protocol.js';
-import type { WorkerHandle, WorkerOptions } from '../../src/worker/runner.js';
+import { ControllerError } from '../../src/shared/public-error.js';
+import type { RunRecord, RunResultFile, SessionRecord } from '../../src/shared/records.js';
+import { emptyFailure, type TurnResult, type TurnSpec } from '../../src/worker/shared/protocol.js';
+import type { WorkerHandle, WorkerOptions } from '../../src/worker/parent/runner.js';
 
 class MemoryStore implements ControllerStore {
   sessions = new Map<string, SessionRecord>();

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore, removeTemps, step, tempBase } from './store-fixtures.js';
 import { fingerprint, type Intent } from '../../src/controller/fingerprint.js';
-import { contextOf, judgeOutput } from '../../src/worker/evidence.js';
+import { contextOf, judgeOutput } from '../../src/evidence/turn-evidence.js';
 import {
   canonicalJson,
   checkOutputSchema,
@@ -15,17 +15,17 @@ import {
   MAX_SCHEMA_BYTES,
   MAX_SCHEMA_DEPTH,
   MAX_SCHEMA_KEYS,
-} from '../../src/worker/output-schema.js';
+} from '../../src/evidence/output-schema.js';
 import {
   capChanges,
   diffTreeStates,
-  hasChanges,
   namesPathOutside,
   parseNameStatusZ,
   parsePorcelainV2Z,
   type DirtyPath,
   type TreeState,
-} from '../../src/worker/tree-state.js';
+} from '../../src/evidence/change-set.js';
+import { hasChanges } from '../../src/shared/evidence-types.js';
 import type { TurnCollector } from '../../src/droid/turn-collector.js';
 
 const state = (dirty: Record<string, DirtyPath>, head: string | null = 'h1'): TreeState => ({ head, dirty: new Map(Object.entries(dirty)) });

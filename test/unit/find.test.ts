@@ -3,10 +3,10 @@
  * visit every match once and are not shifted by sessions created later.
  */
 import { describe, expect, it } from 'vitest';
-import { ControllerError } from '../../src/controller/errors.js';
+import { ControllerError } from '../../src/shared/public-error.js';
 import { findSessions, parseInstant, SessionIndex, type FindFilters, type SessionSummary } from '../../src/controller/find.js';
 import { encodeCursor } from '../../src/controller/history.js';
-import type { SessionRecord } from '../../src/store/records.js';
+import type { SessionRecord } from '../../src/shared/records.js';
 import { expectRejection } from '../support/assertions.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { encodeCursor, pageHistory, type HistoryInput, type HistoryItem } from '../../src/controller/history.js';
 import type { TranscriptEntry } from '../../src/droid/turn-collector.js';
-import type { RunRecord, RunResultFile } from '../../src/store/records.js';
+import type { RunRecord, RunResultFile } from '../../src/shared/records.js';
 import { runRecord } from '../support/records.js';
 import { expectRejection } from '../support/assertions.js';
 

@@ -10,8 +10,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startHttpListener, type HttpListener, type HttpListenerOptions } from '../../src/mcp/http-server.js';
-import { INTERNAL_ERROR_MESSAGE } from '../../src/mcp/http-reply.js';
+import { startHttpListener, type HttpListener, type HttpListenerOptions } from '../../src/mcp/http/listener.js';
+import { INTERNAL_ERROR_MESSAGE } from '../../src/mcp/http/reply.js';
 import { TOOLS } from '../../src/mcp/tools.js';
 import {
   captureLog,
@@ -288,7 +288,7 @@ describe('size and time limits', () => {
   });
 
   it('defaults every deadline above the 60 s tool wait cap', async () => {
-    const { DEFAULT_HTTP_LIMITS } = await import('../../src/mcp/http-server.js');
+    const { DEFAULT_HTTP_LIMITS } = await import('../../src/mcp/http/listener.js');
     expect(DEFAULT_HTTP_LIMITS.responseTimeoutMs).toBeGreaterThan(60_000);
     expect(DEFAULT_HTTP_LIMITS.requestTimeoutMs).toBeGreaterThan(DEFAULT_HTTP_LIMITS.responseTimeoutMs);
     expect(DEFAULT_HTTP_LIMITS.maxBodyBytes).toBe(MIB);

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startHttpListener, type HttpListener } from '../../src/mcp/http-server.js';
+import { startHttpListener, type HttpListener } from '../../src/mcp/http/listener.js';
 import { TOOLS } from '../../src/mcp/tools.js';
 import { captureLog, fakeContext, mcpHeaders, rawRequest, rpc, toolCall, type FakeContext } from '../support/http-fixtures.js';
 

@@ -10,8 +10,8 @@ import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ServerPool, reusable } from '../../src/mcp/http-pool.js';
-import type { HttpListener } from '../../src/mcp/http-server.js';
+import { IdleServers, reusable } from '../../src/mcp/http/idle-servers.js';
+import type { HttpListener } from '../../src/mcp/http/listener.js';
 import { createMcpServer } from '../../src/mcp/server.js';
 import type { ToolContext } from '../../src/mcp/tools.js';
 import { mcpHeaders, rawRequest, rpc, startCountingListener, toolCall, type FakeContext } from '../support/http-fixtures.js';
@@ -134,12 +134,12 @@ describe('pooled MCP servers over HTTP', () => {
   });
 });
 
-describe('ServerPool', () => {
+describe('IdleServers', () => {
   const make = () => createMcpServer({} as ToolContext, { error() {} });
 
   it('lends idle servers back out, and builds when none is idle', () => {
     let built = 0;
-    const pool = new ServerPool(() => {
+    const pool = new IdleServers(() => {
       built++;
       return make();
     }, 2);
@@ -157,7 +157,7 @@ describe('ServerPool', () => {
   });
 
   it('drops a server after an unclean exchange, while connected, or once a client initialized it', async () => {
-    const pool = new ServerPool(make);
+    const pool = new IdleServers(make);
     const unclean = pool.take();
     pool.give(unclean, false);
     expect(pool.idle).toBe(0);

@@ -8,8 +8,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { HttpListener } from '../../src/mcp/http-server.js';
-import { JsonExchangeTransport } from '../../src/mcp/http-json-transport.js';
+import type { HttpListener } from '../../src/mcp/http/listener.js';
+import { JsonExchangeTransport } from '../../src/mcp/http/json-transport.js';
 import { mcpHeaders, rawRequest, rpc, startCountingListener, toolCall, type CountingListener } from '../support/http-fixtures.js';
 
 const TOKEN = randomBytes(32).toString('base64url');

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
-import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../../src/worker/ipc.js';
-import { emptyFailure, type TurnResult, type TurnSpec } from '../../src/worker/protocol.js';
+import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../../src/worker/shared/ipc.js';
+import { emptyFailure, type TurnResult, type TurnSpec } from '../../src/worker/shared/protocol.js';
 
 const success: TurnResult = {
   ...emptyFailure({ code: 'unused', message: '', retryable: false }),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogModel } from '../../src/droid/client.js';
-import { resolveLaunchSettings, type HostPolicy } from '../../src/controller/launch-settings.js';
+import { resolveLaunchSettings, type LaunchDefaults } from '../../src/controller/launch-settings.js';
 
 const catalog: CatalogModel[] = [
   { id: 'opus', displayName: 'Opus', supportedReasoningEfforts: ['low', 'medium', 'high'], defaultReasoningEffort: 'medium' },
@@ -8,7 +8,7 @@ const catalog: CatalogModel[] = [
   { id: 'small', displayName: 'Small', supportedReasoningEfforts: ['none'], defaultReasoningEffort: 'none' },
   { id: 'bare', displayName: 'Bare' },
 ];
-const host: HostPolicy = { defaultModel: 'opus', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: 'high' };
+const host: LaunchDefaults = { defaultModel: 'opus', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: 'high' };
 
 describe('resolveLaunchSettings on create', () => {
   it('uses host defaults, host effort when supported', () => {

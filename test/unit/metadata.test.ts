@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { applySessionUpdate, MAX_LABELS, normalizeLabels, type SessionUpdate } from '../../src/controller/metadata.js';
-import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
+import type { RunRecord, RunState, SessionRecord } from '../../src/shared/records.js';
 import { runRecord } from '../support/records.js';
 import { expectRejection } from '../support/assertions.js';
 

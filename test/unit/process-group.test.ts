@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { groupRunning, killGroupAndWait, runningMembers } from '../../src/worker/process-group.js';
+import { groupRunning, killGroupAndWait, runningMembers } from '../../src/worker/parent/process-group.js';
 
 const children: ChildProcess[] = [];
 afterEach(() => {

@@ -3,7 +3,7 @@ import { decideReplyCall, type GateRoute } from '../../src/controller/reply-gate
 import { MAX_HANDLE_CHARS, parseReplyHandle } from '../../src/droid/amp-tools.js';
 import { isConversationId, nextRoute, provenHandles, routeOf, withReply, type Route } from '../../src/controller/reply-route.js';
 import { runRecord } from '../support/records.js';
-import { coordinationInstructions } from '../../src/controller/coordination.js';
+import { replyPrompt } from '../../src/controller/reply-prompt.js';
 
 const A = 'T-11111111-2222-4333-8444-555555555555';
 const B = 'T-99999999-2222-4333-8444-555555555555';
@@ -137,8 +137,8 @@ describe('withReply', () => {
   });
 });
 
-describe('coordinationInstructions', () => {
-  const text = coordinationInstructions({ replyTo: A, session: 'sess-1', run: 'run-7', specMode: true });
+describe('replyPrompt', () => {
+  const text = replyPrompt({ replyTo: A, session: 'sess-1', run: 'run-7', specMode: true });
 
   it('names the recipient, both handles and both call shapes', () => {
     expect(text).toContain(A);
@@ -153,7 +153,7 @@ describe('coordinationInstructions', () => {
     for (const rule of ['at most once', 'CHECKPOINT', 'marker', 'evidence', 'action you propose', 'decision you need', 'at most 6 times', 'never send the question again', 'BLOCKED', 'Spec mode']) {
       expect(text, rule).toContain(rule);
     }
-    expect(coordinationInstructions({ replyTo: A, session: 's', run: 'r', specMode: false })).not.toContain('Spec mode');
+    expect(replyPrompt({ replyTo: A, session: 's', run: 'r', specMode: false })).not.toContain('Spec mode');
   });
 
   it('never contains a script marker that could be mistaken for the caller prompt', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bwrapArgs, confinedEnv, judgeProbe, sandboxLauncher, shownFactoryEntries, type Confinement } from '../../src/worker/sandbox.js';
+import { bwrapArgs, confinedEnv, judgeProbe, sandboxLauncher, shownFactoryEntries, type Confinement } from '../../src/sandbox/sandbox.js';
 
 const base: Confinement = {
   workspace: { path: '/w', writable: true },

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SessionReader, type ReadableStore } from '../../src/controller/session-reader.js';
-import type { RunRecord, RunResultFile, SessionRecord } from '../../src/store/records.js';
+import type { RunRecord, RunResultFile, SessionRecord } from '../../src/shared/records.js';
 import { runRecord, sessionRecord } from '../support/records.js';
 
 function store(runs: RunRecord[], sessions: SessionRecord[]) {

@@ -11,7 +11,7 @@
 import { appendFile, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { STATE_FILE } from '../../src/store/snapshot.js';
+import { STATE_FILE } from '../../src/store/formats/snapshot.js';
 import type { StateStore } from '../../src/store/store.js';
 import { CrashFs } from './store-crash-fs.js';
 import { atEveryCrashPoint, contents, openImage, openStore, removeTemps, result, run, step, tempBase, type Contents } from './store-fixtures.js';

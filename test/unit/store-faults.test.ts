@@ -18,8 +18,8 @@ import { appendFile, cp, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StoreError } from '../../src/store/errors.js';
-import type { RunResultFile } from '../../src/store/records.js';
-import { STATE_FILE } from '../../src/store/snapshot.js';
+import type { RunResultFile } from '../../src/shared/records.js';
+import { STATE_FILE } from '../../src/store/formats/snapshot.js';
 import type { StateStore } from '../../src/store/store.js';
 import { CrashFs, unsyncedFs } from './store-crash-fs.js';
 import {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { StoreError } from '../../src/store/errors.js';
-import type { RunRecord, RunResultFile, SessionRecord } from '../../src/store/records.js';
+import type { RunRecord, RunResultFile, SessionRecord } from '../../src/shared/records.js';
 import { StateStore, type StoreOptions } from '../../src/store/store.js';
 import type { Log } from '../../src/util/logger.js';
 import { runRecord, sessionRecord } from '../support/records.js';

@@ -5,8 +5,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isRunRecord, isSessionRecord } from '../../src/store/record-guard.js';
-import { runRecordSchema, sessionRecordSchema } from '../../src/store/schemas.js';
+import { isRunRecord, isSessionRecord } from '../../src/store/formats/record-guard.js';
+import { runRecordSchema, sessionRecordSchema } from '../../src/shared/record-schemas.js';
 import { runRecord, sessionRecord } from '../support/records.js';
 
 const error = { code: 'turn_failed', message: 'droid exited', retryable: true };

@@ -7,8 +7,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { StoreError } from '../../src/store/errors.js';
 import type { Log } from '../../src/util/logger.js';
-import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
-import { STATE_FILE, writeSnapshot } from '../../src/store/snapshot.js';
+import type { RunRecord, RunState, SessionRecord } from '../../src/shared/records.js';
+import { STATE_FILE, writeSnapshot } from '../../src/store/formats/snapshot.js';
 import { COMPACT_MIN_LINES, StateStore } from '../../src/store/store.js';
 import { runRecord, sessionRecord } from '../support/records.js';
 

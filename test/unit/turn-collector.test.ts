@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { NotificationFrame } from '../../src/droid/frames.js';
 import { sessionNotification } from '../../src/droid/notifications.js';
 import { TurnCollector, type ProgressEvent } from '../../src/droid/turn-collector.js';
-import { fromReason } from '../../src/worker/run-turn.js';
+import { fromReason } from '../../src/worker/child/run-turn.js';
 
 const FIXTURES = new URL('../fixtures/droid-cli-0.225.2/', import.meta.url);
 /** Recorded on droid 0.215.0, the previous CLI version we support. */

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { countsAsTurn, selectRunsForUsage, summarizeUsage, type UsageSource } from '../../src/controller/usage.js';
 import type { TokenUsage } from '../../src/droid/notifications.js';
-import type { RunRecord, RunState, SessionRecord } from '../../src/store/records.js';
+import type { RunRecord, RunState, SessionRecord } from '../../src/shared/records.js';
 import { runRecord } from '../support/records.js';
 import { expectRejection } from '../support/assertions.js';
 

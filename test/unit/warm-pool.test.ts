@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { settingsAlreadyApplied } from '../../src/droid/client.js';
-import { lossBackoffMs, refillCount } from '../../src/worker/pool.js';
-import { projectFactoryCandidates, warmFits } from '../../src/worker/warm.js';
-import { staleWarmFolders, sweepWarmFolders, WARM_DIR_MIN_AGE_MS } from '../../src/worker/warm-folders.js';
+import { lossBackoffMs, refillCount } from '../../src/worker/parent/warm-pool.js';
+import { projectFactoryCandidates, warmFits } from '../../src/worker/child/warm-droid.js';
+import { staleWarmFolders, sweepWarmFolders, WARM_DIR_MIN_AGE_MS } from '../../src/worker/parent/warm-folders.js';
 
 const warm = { droidPath: '/bin/droid', droidEnv: { HOME: '/h', PATH: '/bin' }, dir: '/tmp/droid-mcp-warm-x' };
 const unconfined = { sandbox: { mode: 'off' as const }, droidPath: '/bin/droid', droidEnv: { PATH: '/bin', HOME: '/h' } };

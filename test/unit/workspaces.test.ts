@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ControllerError } from '../../src/controller/errors.js';
+import { ControllerError } from '../../src/shared/public-error.js';
 import { isSameOrInside, resolveWorkspace, treesOverlap } from '../../src/controller/workspaces.js';
 
 let tmp: string;

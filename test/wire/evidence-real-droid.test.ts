@@ -13,8 +13,8 @@ import { gitRepo } from '../support/git-repo.js';
 import { script } from '../support/model-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
-import type { TurnSpec } from '../../src/worker/protocol.js';
-import { snapshotTree } from '../../src/worker/git-evidence.js';
+import type { TurnSpec } from '../../src/worker/shared/protocol.js';
+import { snapshotTree } from '../../src/evidence/git.js';
 
 let workspace: string;
 let tag: string;

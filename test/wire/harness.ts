@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
-import type { RenameOutcome, TurnResult, TurnSpec } from '../../src/worker/protocol.js';
-import { forkWorker, startWorker, type WorkerHandle } from '../../src/worker/runner.js';
+import type { RenameOutcome, TurnResult, TurnSpec } from '../../src/worker/shared/protocol.js';
+import { forkWorker, startWorker, type WorkerHandle } from '../../src/worker/parent/runner.js';
 import { afterAll, beforeAll } from 'vitest';
 import { makeDroidBed, type DroidBed } from '../support/droid-home.js';
 import { MOCK_DROID, WORKER_ENTRY } from '../support/paths.js';

@@ -14,8 +14,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AF_UNIX, AUDIT_ARCH, buildSeccompProgram, DENY_RULES, encodeProgram, EPERM, SYSCALLS, TIOCLINUX, TIOCSTI, type BpfInstruction, type SeccompArch } from '../../src/worker/seccomp.js';
-import { bwrapArgs, prepareTurnPaths, probeSandbox, sandboxLauncher } from '../../src/worker/sandbox.js';
+import { AF_UNIX, AUDIT_ARCH, buildSeccompProgram, DENY_RULES, encodeProgram, EPERM, SYSCALLS, TIOCLINUX, TIOCSTI, type BpfInstruction, type SeccompArch } from '../../src/sandbox/seccomp.js';
+import { bwrapArgs, prepareTurnPaths, probeSandbox, sandboxLauncher } from '../../src/sandbox/sandbox.js';
 
 const ALLOW = 0x7fff0000;
 const KILL = 0x80000000;

@@ -17,9 +17,9 @@ import { messageText, script, type RecordedRequest } from '../support/model-serv
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { WORKER_ENTRY } from '../support/paths.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
-import type { TurnResult, TurnSpec } from '../../src/worker/protocol.js';
-import { startPooledWorker, WarmPool } from '../../src/worker/pool.js';
-import { killGroupAndWait } from '../../src/worker/process-group.js';
+import type { TurnResult, TurnSpec } from '../../src/worker/shared/protocol.js';
+import { startPooledWorker, WarmPool } from '../../src/worker/parent/warm-pool.js';
+import { killGroupAndWait } from '../../src/worker/parent/process-group.js';
 
 const BWRAP = execFileSync('sh', ['-c', 'command -v bwrap || true'], { encoding: 'utf8' }).trim();
 

@@ -10,10 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
-import { RENAME_SKIPPED, type TurnSpec } from '../../src/worker/protocol.js';
+import { RENAME_SKIPPED, type TurnSpec } from '../../src/worker/shared/protocol.js';
 import { warmPoolOn } from '../support/warm-pool.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
-import { turnTimeline } from '../../src/worker/timeline.js';
+import { turnTimeline } from '../../src/worker/shared/timeline.js';
 
 
 let tag: string;

@@ -11,7 +11,7 @@ import { DroidClient } from '../../src/droid/client.js';
 import { prose, script } from '../support/model-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
-import type { TurnSpec } from '../../src/worker/protocol.js';
+import type { TurnSpec } from '../../src/worker/shared/protocol.js';
 
 let workspace: string;
 let tag: string;

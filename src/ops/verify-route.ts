@@ -1,0 +1,133 @@
+/**
+ * Checks what a droid CLI does with the Amp attachment, the way routed and
+ * detached turns use it, without any model prompt or message: fresh (attach
+ * on initialize), resumed without the attachment (droid must not keep it),
+ * re-attached on load, and a detached fresh session. Each step runs the same
+ * preflight code as a turn. Used by scripts/verify-route.mjs.
+ *
+ * It creates two empty droid sessions (no messages) in a temporary working
+ * directory; under the sandbox they live in a private sessions folder that
+ * is removed afterwards, so droid's own history is not touched. Nothing is
+ * sent to Amp beyond MCP initialize and tools/list.
+ */
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { disabledToolIdsOf, type DroidClient, type McpServerSpec } from '../droid/client.js';
+import { privateTmpRoot, type SandboxSpec } from '../sandbox/sandbox.js';
+import { removeTree } from '../util/remove-tree.js';
+import { withShortLivedDroid } from '../worker/parent/short-lived-droid.js';
+import { DroidError } from '../droid/errors.js';
+import { AMP_SERVER, isPuck, isServerTool, listedTools, type ListedTool } from '../droid/amp-tools.js';
+import { dropStaleAmpDisables, preflightAmp } from '../worker/child/amp-preflight.js';
+
+export interface RouteCheck {
+  name: 'fresh' | 'resumed' | 'reattached' | 'detached';
+  ok: boolean;
+  /** What was seen: tool states of the Amp server, or the failure. Never a session id. */
+  detail: string;
+}
+
+export interface VerifyRouteOptions {
+  droidPath: string;
+  url: string;
+  env: NodeJS.ProcessEnv;
+  /** A model id to open sessions with; droid's default when absent (nothing is ever sent to it). */
+  modelId?: string;
+  /** The host's sandbox: every droid here runs in it, as turns do. */
+  sandbox: SandboxSpec;
+}
+
+function describe(tools: readonly ListedTool[]): string {
+  const amp = tools.filter(isServerTool);
+  if (amp.length === 0) return `no ${AMP_SERVER} tool listed`;
+  return amp.map((t) => `${t.id}${t.currentlyAllowed === true ? ' usable' : ' disabled'}`).join(', ');
+}
+
+async function inventory(client: DroidClient): Promise<ListedTool[]> {
+  const tools = listedTools(await client.listTools());
+  if (!tools) throw new DroidError('droid_protocol_error', 'list_tools returned no tool list');
+  return tools;
+}
+
+/** Only puck usable among the server's tools, and puck itself usable. */
+function onlyPuck(tools: readonly ListedTool[]): boolean {
+  const amp = tools.filter(isServerTool);
+  return amp.some((t) => isPuck(t) && t.currentlyAllowed === true) && amp.every((t) => isPuck(t) || t.currentlyAllowed === false);
+}
+
+function withDroid<T>(options: VerifyRouteOptions, cwd: string, sessionsCopy: string, use: (client: DroidClient) => Promise<T>): Promise<T> {
+  const env = Object.fromEntries(Object.entries(options.env).filter((e): e is [string, string] => typeof e[1] === 'string'));
+  return withShortLivedDroid({ droidPath: options.droidPath, env, sandbox: options.sandbox, cwd, sessionsCopy }, use);
+}
+
+async function check(name: RouteCheck['name'], run: () => Promise<{ ok: boolean; detail: string }>): Promise<RouteCheck> {
+  try {
+    return { name, ...(await run()) };
+  } catch (err) {
+    const detail = err instanceof DroidError ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : String(err);
+    return { name, ok: false, detail: detail.slice(0, 500) };
+  }
+}
+
+export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteCheck[]> {
+  const cwd = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-verify-route-')));
+  // One private sessions folder for the whole check: the resumed steps load what the first created.
+  const sessionsCopy = mkdtempSync(join(privateTmpRoot(), 'verify-sessions-'));
+  const servers: McpServerSpec[] = [{ name: AMP_SERVER, type: 'http', url: options.url }];
+  const base = { machineId: hostname(), cwd, autonomyLevel: 'off' as const, interactionMode: 'spec' as const, ...(options.modelId && { modelId: options.modelId }) };
+  const checks: RouteCheck[] = [];
+  let sessionId: string | null = null;
+  try {
+    checks.push(
+      await check('fresh', () =>
+        withDroid(options, cwd, sessionsCopy, async (client) => {
+          const created = await client.initializeSession({ ...base, mcpServers: servers });
+          sessionId = created.sessionId;
+          await preflightAmp(client, options.url, disabledToolIdsOf(created.settings));
+          const tools = await inventory(client);
+          return { ok: onlyPuck(tools), detail: `attached on initialize: ${describe(tools)}` };
+        }),
+      ),
+    );
+    const id = sessionId as string | null;
+    if (id === null) {
+      checks.push(...(['resumed', 'reattached'] as const).map((name) => ({ name, ok: false, detail: 'skipped: no session was created' })));
+    } else {
+      checks.push(
+        await check('resumed', () =>
+          withDroid(options, cwd, sessionsCopy, async (client) => {
+            const loaded = await client.loadSession(id);
+            // What a detached turn does: drop disables of tools droid no longer knows.
+            await dropStaleAmpDisables(client, disabledToolIdsOf(loaded.settings));
+            const tools = await inventory(client);
+            return { ok: !tools.some(isServerTool), detail: `loaded without the attachment: ${describe(tools)}` };
+          }),
+        ),
+      );
+      checks.push(
+        await check('reattached', () =>
+          withDroid(options, cwd, sessionsCopy, async (client) => {
+            const loaded = await client.loadSession(id, { mcpServers: servers });
+            await preflightAmp(client, options.url, disabledToolIdsOf(loaded.settings));
+            const tools = await inventory(client);
+            return { ok: onlyPuck(tools), detail: `attached again on load: ${describe(tools)}` };
+          }),
+        ),
+      );
+    }
+    checks.push(
+      await check('detached', () =>
+        withDroid(options, cwd, sessionsCopy, async (client) => {
+          await client.initializeSession(base);
+          const tools = await inventory(client);
+          return { ok: !tools.some(isServerTool), detail: `initialized without the attachment: ${describe(tools)}` };
+        }),
+      ),
+    );
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
+    await removeTree(sessionsCopy);
+  }
+  return checks;
+}

@@ -1,0 +1,152 @@
+/**
+ * Worker process entry: receives one turn over IPC, runs it, reports, waits
+ * for the controller to acknowledge the durable result, and exits.
+ */
+import { toErrorInfo } from '../../droid/errors.js';
+import { parseParentMessage, runEnvelopeSchema } from '../shared/ipc.js';
+import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent, POOL_ARG, WARM_IDLE_TITLE, WORKER_TITLE } from '../shared/protocol.js';
+import { stopOrphanedGroup } from './orphan.js';
+import { runTurn } from './run-turn.js';
+import { spawnWarmDroid, type WarmDroid } from './warm-droid.js';
+import { ACK_WAIT_MS } from '../shared/timeline.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+
+function send(message: WorkerToParent): Promise<void> {
+  return new Promise((resolve) => {
+    if (!process.connected || !process.send) return resolve();
+    process.send(message, (err: Error | null) => {
+      if (err) process.stderr.write(`worker: IPC send failed: ${err.message}\n`);
+      resolve();
+    });
+  });
+}
+
+// A pool worker is idle until its turn comes, and says so from its first moment.
+if (process.argv.includes(POOL_ARG)) process.title = WARM_IDLE_TITLE;
+
+let cancel!: () => void;
+const cancelled = new Promise<void>((resolve) => (cancel = resolve));
+let acknowledge!: () => void;
+const acknowledged = new Promise<void>((resolve) => (acknowledge = resolve));
+let running = false;
+/** Set by `warm` (pool workers only): prepared before the turn is known. */
+let warmed = false;
+let warm: WarmDroid | undefined;
+/** Aborted when a follow-up waits for this turn's slot: the Factory title is left for a later turn. */
+const skipRename = new AbortController();
+
+/** Puck calls waiting for the controller's reply gate, by request id. */
+const gateWaits = new Map<string, (approve: boolean) => void>();
+let gateIds = 0;
+/** A gate that never answers denies: droid's permission request must not hang the turn. */
+const GATE_WAIT_MS = 30_000;
+
+function askGate(call: ReplyCall): Promise<boolean> {
+  if (!process.connected) return Promise.resolve(false);
+  const id = `g${++gateIds}`;
+  return new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => settle(false), GATE_WAIT_MS);
+    const settle = (approve: boolean) => {
+      clearTimeout(timer);
+      gateWaits.delete(id);
+      resolve(approve);
+    };
+    gateWaits.set(id, settle);
+    void send({ type: 'reply_call', id, call });
+  });
+}
+
+// The controller is gone: nobody can record this turn, so stop droid now.
+process.on('disconnect', () => {
+  for (const settle of [...gateWaits.values()]) settle(false);
+  cancel();
+  acknowledge();
+  stopOrphanedGroup();
+});
+
+process.on('message', (raw: unknown) => {
+  const parsed = parseParentMessage(raw);
+  if (parsed.ok) {
+    const message = parsed.message;
+    if (message.type === 'cancel') return cancel();
+    if (message.type === 'ack') return acknowledge();
+    if (message.type === 'skip_rename') return skipRename.abort();
+    // An unknown id (a decision that came after the wait gave up) is ignored: that call was already denied.
+    if (message.type === 'reply_decision') return gateWaits.get(message.id)?.(message.approve);
+    if (message.type === 'warm') return prepare(message.droid);
+    return start(message.spec);
+  }
+  // A run with a bad spec still gets its named answer (turn_spec_invalid), so the controller is not left waiting.
+  const run = runEnvelopeSchema.safeParse(raw);
+  if (run.success) return start(run.data.spec);
+  // Anything else is never acted on: not an ack, not a cancel (the controller's kill backstop still holds).
+  process.stderr.write(`worker: ignored invalid IPC message from the controller (${parsed.problem})\n`);
+});
+
+/**
+ * A pool worker gets ready before its turn is known. If its droid dies while
+ * it waits, it says so and keeps waiting: the pool drops it (and kills its
+ * group); a turn that took it meanwhile simply starts droid cold.
+ */
+function prepare(droid: WarmDroidSpec | null): void {
+  if (running || warmed) {
+    process.stderr.write('worker: ignored a warm message after the worker was prepared or given its turn\n');
+    return;
+  }
+  warmed = true;
+  process.title = WARM_IDLE_TITLE;
+  if (droid) {
+    try {
+      const spawned = spawnWarmDroid(droid);
+      warm = spawned;
+      void spawned.client.process.exited.then((exit) => {
+        if (!running) void send({ type: 'warm_lost', detail: `warm droid exited (${exit.signal ? `signal ${exit.signal}` : `code ${exit.code}`})` });
+      });
+    } catch (err) {
+      void send({ type: 'warm_lost', detail: `could not start a warm droid: ${(err as Error).message}` });
+      return;
+    }
+  }
+  void send({ type: 'warm_ready' });
+}
+
+function start(spec: unknown): void {
+  if (running) {
+    process.stderr.write('worker: ignored a second run message; a worker runs exactly one turn\n');
+    return;
+  }
+  running = true;
+  if (warmed) process.title = WORKER_TITLE;
+  void execute(spec);
+}
+
+async function execute(rawSpec: unknown): Promise<void> {
+  const parsed = turnSpecSchema.safeParse(rawSpec);
+  let result: TurnResult;
+  let release = async (_skip: AbortSignal): Promise<RenameOutcome | null> => null;
+  if (!parsed.success) {
+    // No turn will use it.
+    warm?.client.process.kill('SIGKILL');
+    const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    result = emptyFailure({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
+  } else {
+    try {
+      ({ result, release } = await runTurn(parsed.data, {
+        cancelled,
+        onStarted: (droidSessionId) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString() }),
+        onProgress: (event) => void send({ type: 'progress', event }),
+        replyGate: askGate,
+        onReply: (event) => void send({ type: 'reply_event', event }),
+      }, warm));
+    } catch (err) {
+      result = emptyFailure(toErrorInfo(err));
+    }
+  }
+  await send({ type: 'terminal', result });
+  // droid goes while the controller persists the result; the slot stays held until both are done.
+  const rename = await release(skipRename.signal);
+  if (rename) await send({ type: 'rename', outcome: rename });
+  await Promise.race([acknowledged, sleep(ACK_WAIT_MS)]);
+  process.exit(0);
+}

@@ -1,0 +1,362 @@
+/**
+ * Runs exactly one droid turn for a validated spec and says how it ended.
+ * No IPC here: the caller supplies hooks and a cancel signal, so the same
+ * code runs in the worker process and in tests.
+ */
+import { hostname } from 'node:os';
+import { realpath, stat } from 'node:fs/promises';
+import { DroidClient, disabledToolIdsOf, SHUTDOWN_BUDGET, settingsFor, type McpServerSpec } from '../../droid/client.js';
+import { DroidError, toErrorInfo, type ErrorInfo } from '../../droid/errors.js';
+import { AMP_SERVER } from '../../droid/amp-tools.js';
+import { droidAutonomy } from '../../droid/permission-policy.js';
+import { assertDroidExecutable } from '../../droid/process.js';
+import type { ProgressEvent, TurnCollector } from '../../droid/turn-collector.js';
+import { RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnOutcome, type TurnResult, type TurnSpec } from '../shared/protocol.js';
+import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { turnTimeline } from '../shared/timeline.js';
+import { assertBwrapExecutable, confinedEnv, factoryDirOf, listFactoryEntries, runtimeDirOf, sandboxLauncher, type SandboxLauncher } from '../../sandbox/sandbox.js';
+import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.js';
+import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '../../evidence/turn-evidence.js';
+import type { Launcher } from '../../evidence/git.js';
+
+export interface TurnHooks {
+  onStarted(droidSessionId: string): void;
+  onProgress(event: ProgressEvent): void;
+  /** Resolves when the controller asks to stop this turn. */
+  cancelled: Promise<void>;
+  /** Routed turns: the controller's reply gate. Absent: every puck call is denied. */
+  replyGate?(call: ReplyCall): Promise<boolean>;
+  /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
+  onReply?(event: ReplyEvent): void;
+}
+
+type Stop = { kind: 'cancel' } | { kind: 'deadline' };
+
+interface TurnState {
+  client?: DroidClient;
+  droidSessionId: string | null;
+  collector?: TurnCollector;
+  submitted: boolean;
+  /** The same confinement as droid's, with a read-only workspace: where git runs (git-evidence.ts). */
+  gitLauncher?: Launcher | null;
+  evidence?: EvidenceStart;
+}
+
+const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
+/** `error.name` of droid's notification when it has no usable login or key. */
+const AUTHENTICATION_ERROR = 'AuthenticationError';
+
+export interface FinishedTurn {
+  result: TurnResult;
+  /**
+   * Applies a pending Factory title (best effort, own time window) and stops
+   * droid. Called after the result has been reported, so neither can delay
+   * the result or make a finished turn time out. When `skip` is aborted (a
+   * follow-up waits for this slot) the rename is not sent, or no longer
+   * waited for (the title stays pending and a later turn applies it), and
+   * droid is killed as soon as close_session is answered.
+   */
+  release(skip?: AbortSignal): Promise<RenameOutcome | null>;
+}
+
+/** Titles are applied only after turns droid actually finished. */
+const RENAMABLE: readonly TurnOutcome[] = ['succeeded', 'interrupted'];
+
+/**
+ * `warm`: a droid this worker spawned before it knew its turn. Used only when
+ * it fits the turn (warm.ts `warmFits`); otherwise it is killed and droid
+ * starts cold, exactly as without a pool.
+ */
+export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid): Promise<FinishedTurn> {
+  const startedAt = Date.now();
+  const state: TurnState = { droidSessionId: null, submitted: false };
+  let deadlineTimer: NodeJS.Timeout | undefined;
+  let cancelledAt: number | null = null;
+  void hooks.cancelled.then(() => (cancelledAt ??= Date.now()));
+  const stop = new Promise<Stop>((resolve) => {
+    deadlineTimer = setTimeout(() => resolve({ kind: 'deadline' }), spec.timeoutMs);
+    void hooks.cancelled.then(() => resolve({ kind: 'cancel' }));
+  });
+
+  let verdict: Verdict;
+  try {
+    verdict = await drive(spec, hooks, state, stop, warm);
+  } catch (err) {
+    verdict = { outcome: 'failed', reason: null, error: toErrorInfo(err) };
+  } finally {
+    clearTimeout(deadlineTimer);
+  }
+  state.collector?.abortOpenSpans('droid stopped before the tool reported a result');
+  // Evidence of submitted turns only: changes, context, and the structured-output check.
+  const timeline = turnTimeline(spec.timeoutMs, spec.graceMs);
+  const notAfter = Math.min(startedAt + timeline.evidenceEndsByMs, cancelledAt === null ? Infinity : cancelledAt + timeline.evidenceAfterCancelMs);
+  const extra = state.submitted && state.evidence ? await finishEvidence(spec, state.evidence, state.client, state.collector, notAfter) : {};
+  if (state.submitted && spec.outputSchema) verdict = { ...verdict, ...judgeOutput(spec.outputSchema, verdict, state.collector) };
+  return {
+    result: { ...verdict, ...evidence(state), ...extra, durationMs: Date.now() - startedAt },
+    release: async (skip) => {
+      const client = state.client;
+      let rename: RenameOutcome | null = null;
+      if (client && spec.renameTo && RENAMABLE.includes(verdict.outcome)) {
+        rename = await applyTitle(client, spec.renameTo, turnTimeline(spec.timeoutMs, spec.graceMs).renameWindowMs, skip);
+      }
+      // A follow-up waiting for this slot does not wait out droid's voluntary exit either.
+      await client?.shutdown(SHUTDOWN_BUDGET, skip);
+      return rename;
+    },
+  };
+}
+
+/** Everything observed so far, whatever the outcome. */
+function evidence(state: TurnState) {
+  const client = state.client;
+  const collector = state.collector;
+  return {
+    submitted: state.submitted,
+    droidSessionId: state.droidSessionId,
+    finalText: collector?.finalText ?? '',
+    partialText: collector?.partialText ?? '',
+    usage: collector?.usage ?? null,
+    permissionsDeclined: client?.decisions.permissionsDeclined ?? [],
+    permissionsApproved: client?.decisions.permissionsApproved ?? [],
+    questions: client?.decisions.questions ?? [],
+    transcript: collector?.transcript ?? [],
+    diagnostics: [
+      ...(client?.process.connection.diagnostics.map((d) => `${d.kind}: ${d.detail}`) ?? []),
+      ...(client?.decisions.unknownRequests.map((m) => `unknown droid request answered -32601: ${m}`) ?? []),
+    ],
+    stderrTail: client?.process.stderr.toString() ?? '',
+  };
+}
+
+export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null; structuredOutput?: Record<string, unknown> | null };
+
+async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>, warm?: WarmDroid): Promise<Verdict> {
+  const useWarm = warm !== undefined && warmFits(warm.spec, warmAlive(warm), spec) && (await startsAlike(warm, spec.workspace));
+  // A warm droid the turn cannot use goes before anything else starts.
+  if (warm && !useWarm) warm.client.process.kill('SIGKILL');
+  // Owned by the turn from here: `release` stops it whatever happens next.
+  if (useWarm) state.client = warm.client;
+  assertDroidExecutable(spec.droidPath);
+  await assertWorkspaceUnchanged(spec.workspace);
+  let client: DroidClient;
+  if (useWarm) client = warm.client;
+  else {
+    const launcher = confine(spec, state);
+    const env = launcher ? confinedEnv(spec.droidEnv) : spec.droidEnv;
+    client = DroidClient.spawn({ droidPath: spec.droidPath, env, cwd: spec.workspace, ...(launcher && { launcher }) });
+  }
+  state.client = client;
+  // droid writes nothing before the prompt is submitted: the "before" snapshot runs during setup.
+  state.evidence = beginEvidence(spec, state.gitLauncher ?? null);
+  if (spec.replyBack) {
+    client.routeReplies({
+      caller: spec.autonomy,
+      gate: (call) => hooks.replyGate?.(call) ?? Promise.resolve(false),
+      observe: (event) => {
+        hooks.onReply?.(event);
+        // droid ran an Amp tool without asking: the gate is not in control, so stop the turn.
+        if (event.kind === 'bypass') client.interrupt().catch(() => undefined);
+      },
+    });
+  }
+  const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
+
+  // Setup: nothing is submitted if a stop or an exit comes first.
+  const setup = openSession(spec, client).then((id) => {
+    state.droidSessionId = id;
+    return null;
+  });
+  const exitDuringSetup = exited.then((e) => Promise.reject(e));
+  // Whichever loses the race must not surface later as an unhandled rejection.
+  setup.catch(() => undefined);
+  exitDuringSetup.catch(() => undefined);
+  const early = await Promise.race([setup, stop, exitDuringSetup]);
+  if (early) return stoppedBeforeSubmit(early);
+
+  await state.evidence.before;
+  const collector = await client.submit(spec.prompt, hooks.onProgress);
+  state.collector = collector;
+  state.submitted = true;
+  hooks.onStarted(state.droidSessionId!);
+
+  const first = await Promise.race([collector.ended, stop, exited]);
+  if (first instanceof Error) return diedMidTurn(first);
+  if ('reason' in first) return fromReason(first.reason, collector);
+
+  // Cancel or deadline: interrupt through the protocol and wait for the end,
+  // both within one interrupt window (timeline.ts).
+  const window = turnTimeline(spec.timeoutMs, spec.graceMs).interruptWindowMs;
+  client.interrupt(window).catch(() => undefined);
+  const after = await Promise.race([collector.ended, exited, sleep(window, undefined)]);
+  const end = after && !(after instanceof Error) ? after : undefined;
+  if (first.kind === 'deadline') {
+    if (end?.reason === 'completed') return fromReason(end.reason, collector);
+    return {
+      outcome: 'timed_out',
+      reason: end?.reason ?? null,
+      error: { code: 'run_timed_out', message: `turn exceeded its ${spec.timeoutMs} ms deadline`, retryable: true },
+    };
+  }
+  if (end) return fromReason(end.reason, collector);
+  return {
+    outcome: 'cancelled',
+    reason: null,
+    error: { code: 'interrupt_unconfirmed', message: 'droid did not confirm the interrupt in time', retryable: false },
+  };
+}
+
+async function applyTitle(client: DroidClient, title: string, windowMs: number, skip?: AbortSignal): Promise<RenameOutcome> {
+  const skipped: RenameOutcome = { title, ok: false, error: RENAME_SKIPPED };
+  if (skip?.aborted) return skipped;
+  let onSkip: (() => void) | undefined;
+  const skipping = new Promise<RenameOutcome>((resolve) => {
+    onSkip = () => resolve(skipped);
+    skip?.addEventListener('abort', onSkip, { once: true });
+  });
+  const renaming = client.rename(title, windowMs).then(
+    (result): RenameOutcome => (result.success ? { title, ok: true, error: null } : { title, ok: false, error: 'droid answered success: false' }),
+    (err: unknown): RenameOutcome => ({ title, ok: false, error: toErrorInfo(err).message }),
+  );
+  try {
+    // An abandoned rename request ends with droid's process, closed next.
+    return await Promise.race([renaming, skipping]);
+  } finally {
+    if (onSkip) skip?.removeEventListener('abort', onSkip);
+  }
+}
+
+async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
+  // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
+  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
+  // Held by the droid process, not the session: given on this turn's initialize or load (docs/PROTOCOL-NOTES.md).
+  const format = spec.outputSchema ? { structuredOutputFormat: { type: 'json_schema' as const, schema: spec.outputSchema } } : {};
+  // Routed turns only, on create and on every resume (droid does not keep it).
+  const mcpServers: McpServerSpec[] | undefined = spec.replyBack ? [{ name: AMP_SERVER, type: 'http', url: spec.replyBack.url }] : undefined;
+  if (spec.session.mode === 'create') {
+    const created = await client.initializeSession({
+      machineId: spec.machineId ?? hostname(),
+      cwd: spec.workspace,
+      ...settings,
+      ...format,
+      ...(spec.session.title ? { title: spec.session.title } : {}),
+      // droid 0.225 takes tags as objects ({name}), not strings (measured).
+      ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
+      ...(mcpServers && { mcpServers }),
+    });
+    await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
+    return created.sessionId;
+  }
+  const loaded = await client.loadSession(spec.session.droidSessionId, { ...format, ...(mcpServers && { mcpServers }) });
+  // A session recorded elsewhere must never run its tools in this workspace.
+  if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
+    throw new DroidError(
+      'resume_cwd_mismatch',
+      'the droid session was recorded in a different working directory than this workspace; nothing was submitted',
+    );
+  }
+  // A follow-up with unchanged settings skips the round trip (measured ≈ 30–130 ms on a busy host).
+  await client.updateSettings(settings, loaded.settings);
+  await prepareAmpTools(spec, client, disabledToolIdsOf(loaded.settings));
+  return spec.session.droidSessionId;
+}
+
+/**
+ * Before any prompt: a routed turn's preflight (puck the only usable Amp
+ * tool, or a named failure); a detached turn only drops disables of Amp
+ * tools a previous routed turn left in the session.
+ */
+function prepareAmpTools(spec: TurnSpec, client: DroidClient, saved: readonly string[]): Promise<void> {
+  return spec.replyBack ? preflightAmp(client, spec.replyBack.url, saved) : dropStaleAmpDisables(client, saved);
+}
+
+/** bwrap in front of droid, with this turn's binds; null when the operator turned the sandbox off. */
+function confine(spec: TurnSpec, state: TurnState): SandboxLauncher | null {
+  const sandbox = spec.sandbox;
+  if (sandbox.mode === 'off') return null;
+  assertBwrapExecutable(sandbox.bwrapPath);
+  // The runner (controller side) owns the private sessions copy and TMPDIR: it copies back and removes them after the group is gone.
+  const turnTmp = sandbox.turnTmp;
+  if (!sandbox.sessionsCopy || !turnTmp) throw new DroidError('sandbox_unavailable', 'the turn came without its private sessions folder or TMPDIR; nothing was submitted');
+  const factoryDir = factoryDirOf(spec.droidEnv);
+  const factoryEntries = listFactoryEntries(factoryDir, spec.droidPath);
+  const confinement = {
+    factoryDir,
+    factoryEntries,
+    turnTmp,
+    sessionsCopy: sandbox.sessionsCopy,
+    runtimeDir: runtimeDirOf(spec.droidEnv),
+    hiddenDirs: sandbox.hiddenDirs,
+    hiddenFiles: sandbox.hiddenFiles,
+  };
+  // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
+  const launcher = sandboxLauncher(sandbox.bwrapPath, { ...confinement, workspace: { path: spec.workspace, writable: spec.autonomy !== 'off' } });
+  // git reads a repository the turn may have rigged (config, attributes): it gets no more rights than the turn.
+  state.gitLauncher = sandboxLauncher(sandbox.bwrapPath, { ...confinement, workspace: { path: spec.workspace, writable: false } });
+  return launcher;
+}
+
+/**
+ * The controller resolved the workspace to this canonical path when it
+ * admitted the turn; droid starts only if it still is one (a symlink swapped
+ * into the path since then would move the turn outside its lock).
+ */
+async function assertWorkspaceUnchanged(workspace: string): Promise<void> {
+  const changed = new DroidError(
+    'workspace_changed',
+    "the session's workspace no longer resolves to the directory that was approved for this turn; nothing was submitted",
+  );
+  const resolved = await realpath(workspace).catch(() => null);
+  if (resolved !== workspace) throw changed;
+  if (!(await stat(resolved).then((s) => s.isDirectory(), () => false))) throw changed;
+}
+
+async function sameDirectory(a: string, b: string): Promise<boolean> {
+  const canonical = (p: string) => realpath(p).catch(() => p);
+  return (await canonical(a)) === (await canonical(b));
+}
+
+function stoppedBeforeSubmit(stop: Stop): Verdict {
+  return stop.kind === 'deadline'
+    ? {
+        outcome: 'timed_out',
+        reason: null,
+        error: { code: 'run_timed_out', message: 'the deadline passed before droid was ready; nothing was submitted', retryable: true },
+      }
+    : { outcome: 'cancelled', reason: null, error: null };
+}
+
+function diedMidTurn(err: Error): Verdict {
+  return { outcome: 'failed', reason: null, error: toErrorInfo(err, 'droid_exited') };
+}
+
+/**
+ * How droid's `agent_turn_completed.reason` becomes our verdict. A missing
+ * Factory login ends `model_authentication_failed` on droid 0.225.x but `error`
+ * on 0.215.0; both send an `AuthenticationError` notification first, which is
+ * what marks a generic `error` as an authentication failure.
+ */
+export function fromReason(reason: string, collector: Pick<TurnCollector, 'droidErrors'>): Verdict {
+  // Own keys only: a reason such as `constructor` is not an outcome.
+  const outcome = Object.hasOwn(REASON_OUTCOMES, reason) ? REASON_OUTCOMES[reason] : undefined;
+  if (outcome) return { outcome, reason, error: null };
+  const authError = collector.droidErrors.some((e) => e.name === AUTHENTICATION_ERROR);
+  if (reason === 'model_authentication_failed' || (reason === 'error' && authError)) {
+    return {
+      outcome: 'failed',
+      reason,
+      error: {
+        code: 'droid_auth_failed',
+        message: 'droid could not authenticate with the model provider; log the service user in to Factory (droid /login) or set FACTORY_API_KEY',
+        retryable: false,
+      },
+    };
+  }
+  const detail = collector.droidErrors.at(-1)?.text;
+  return {
+    outcome: 'failed',
+    reason,
+    error: { code: 'droid_turn_failed', message: `droid ended the turn with reason ${reason}${detail ? ` (${detail})` : ''}`, retryable: false },
+  };
+}

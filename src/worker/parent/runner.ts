@@ -1,0 +1,256 @@
+/**
+ * Parent side of one worker: forks it as the leader of its own process group,
+ * relays its reports, and makes sure the whole group is gone at the end.
+ * Its budgets come from the turn timeline (timeline.ts).
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { ProgressEvent } from '../../droid/turn-collector.js';
+import type { ErrorInfo } from '../../droid/errors.js';
+import { parseWorkerMessage } from '../shared/ipc.js';
+import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from '../shared/protocol.js';
+import { TextTail } from '../../util/text.js';
+import { killGroup, killGroupAndWait } from './process-group.js';
+import { turnTimeline } from '../shared/timeline.js';
+import { factoryDirOf, makeTurnTmp } from '../../sandbox/sandbox.js';
+import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
+
+/** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
+export const WORKER_ENTRY = fileURLToPath(new URL('../child/main.js', import.meta.url));
+/** Invalid IPC messages kept as diagnostics per turn (all are counted). */
+const MAX_IPC_PROBLEMS = 10;
+
+export interface WorkerOptions {
+  onStarted?(droidSessionId: string): void;
+  onProgress?(event: ProgressEvent): void;
+  /** After the result: whether the pending Factory title was applied. */
+  onRename?(outcome: RenameOutcome): void;
+  /** Sandboxed turns: what was copied back from the turn's private sessions folder, when anything was refused (session-copy.ts). */
+  onSessionCopy?(result: SessionCopyResult): void;
+  /** A member of the group survives SIGKILL: the lock stays held; say so. */
+  onStuck?(members: number[], waitedMs: number): void;
+  /** Routed turns: the reply gate's verdict on one puck call (absent, failing or not true: denied). */
+  onReplyCall?(call: ReplyCall): Promise<boolean>;
+  /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
+  onReplyEvent?(event: ReplyEvent): void;
+  /** Environment of the worker process itself (droid gets spec.droidEnv). */
+  env?: NodeJS.ProcessEnv;
+  workerEntry?: string;
+  /** An IPC message from the worker failed validation and was ignored (for the log). */
+  onInvalidMessage?(problem: string): void;
+  /**
+   * A pre-forked worker from the warm pool (pool.ts `take`), already leading
+   * its own process group and not yet given a turn; absent: fork one now.
+   * Either way the worker runs this one turn and is never reused.
+   */
+  worker?: ChildProcess;
+}
+
+/** Forks a worker process leading its own process group (the turn's, or a pool's spare). */
+export function forkWorker(options: Pick<WorkerOptions, 'env' | 'workerEntry'> = {}, args: string[] = []): ChildProcess {
+  return fork(options.workerEntry ?? WORKER_ENTRY, args, {
+    detached: true,
+    env: options.env ?? process.env,
+    // stdout is never inherited: in stdio mode ours carries MCP frames.
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+  });
+}
+
+export interface WorkerHandle {
+  readonly pid: number;
+  /** The turn's one result; synthesized if the worker dies without one. */
+  readonly result: Promise<TurnResult>;
+  /** Settles when the worker has exited and no member of its process group runs. */
+  readonly cleanedUp: Promise<void>;
+  /** Asks for a protocol interrupt; kills the group if the worker does not report within the cancel backstop. */
+  cancel(): void;
+  /** Tells the worker its result is durable, so it may exit. */
+  acknowledge(): void;
+  /** Asks the worker to leave the Factory title for a later turn (skip or abandon the rename). */
+  skipRename(): void;
+}
+
+/** Why the runner itself killed the group before a result came. */
+type Backstop = 'cancel' | 'deadline' | 'after_result';
+
+export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): WorkerHandle {
+  const timeline = turnTimeline(turnSpec.timeoutMs, turnSpec.graceMs);
+  // Sandboxed turns see a private copy of their own session's droid files; it is
+  // copied back once the group is gone (below), whatever ended the turn. Made
+  // first: a failure here throws before any process starts.
+  const resumeId = turnSpec.session.mode === 'resume' ? turnSpec.session.droidSessionId : null;
+  const confined = turnSpec.sandbox.mode === 'bwrap' ? prepareConfinedTurn(turnSpec, resumeId) : null;
+  const spec: TurnSpec = confined && turnSpec.sandbox.mode === 'bwrap' ? { ...turnSpec, sandbox: { ...turnSpec.sandbox, sessionsCopy: confined.sessions.dir, turnTmp: confined.tmp.turnTmp } } : turnSpec;
+  const stderr = new TextTail(16_000);
+  let child: ChildProcess;
+  try {
+    child = options.worker ?? forkWorker(options);
+  } catch (err) {
+    confined?.dispose();
+    throw err;
+  }
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => stderr.push(chunk));
+  const pid = child.pid ?? -1;
+
+  let settle!: (result: TurnResult) => void;
+  let gotResult = false;
+  let cancelRequested = false;
+  let startedSession: string | null = null;
+  let reportedSession: string | null = null;
+  let firedBackstop: Backstop | null = null;
+  const result = new Promise<TurnResult>((resolve) => (settle = resolve));
+
+  let backstop: NodeJS.Timeout | undefined;
+  const armBackstop = (kind: Backstop, ms: number) => {
+    clearTimeout(backstop);
+    backstop = setTimeout(() => {
+      firedBackstop = kind;
+      killGroup(pid, 'SIGKILL');
+    }, ms);
+  };
+  // For a worker that ignores its own deadline.
+  armBackstop('deadline', timeline.deadlineBackstopMs);
+
+  // Messages cross a process boundary: each is validated, and an invalid one is
+  // counted and kept as a diagnostic, never acted on. An invalid `terminal` is
+  // not the result: the turn then ends as worker_failed when the worker exits.
+  let invalidMessages = 0;
+  const ipcProblems: string[] = [];
+  const withIpcProblems = (r: TurnResult): TurnResult =>
+    ipcProblems.length ? { ...r, diagnostics: [...r.diagnostics, ...ipcProblems] } : r;
+  child.on('message', (raw: unknown) => {
+    const parsed = parseWorkerMessage(raw);
+    if (!parsed.ok) {
+      const problem = `ipc_invalid_message #${++invalidMessages} from the worker, ignored: ${parsed.problem}`;
+      if (ipcProblems.length < MAX_IPC_PROBLEMS) ipcProblems.push(problem);
+      options.onInvalidMessage?.(problem);
+      return;
+    }
+    const message = parsed.message;
+    if (message.type === 'started') {
+      startedSession = message.droidSessionId;
+      options.onStarted?.(message.droidSessionId);
+    } else if (message.type === 'progress') options.onProgress?.(message.event);
+    else if (message.type === 'rename') options.onRename?.(message.outcome);
+    else if (message.type === 'reply_call') {
+      const id = message.id;
+      const verdict = options.onReplyCall ? options.onReplyCall(message.call).catch(() => false) : Promise.resolve(false);
+      void verdict.then((approve) => post({ type: 'reply_decision', id, approve: approve === true }));
+    } else if (message.type === 'reply_event') options.onReplyEvent?.(message.event);
+    else if (message.type === 'terminal' && !gotResult) {
+      gotResult = true;
+      reportedSession = message.result.droidSessionId;
+      // From here the worker only renames and closes droid: its own window.
+      armBackstop('after_result', timeline.afterResultMs);
+      settle(withIpcProblems(message.result));
+    }
+  });
+
+  const exited = new Promise<string>((resolve) => {
+    child.once('exit', (code, signal) => resolve(signal ? `signal ${signal}` : `code ${code}`));
+    child.once('error', (err) => resolve(`spawn error ${err.message}`));
+  });
+
+  const cleanedUp = exited.then(async (how) => {
+    if (!gotResult) {
+      gotResult = true;
+      // After `started`, the prompt reached droid: the turn may have had effects. An invalid
+      // message may have been that `started`, so in doubt the turn counts as submitted.
+      const evidence = { submitted: startedSession !== null || invalidMessages > 0, droidSessionId: startedSession, stderrTail: stderr.toString() };
+      settle(withIpcProblems(withoutResult(how, firedBackstop, cancelRequested, invalidMessages, spec, evidence)));
+    }
+    // droid shares the worker's group; anything left in it goes now.
+    try {
+      await killGroupAndWait(pid, options.onStuck);
+    } finally {
+      clearTimeout(backstop);
+    }
+    // A resumed session keeps its id; a new one is droid's answer to initialize. Then the folders go,
+    // off the event loop (a turn can make them slow to remove: that holds only its own slot); nothing here rejects.
+    // A controller that dies before this leaves the copy for the next start (session-copy.ts recoverSessionCopies).
+    if (confined) {
+      await commitSessions(confined.sessions, resumeId ?? reportedSession ?? startedSession, options);
+      const [copyLeft, tmpLeft] = await Promise.all([confined.sessions.dispose(), confined.tmp.dispose()]);
+      const left = [copyLeft && `the private sessions copy was not removed: ${copyLeft}`, tmpLeft && `the turn's TMPDIR was not removed: ${tmpLeft}`].filter((x): x is string => !!x);
+      if (left.length) options.onSessionCopy?.({ copied: [], refused: left });
+    }
+  });
+
+  const post = (message: ParentToWorker) => {
+    if (child.connected) child.send(message, () => undefined);
+  };
+  post({ type: 'run', spec });
+
+  return {
+    pid,
+    result,
+    cleanedUp,
+    cancel() {
+      if (cancelRequested) return;
+      cancelRequested = true;
+      post({ type: 'cancel' });
+      // The worker has its interrupt window to report; after that, a hard stop.
+      if (!gotResult) armBackstop('cancel', timeline.cancelBackstopMs);
+    },
+    acknowledge() {
+      post({ type: 'ack' });
+    },
+    skipRename() {
+      post({ type: 'skip_rename' });
+    },
+  };
+}
+
+/** A sandboxed turn's private folders, named after its run (so a restart finds what a dead controller left). */
+function prepareConfinedTurn(spec: TurnSpec, resumeId: string | null): { sessions: SessionCopy; tmp: { turnTmp: string; dispose(): Promise<string | null> }; dispose(): void } {
+  const sessions = prepareSessionCopy(factoryDirOf(spec.droidEnv), spec.workspace, resumeId, spec.runId);
+  let tmp: { turnTmp: string; dispose(): Promise<string | null> };
+  try {
+    tmp = makeTurnTmp(spec.runId);
+  } catch (err) {
+    void sessions.dispose();
+    throw err;
+  }
+  return { sessions, tmp, dispose: () => void Promise.all([sessions.dispose(), tmp.dispose()]) };
+}
+
+/** Copies this session's files back once the group is gone. Never rejects; refusals are reported. */
+async function commitSessions(sessions: SessionCopy, droidSessionId: string | null, options: WorkerOptions): Promise<void> {
+  try {
+    const result = await sessions.commit(droidSessionId);
+    if (result.refused.length) options.onSessionCopy?.(result);
+  } catch (err) {
+    options.onSessionCopy?.({ copied: [], refused: [`copy-back failed: ${(err as Error).message}`] });
+  }
+}
+
+/**
+ * The result of a worker that exited without reporting one. A stop we forced
+ * after asking for a cancel is a cancellation; after the deadline, a timeout;
+ * anything else is a worker failure.
+ */
+function withoutResult(
+  how: string,
+  backstop: Backstop | null,
+  cancelRequested: boolean,
+  invalidMessages: number,
+  spec: TurnSpec,
+  evidence: Partial<TurnResult>,
+): TurnResult {
+  if (cancelRequested && backstop === 'cancel') {
+    // Killed by our own backstop after we asked it to stop: the stop was ours.
+    const error: ErrorInfo = {
+      code: 'interrupt_unconfirmed',
+      message: `droid did not confirm the interrupt in time; its process group was killed (worker ${how})`,
+      retryable: false,
+    };
+    return { ...emptyFailure(error, evidence), outcome: 'cancelled' };
+  }
+  if (backstop === 'deadline') {
+    const error: ErrorInfo = { code: 'run_timed_out', message: `turn exceeded its ${spec.timeoutMs} ms deadline; its process group was killed`, retryable: true };
+    return { ...emptyFailure(error, evidence), outcome: 'timed_out' };
+  }
+  const invalid = invalidMessages ? ` (it sent ${invalidMessages} invalid IPC message(s), see diagnostics)` : '';
+  return emptyFailure({ code: 'worker_failed', message: `the turn's worker exited (${how}) without a valid result${invalid}`, retryable: false }, evidence);
+}

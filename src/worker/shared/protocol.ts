@@ -1,0 +1,186 @@
+/**
+ * The IPC contract between the controller and a per-turn worker. Validated on
+ * both sides against the schemas in ipc.ts: a malformed message is reported
+ * and ignored, never a guess.
+ */
+import { z } from 'zod';
+import { autonomySchema } from '../../shared/record-schemas.js';
+import type { ErrorInfo } from '../../droid/errors.js';
+import type { TokenUsage } from '../../droid/notifications.js';
+import type { PermissionRecord, QuestionRecord } from '../../droid/permission-policy.js';
+import type { ProgressEvent, TranscriptEntry } from '../../droid/turn-collector.js';
+import type { ChangeSet, ContextStats } from '../../shared/evidence-types.js';
+
+export const turnSpecSchema = z
+  .object({
+    runId: z.string().min(1),
+    workspace: z.string().startsWith('/'),
+    droidPath: z.string().min(1),
+    droidEnv: z.record(z.string(), z.string()),
+    session: z.discriminatedUnion('mode', [
+      z.object({ mode: z.literal('create'), title: z.string().optional(), tags: z.array(z.string()).optional() }).strict(),
+      z.object({ mode: z.literal('resume'), droidSessionId: z.string().min(1) }).strict(),
+    ]),
+    model: z.string().min(1),
+    reasoningEffort: z.string().min(1).optional(),
+    autonomy: autonomySchema,
+    prompt: z.string(),
+    timeoutMs: z.number().int().positive(),
+    graceMs: z.number().int().positive(),
+    machineId: z.string().min(1).optional(),
+    /** Operating-system confinement of droid (see sandbox.ts); always stated, never defaulted. */
+    sandbox: z.discriminatedUnion('mode', [
+      z.object({ mode: z.literal('off') }).strict(),
+      z
+        .object({
+          mode: z.literal('bwrap'),
+          bwrapPath: z.string().startsWith('/'),
+          hiddenDirs: z.array(z.string().startsWith('/')),
+          hiddenFiles: z.array(z.string().startsWith('/')),
+          /** Set by the runner (runner.ts) for each turn: the private copy droid sees as its sessions folder. */
+          sessionsCopy: z.string().startsWith('/').optional(),
+          /** Set by the runner too: the turn's private TMPDIR. */
+          turnTmp: z.string().startsWith('/').optional(),
+        })
+        .strict(),
+    ]),
+    /**
+     * JSON Schema of this turn's structured output (checked by output-schema.ts
+     * at acceptance). Passed to droid as structuredOutputFormat on the
+     * initialize_session or load_session of this turn's droid process.
+     */
+    outputSchema: z.record(z.string(), z.unknown()).optional(),
+    /** Factory title to apply after the turn (best effort), when it changed. */
+    renameTo: z.string().min(1).max(200).optional(),
+    /**
+     * Present only on routed turns: attach the Amp MCP server at `url` as
+     * `amp-puck`, preflight it, and route every puck call through the reply
+     * gate (the controller). Detached turns never contact it.
+     */
+    replyBack: z.object({ url: z.string().min(1), replyTo: z.string().min(1) }).strict().optional(),
+  })
+  .strict();
+
+export type TurnSpec = z.infer<typeof turnSpecSchema>;
+
+export type TurnOutcome = 'succeeded' | 'interrupted' | 'cancelled' | 'failed' | 'timed_out';
+
+export interface TurnResult {
+  outcome: TurnOutcome;
+  /** droid's `agent_turn_completed.reason`, or null when no terminal notification came. */
+  reason: string | null;
+  /** Whether the prompt reached droid (add_user_message answered). */
+  submitted: boolean;
+  droidSessionId: string | null;
+  finalText: string;
+  partialText: string;
+  usage: TokenUsage | null;
+  permissionsDeclined: PermissionRecord[];
+  permissionsApproved: PermissionRecord[];
+  questions: QuestionRecord[];
+  transcript: TranscriptEntry[];
+  error: ErrorInfo | null;
+  diagnostics: string[];
+  stderrTail: string;
+  durationMs: number;
+  /**
+   * Only when the turn carried an outputSchema: the object droid returned,
+   * valid against the schema by our own check; null when none was valid
+   * (the error then says why). Absent: no schema was asked for.
+   */
+  structuredOutput?: Record<string, unknown> | null;
+  /** Files the turn changed (tree-state.ts); null: unknown (not a git work tree, or git failed). Absent: the turn was never submitted. */
+  changes?: ChangeSet | null;
+  /** Context occupancy after the turn; null when droid did not answer. Absent: the turn was never submitted. */
+  context?: ContextStats | null;
+}
+
+/** RenameOutcome.error when the title was left for a later turn because a follow-up waited. */
+export const RENAME_SKIPPED = 'left for a later turn: a follow-up of this session was waiting for its slot';
+
+export interface RenameOutcome {
+  title: string;
+  ok: boolean;
+  error: string | null;
+}
+
+/** A puck call droid asked permission for; the controller's reply gate answers. */
+export interface ReplyCall {
+  toolUseId: string;
+  /** The tool input from droid's permission request. */
+  input: unknown;
+}
+
+/** What the worker saw of puck calls after they ran. */
+export type ReplyEvent =
+  /** An approved send came back: ok unless droid or Amp reported an error; the handle it proves, if any. */
+  | { kind: 'send_result'; toolUseId: string; ok: boolean; handle: string | null }
+  /** A tool of the Amp server ran without the gate approving it (droid did not ask). */
+  | { kind: 'bypass'; tool: string; toolUseId: string };
+
+/**
+ * What a pre-forked (warm) worker prepares before it knows its turn: a droid
+ * spawned with the environment a cold one gets, in a neutral private folder,
+ * that has not opened a session. Null: only the Node worker is warm (a
+ * bubblewrap sandbox's binds must be fixed at spawn, before the workspace is
+ * known, so a sandboxed droid is never pre-spawned).
+ */
+export interface WarmDroidSpec {
+  droidPath: string;
+  droidEnv: Record<string, string>;
+  /** Process cwd of the warm droid: empty, private, used by no other worker. */
+  dir: string;
+}
+
+/**
+ * Process title of a pool worker while it waits for a turn (ps, /proc/<pid>/cmdline):
+ * operators and leak checks can tell an idle warm worker from a turn's. Reset when the turn comes.
+ */
+export const WARM_IDLE_TITLE = 'droid-mcp warm worker (idle)';
+export const WORKER_TITLE = 'droid-mcp worker';
+/** Argument of a worker forked for the pool: it is idle (WARM_IDLE_TITLE) from its first moment. */
+export const POOL_ARG = '--pool';
+
+export type WorkerToParent =
+  | { type: 'started'; droidSessionId: string; submittedAt: string }
+  /** A warm worker is ready to take a turn (its droid, if any, is spawned). */
+  | { type: 'warm_ready' }
+  /** A warm worker's droid died (or could not start) before any turn: the pool drops it. */
+  | { type: 'warm_lost'; detail: string }
+  | { type: 'progress'; event: ProgressEvent }
+  | { type: 'terminal'; result: TurnResult }
+  | { type: 'rename'; outcome: RenameOutcome }
+  | { type: 'reply_call'; id: string; call: ReplyCall }
+  | { type: 'reply_event'; event: ReplyEvent };
+
+/** `skip_rename`: a follow-up waits for this turn's slot, so the Factory title is left for a later turn. */
+export type ParentToWorker =
+  | { type: 'run'; spec: TurnSpec }
+  /** Sent once, first, to a pool worker: prepare, then wait for `run`. */
+  | { type: 'warm'; droid: WarmDroidSpec | null }
+  | { type: 'cancel' }
+  | { type: 'ack' }
+  | { type: 'skip_rename' }
+  | { type: 'reply_decision'; id: string; approve: boolean };
+
+/** A result for a turn that produced no evidence at all (bad spec, dead worker). */
+export function emptyFailure(error: ErrorInfo, extra: Partial<TurnResult> = {}): TurnResult {
+  return {
+    outcome: 'failed',
+    reason: null,
+    submitted: false,
+    droidSessionId: null,
+    finalText: '',
+    partialText: '',
+    usage: null,
+    permissionsDeclined: [],
+    permissionsApproved: [],
+    questions: [],
+    transcript: [],
+    error,
+    diagnostics: [],
+    stderrTail: '',
+    durationMs: 0,
+    ...extra,
+  };
+}
