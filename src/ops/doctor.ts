@@ -19,6 +19,7 @@ import type { CatalogModel } from '../droid/client.js';
 import { HTTP_HOST } from '../mcp/http/listener.js';
 import { currentIdentity, OWNER_FILE, OWNER_LOCK, OWNER_STALE_MS } from '../store/owner.js';
 import { errCode, sharedMode } from '../util/errno.js';
+import { exists } from '../util/exists.js';
 import { factoryDirOf, probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
@@ -202,10 +203,8 @@ async function checkState(dir: string): Promise<{ check: Check; livePid: number 
     };
   }
   const lockPath = join(dir, OWNER_LOCK);
-  const locked = await stat(lockPath).then(
-    () => true,
-    () => false,
-  );
+  // Unreadable counts as unlocked here: doctor reports, it does not refuse.
+  const locked = await exists(lockPath).catch(() => false);
   const pid = typeof record?.pid === 'number' ? record.pid : null;
   if (!locked) return { check: ok(name, `${dir} is private (700) and free${pid ? ` (last owner pid ${pid} stopped cleanly)` : ''}`), livePid: null };
   const fresh = await lockfile.check(lockPath, { lockfilePath: lockPath, realpath: false, stale: OWNER_STALE_MS }).catch(() => false);

@@ -16,6 +16,7 @@ import { loadConfig, resolveDroid } from '../config/load.js';
 import { CONFIG_DEFAULTS } from '../config/schema.js';
 import { prepareStateDir } from '../store/state-dir.js';
 import { errCode } from '../util/errno.js';
+import { exists } from '../util/exists.js';
 
 export interface InitOptions {
   configPath: string;
@@ -44,14 +45,11 @@ export const REFERENCE_DEFAULTS = { defaultModel: 'claude-opus-5-5', reasoningEf
 
 const CLI_ENTRY = fileURLToPath(new URL('../cli.js', import.meta.url));
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch (err) {
-    if (errCode(err) === 'ENOENT') return false;
+/** exists(), with a path that cannot be inspected refused in init's words. */
+async function present(path: string): Promise<boolean> {
+  return exists(path).catch((err: unknown) => {
     throw new InitRefusal(`${path} cannot be inspected (${errCode(err) ?? 'unknown error'})`);
-  }
+  });
 }
 
 function absolute(flag: string, path: string): string {
@@ -61,8 +59,8 @@ function absolute(flag: string, path: string): string {
 
 export async function init(options: InitOptions): Promise<InitResult> {
   const configPath = absolute('--config', options.configPath);
-  if (await exists(configPath)) throw new InitRefusal(`${configPath} already exists; init never overwrites a config (remove it or pick another path)`);
-  if (!(await exists(dirname(configPath)))) throw new InitRefusal(`the folder of ${configPath} does not exist; create it first (mode 700)`);
+  if (await present(configPath)) throw new InitRefusal(`${configPath} already exists; init never overwrites a config (remove it or pick another path)`);
+  if (!(await present(dirname(configPath)))) throw new InitRefusal(`the folder of ${configPath} does not exist; create it first (mode 700)`);
   if (options.approve.length === 0) throw new InitRefusal('give at least one --approve DIR (an existing project root)');
   const approved: string[] = [];
   for (const dir of options.approve) {
@@ -74,7 +72,7 @@ export async function init(options: InitOptions): Promise<InitResult> {
   }
   const state = absolute('--state', options.state);
   const tokenFile = options.http ? absolute('--token-file', options.tokenFile ?? join(dirname(configPath), 'token')) : undefined;
-  if (tokenFile && (await exists(tokenFile))) throw new InitRefusal(`${tokenFile} already exists; init never overwrites a token file (pass --token-file for another path)`);
+  if (tokenFile && (await present(tokenFile))) throw new InitRefusal(`${tokenFile} already exists; init never overwrites a token file (pass --token-file for another path)`);
 
   let droidMissing: string | null = null;
   let droidPath: string | undefined;

@@ -15,6 +15,7 @@ import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
 import { errCode } from '../util/errno.js';
+import { exists } from '../util/exists.js';
 import { StoreError } from './errors.js';
 import { StateTables } from './tables/state-tables.js';
 import { forEachLine } from './formats/lines.js';
@@ -450,8 +451,4 @@ async function sizeIfExists(path: string): Promise<number | undefined> {
     if (errCode(err) === 'ENOENT') return undefined;
     throw err;
   }
-}
-
-async function exists(path: string): Promise<boolean> {
-  return (await sizeIfExists(path)) !== undefined;
 }

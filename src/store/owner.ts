@@ -26,7 +26,7 @@
  *     an earlier incarnation with the same pid, as when a container restarts
  *     and node is pid 1 again.
  */
-import { realpath, rm, stat } from 'node:fs/promises';
+import { realpath, rm } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import lockfile from 'proper-lockfile';
@@ -34,6 +34,7 @@ import { z } from 'zod';
 import { writeFileAtomic } from './formats/atomic.js';
 import type { StoreFs } from './formats/fs.js';
 import { errCode } from '../util/errno.js';
+import { exists } from '../util/exists.js';
 import { StoreError } from './errors.js';
 import type { Log } from '../util/logger.js';
 import { readJsonFile } from './formats/json-file.js';
@@ -356,12 +357,3 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch (err) {
-    if (errCode(err) === 'ENOENT') return false;
-    throw err;
-  }
-}

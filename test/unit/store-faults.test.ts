@@ -14,13 +14,14 @@
  * When a failed journal append cannot be cut back, the store must instead
  * refuse every further write, and start-up must clean up after it.
  */
-import { appendFile, cp, readdir, readFile, stat } from 'node:fs/promises';
+import { appendFile, cp, readdir, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StoreError } from '../../src/store/errors.js';
 import type { RunResultFile } from '../../src/shared/records.js';
 import { STATE_FILE } from '../../src/store/formats/snapshot.js';
 import type { StateStore } from '../../src/store/store.js';
+import { exists } from '../../src/util/exists.js';
 import { CrashFs, unsyncedFs } from './store-crash-fs.js';
 import {
   capture,
@@ -116,13 +117,6 @@ async function reopened(dir: string): Promise<Contents> {
   } finally {
     await store.close();
   }
-}
-
-async function exists(path: string): Promise<boolean> {
-  return stat(path).then(
-    () => true,
-    () => false,
-  );
 }
 
 async function tempFiles(dir: string): Promise<string[]> {
