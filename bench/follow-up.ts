@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
-import { messageText, script } from '../test/support/model-server.js';
+import { messageText, script } from '../src/testbed/scripted-model.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
 
 const DEFAULT_RUNS = 5;

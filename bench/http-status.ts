@@ -13,7 +13,7 @@
  *
  * Run: npm run build && node dist/bench/http-status.js
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -21,15 +21,14 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Log } from '../src/util/logger.js';
 import type { RunRecord, SessionRecord } from '../src/shared/records.js';
 import { StateStore } from '../src/store/store.js';
+import { McpDriver, SERVER_ENTRY } from '../src/testbed/mcp-driver.js';
+import { freePort, readyPort, spawnServer, stopServer } from '../src/testbed/server-process.js';
 import { recordGoal } from './goals.js';
 
-const SERVER_ENTRY = fileURLToPath(new URL('../src/cli.js', import.meta.url));
 /** Any executable satisfies start-up; status never runs it. */
 const DROID = fileURLToPath(new URL('../../node_modules/@factory/cli-linux-x64/bin/droid', import.meta.url));
 const CONCURRENCY = 16;
@@ -174,28 +173,18 @@ async function benchHttp(bed: Bed): Promise<Figures[]> {
   const token = randomBytes(32).toString('base64url');
   const tokenFile = join(bed.base, 'token');
   await writeFile(tokenFile, `${token}\n`, { mode: 0o600 });
-  const port = 20_000 + Math.floor(Math.random() * 20_000);
-  const child = spawn(process.execPath, [SERVER_ENTRY, '--config', await bed.config({ transport: 'http', port, tokenFile })], {
-    env,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = spawnServer(await bed.config({ transport: 'http', port: await freePort(), tokenFile }), env);
   try {
-    await ready(child);
-    const clients = await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        const client = new Client({ name: 'bench-http', version: '0' });
-        const url = new URL(`http://127.0.0.1:${port}/mcp`);
-        await client.connect(new StreamableHTTPClientTransport(url, { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
-        return client;
-      }),
-    );
-    const calls = clients.map((c) => statusCall(c, bed.session));
+    const port = await readyPort(child);
+    const clients = await Promise.all(Array.from({ length: CONCURRENCY }, () => McpDriver.http(`http://127.0.0.1:${port}/mcp`, token)));
+    // The SDK client's own callTool, so the row measures the SDK and nothing of the driver.
+    const calls = clients.map((c) => statusCall(c.client, bed.session));
     const sdk = await drive(`http, ${CONCURRENCY} concurrent clients`, CONCURRENCY, (lane) => calls[lane]!(), child.pid);
     await Promise.all(clients.map((c) => c.close()));
     const lean = await drive(`http, ${CONCURRENCY} lean clients (raw)`, CONCURRENCY, leanStatusCall(port, token, bed.session), child.pid);
     return [sdk, lean];
   } finally {
-    await stop(child);
+    await stopServer(child, 30_000);
   }
 }
 
@@ -268,50 +257,21 @@ async function benchLeanStdio(bed: Bed): Promise<Figures> {
     const params = { name: 'droid_get_session_status', arguments: { session: bed.session } };
     return await drive(`stdio, ${CONCURRENCY} in flight (raw)`, CONCURRENCY, () => send('tools/call', params), child.pid);
   } finally {
-    await stop(child);
+    await stopServer(child, 30_000);
   }
 }
 
 async function benchStdio(bed: Bed): Promise<Figures[]> {
-  const transport = new StdioClientTransport({ command: process.execPath, args: [SERVER_ENTRY, '--config', await bed.config({})], env, stderr: 'ignore' });
-  const client = new Client({ name: 'bench-stdio', version: '0' });
-  await client.connect(transport);
+  const mcp = await McpDriver.stdio(await bed.config({}), env);
   try {
-    const call = statusCall(client, bed.session);
-    const pid = transport.pid ?? undefined;
+    const call = statusCall(mcp.client, bed.session);
+    const pid = mcp.pid ?? undefined;
     const sequential = await drive('stdio, 1 client, sequential', 1, call, pid);
     const pipelined = await drive(`stdio, 1 client, ${CONCURRENCY} in flight`, CONCURRENCY, call, pid);
     return [sequential, pipelined];
   } finally {
-    await client.close();
+    await mcp.close();
   }
-}
-
-/** Waits for the JSON "droid-mcp ready" line on stderr. */
-function ready(child: ChildProcess): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let err = '';
-    const onData = (chunk: Buffer) => {
-      err += chunk.toString();
-      if (err.includes('"droid-mcp ready"')) {
-        child.stderr?.off('data', onData);
-        child.stderr?.resume(); // keep draining so the pipe never blocks the server
-        child.off('exit', onExit);
-        resolve();
-      }
-    };
-    const onExit = (code: number | null) => reject(new Error(`server exited (${code}) before ready:\n${err}`));
-    child.stderr?.on('data', onData);
-    child.once('exit', onExit);
-  });
-}
-
-function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
 }
 
 export async function main(): Promise<Figures[]> {

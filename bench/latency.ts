@@ -26,7 +26,7 @@ import { recordGoal } from './goals.js';
 import { DroidClient } from '../src/droid/client.js';
 import { startWorker } from '../src/worker/parent/runner.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
-import { messageText, script } from '../test/support/model-server.js';
+import { messageText, script } from '../src/testbed/scripted-model.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
 import { WORKER_ENTRY } from '../test/support/paths.js';
 

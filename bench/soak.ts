@@ -26,14 +26,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { loadState } from '../src/store/load.js';
 import { TERMINAL_STATES } from '../src/shared/records.js';
+import { McpDriver, type ToolOutcome } from '../src/testbed/mcp-driver.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
-import { toolCaller, writeConfig, type ToolOutcome } from '../test/support/mcp-server.js';
-import { prose, script } from '../test/support/model-server.js';
-import { MOCK_DROID, SERVER_ENTRY } from '../test/support/paths.js';
+import { writeConfig } from '../test/support/mcp-server.js';
+import { prose, script } from '../src/testbed/scripted-model.js';
+import { MOCK_DROID } from '../test/support/paths.js';
 import { turnPids, waitForNoProcesses } from '../test/support/processes.js';
 
 export type RoundKind = 'normal' | 'queued' | 'steer' | 'cancel' | 'timeout';
@@ -133,7 +132,7 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
   const stateDir = join(base, 'state');
   mkdirSync(approved);
   let bed: DroidBed | undefined;
-  let client: Client | undefined;
+  let client: McpDriver | undefined;
   try {
     const real = options.droid === 'real';
     if (real) bed = await makeDroidBed();
@@ -156,12 +155,11 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
     };
     delete env.DROID_MCP_CRASH_AT;
 
-    // Own transport rather than startServer: every stderr line is read, not a bounded tail.
+    // The driver itself rather than startServer: every stderr line is read, not a bounded tail.
     const ended = new Map<string, string[]>();
-    const transport = new StdioClientTransport({ command: process.execPath, args: [SERVER_ENTRY, '--config', config], env, stderr: 'pipe' });
     let partial = '';
-    transport.stderr?.on('data', (chunk: Buffer) => {
-      const lines = (partial + chunk.toString()).split('\n');
+    client = await McpDriver.stdio(config, env, (chunk) => {
+      const lines = (partial + chunk).split('\n');
       partial = lines.pop()!;
       for (const line of lines) {
         if (!line.includes('"turn ended"')) continue;
@@ -169,10 +167,10 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
         ended.set(run, [...(ended.get(run) ?? []), state]);
       }
     });
-    client = new Client({ name: 'droid-mcp-soak', version: '0.0.0' });
-    await client.connect(transport);
-    const pid = transport.pid!;
-    const { ok, call } = toolCaller(client);
+    const mcp = client;
+    const pid = mcp.pid!;
+    const ok = <T = Record<string, unknown>>(name: string, args?: Record<string, unknown>) => mcp.ok<T>(name, args);
+    const call = (name: string, args?: Record<string, unknown>) => mcp.call(name, args);
     await ok('droid_models'); // the catalog probe is start-up, not soak
 
     const prompt = {

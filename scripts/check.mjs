@@ -2,7 +2,9 @@
 // Static checks beyond the type checker. stdout is the MCP channel in stdio
 // mode, so nothing under src/ may write to it directly, except the operator
 // commands' one writer (src/ops/output.ts), which no server module may import
-// statically (src/cli.ts loads the commands with a dynamic import()).
+// statically (src/cli.ts loads the commands with a dynamic import()). The test
+// bed (src/testbed/) serves the demo, the operator commands and the tests,
+// never the server: no server module imports it either.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -26,8 +28,8 @@ function scan(path) {
     if (path !== STDOUT_WRITER && /\bconsole\.(log|info|debug)\(|process\.stdout\.write\(/.test(line)) {
       problems.push(`${path}:${i + 1}: writes to stdout (use the stderr logger; operator commands use src/ops/output.ts)`);
     }
-    if (!operator && /\bfrom\s+['"](?:\.\.?\/)+(?:ops|demo)\//.test(line)) {
-      problems.push(`${path}:${i + 1}: a server module imports an operator command statically (use a dynamic import())`);
+    if (!operator && /\bfrom\s+['"](?:\.\.?\/)+(?:ops|demo|testbed)\//.test(line)) {
+      problems.push(`${path}:${i + 1}: a server module imports an operator command or the test bed statically (use a dynamic import())`);
     }
   });
 }

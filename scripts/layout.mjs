@@ -17,6 +17,8 @@ const LAYERS = [
   ['util'],
   ['droid'],
   ['shared'],
+  // The test bed (scripted model, droid home, MCP driver): no server module imports it (scripts/check.mjs).
+  ['testbed'],
   ['store'],
   ['config'],
   ['sandbox', 'worker/shared'],

@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { makeDroidBed, type DroidBed } from './support/droid-home.js';
 import { notification, spawnPeer, type Frame, type FramePeer } from './support/frame-peer.js';
-import { prose, script, startModelServer, type ModelServer, type Script } from './support/model-server.js';
+import { prose, script, type Script } from '../src/testbed/scripted-model.js';
+import { startModelServer, type ModelServer } from '../src/testbed/model-server.js';
 import { pidsWithEnvTag, TAG_VAR, waitForNoProcesses } from './support/processes.js';
 
 const MOCK = fileURLToPath(new URL('./support/mock-droid.mjs', import.meta.url));

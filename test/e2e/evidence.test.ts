@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { gitRepo } from '../support/git-repo.js';
-import { script } from '../support/model-server.js';
+import { script } from '../../src/testbed/scripted-model.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { makeContext, waitForNoDroids, type E2EContext } from './context.js';

@@ -7,7 +7,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DroidClient } from '../../src/droid/client.js';
-import { prose, script } from '../support/model-server.js';
+import { prose, script } from '../../src/testbed/scripted-model.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { makeContext, waitForNoDroids, type E2EContext } from './context.js';

@@ -7,7 +7,7 @@ import { chmodSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TOOLS } from '../../src/mcp/tools.js';
-import { script } from '../support/model-server.js';
+import { script } from '../../src/testbed/scripted-model.js';
 import { startExpectingRefusal } from '../support/mcp-server.js';
 import { startHttpServer, writeTokenFile, type RunningHttpServer } from '../support/http-server.js';
 import { waitForNoProcesses } from '../support/processes.js';

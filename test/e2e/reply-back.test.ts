@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { replyHandleFor, startFakeAmp, UNKNOWN_TOOL, type FakeAmp } from '../support/fake-amp.js';
-import { messageText, prose, script, type Script } from '../support/model-server.js';
+import { messageText, prose, script, type Script } from '../../src/testbed/scripted-model.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { makeContext, type E2EContext } from './context.js';

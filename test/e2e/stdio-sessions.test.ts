@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { messageText, prose, script } from '../support/model-server.js';
+import { messageText, prose, script } from '../../src/testbed/scripted-model.js';
 import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
 import { idlePoolPids, pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { droidProcesses, liveDroids, makeContext, type E2EContext } from './context.js';

@@ -7,7 +7,7 @@
 import { readFileSync, readlinkSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { script } from '../support/model-server.js';
+import { script } from '../../src/testbed/scripted-model.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { liveDroids, makeContext, type E2EContext } from './context.js';

@@ -21,7 +21,7 @@ import { loadState } from '../../src/store/load.js';
 import type { CrashPointName } from '../../src/util/crash-point.js';
 import { makeContext, type E2EContext } from '../e2e/context.js';
 import { startServer, type RunningServer } from '../support/mcp-server.js';
-import { script } from '../support/model-server.js';
+import { script } from '../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import {
   history,

@@ -5,7 +5,8 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { messageText, type RecordedRequest } from '../support/model-server.js';
+import { messageText } from '../../src/testbed/scripted-model.js';
+import type { RecordedRequest } from '../../src/testbed/model-server.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import type { SessionView } from '../support/tool-views.js';
 

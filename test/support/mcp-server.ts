@@ -1,24 +1,17 @@
 /**
  * Starts the built droid-mcp server as its own process and talks to it with
- * the real MCP SDK client over stdio. Nothing of ours is mocked.
+ * the real MCP SDK client over stdio, through the test bed's one driver
+ * (src/testbed/mcp-driver.ts). Nothing of ours is mocked.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { SERVER_ENTRY } from './paths.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { McpDriver, SERVER_ENTRY, type ToolOutcome } from '../../src/testbed/mcp-driver.js';
 import { warmPoolConfig } from './warm-pool.js';
 
-export { SERVER_ENTRY };
-
-
-export interface ToolOutcome {
-  isError: boolean;
-  structured: Record<string, unknown>;
-  text: string;
-}
+export type { ToolOutcome };
 
 export interface RunningServer {
   client: Client;
@@ -30,23 +23,21 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Tool calls as tests want them, for any transport's client. */
-export function toolCaller(client: Client): Pick<RunningServer, 'call' | 'ok'> {
-  const call = async (name: string, args: Record<string, unknown> = {}): Promise<ToolOutcome> => {
-    const result = await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
-    const content = (result.content as Array<{ type: string; text?: string }> | undefined) ?? [];
-    const text = content.map((c) => c.text ?? '').join('');
-    const isError = result.isError === true;
-    // Rejections carry {error: {...}} as JSON text (see src/mcp/server.ts).
-    const structured = isError ? (JSON.parse(text) as Record<string, unknown>) : ((result.structuredContent as Record<string, unknown>) ?? {});
-    return { isError, structured, text };
+/** The driver as tests hold it: the server's pid and a bounded tail of its stderr. */
+export function runningServer(mcp: McpDriver, pid: number, stderr: () => string, close = () => mcp.close()): RunningServer {
+  return { client: mcp.client, pid, stderr, call: (name, args) => mcp.call(name, args), ok: <T,>(name: string, args?: Record<string, unknown>) => mcp.ok<T>(name, args), close };
+}
+
+/** Keeps the last ~100–200 kB of a stream, for failure messages. */
+export function stderrTail(): { push(chunk: string): void; text(): string } {
+  let kept = '';
+  return {
+    push(chunk) {
+      kept += chunk;
+      if (kept.length > 200_000) kept = kept.slice(-100_000);
+    },
+    text: () => kept,
   };
-  async function ok<T = Record<string, unknown>>(name: string, args: Record<string, unknown> = {}): Promise<T> {
-    const outcome = await call(name, args);
-    if (outcome.isError) throw new Error(`${name} failed: ${outcome.text}`);
-    return outcome.structured as T;
-  }
-  return { call, ok };
 }
 
 /** Every server config a test writes follows the warm-pool switch, unless the test sets warmPoolSize itself. */
@@ -61,28 +52,9 @@ export function privateDir(prefix: string): string {
 }
 
 export async function startServer(configPath: string, env: Record<string, string>): Promise<RunningServer> {
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [SERVER_ENTRY, '--config', configPath],
-    env,
-    stderr: 'pipe',
-  });
-  let stderr = '';
-  transport.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-    if (stderr.length > 200_000) stderr = stderr.slice(-100_000);
-  });
-  const client = new Client({ name: 'droid-mcp-e2e', version: '0.0.0' });
-  await client.connect(transport);
-  const { call, ok } = toolCaller(client);
-  return {
-    client,
-    pid: transport.pid ?? -1,
-    stderr: () => stderr,
-    call,
-    ok,
-    close: () => client.close(),
-  };
+  const stderr = stderrTail();
+  const mcp = await McpDriver.stdio(configPath, env, stderr.push);
+  return runningServer(mcp, mcp.pid ?? -1, stderr.text);
 }
 
 /** Runs the server expecting it to refuse to start; returns exit code and stderr. */

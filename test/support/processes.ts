@@ -1,43 +1,24 @@
 // Leak detection: every droid/worker a test starts carries
 // DROID_MCP_TEST_TAG=<tag> in its env, and children inherit it, so scanning
 // /proc finds whatever outlived the test, however it was started.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { processesTagged } from '../../src/testbed/processes.js';
 import { POOL_ARG, WARM_IDLE_TITLE } from '../../src/worker/shared/protocol.js';
 
 export const TAG_VAR = 'DROID_MCP_TEST_TAG';
 
 function read(path: string): string | undefined {
   try {
-    return readFileSync(path, 'latin1'); // environ is bytes, not necessarily UTF-8
+    return readFileSync(path, 'latin1'); // /proc files are bytes, not necessarily UTF-8
   } catch {
     return undefined; // vanished or not ours to read
   }
 }
 
-/** State letter from /proc/<pid>/stat; the comm field may contain ')' so split at the last one. */
-function state(pid: number): string | undefined {
-  const stat = read(`/proc/${pid}/stat`);
-  if (!stat) return undefined;
-  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-}
-
 /** Live (non-zombie) processes whose initial env holds exactly TAG_VAR=<tag>; never this process. */
 export function pidsWithEnvTag(tag: string): number[] {
-  const want = `${TAG_VAR}=${tag}`;
-  const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const pid = Number(name);
-    if (pid === process.pid) continue;
-    const environ = read(`/proc/${pid}/environ`);
-    if (!environ || !environ.split('\0').includes(want)) continue;
-    const s = state(pid);
-    if (s === undefined || s === 'Z' || s === 'X') continue; // exited, only awaiting reaping
-    out.push(pid);
-  }
-  return out;
+  return processesTagged(TAG_VAR, tag);
 }
-
 
 /**
  * Tagged processes that belong to the server's idle warm pool: workers whose

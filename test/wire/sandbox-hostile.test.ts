@@ -19,7 +19,7 @@ import { SYSCALLS, seccompArchOf } from '../../src/sandbox/seccomp.js';
 import { sessionFolderName } from '../../src/sandbox/session-copy.js';
 import { privateTmpRoot, sandboxSpecFor } from '../../src/sandbox/sandbox.js';
 import type { TurnSpec } from '../../src/worker/shared/protocol.js';
-import { script } from '../support/model-server.js';
+import { script } from '../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 
