@@ -24,7 +24,7 @@ import { createLogger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 import { DroidError } from './droid/errors.js';
 
-const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json (droid-mcp --help lists init and doctor)';
+const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json (droid-mcp --help lists the operator commands)';
 
 /**
  * The sandbox every turn gets, proven by a trial run now. Turns never see the
@@ -55,9 +55,12 @@ async function recoverTurnSessions(store: StateStore, droidEnv: Record<string, s
   }
 }
 
-/** init, doctor, --version, --help: operator commands, loaded only when asked for (they write to stdout). */
+/**
+ * `droid-mcp <command> …` (a first argument that is no option), --version,
+ * --help: operator commands, loaded only when asked for (they write to stdout).
+ */
 function operatorCommand(args: readonly string[]): boolean {
-  return args[0] === 'init' || args[0] === 'doctor' || args.some((a) => a === '--version' || a === '--help' || a === '-h');
+  return (args[0] !== undefined && !args[0].startsWith('-')) || args.some((a) => a === '--version' || a === '--help' || a === '-h');
 }
 
 async function main(): Promise<number> {

@@ -1,6 +1,5 @@
-#!/usr/bin/env node
 /**
- * scripts/acceptance: starts a second instance of the built server over HTTP
+ * `droid-mcp acceptance`: starts a second instance of the built server over HTTP
  * (its own free port, new token and disposable state directory: never a
  * production one), drives it through every tool the way a remote agent
  * would, and prints `N passed, M failed`. Output is assertions and versions
@@ -8,12 +7,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { dirname } from 'node:path';
-import { parseArgs } from 'node:util';
-import type { McpDriver, ToolReply } from './harness.js';
+import type { PublicError } from '../shared/public-error.js';
+import type { McpDriver, ToolOutcome } from '../testbed/mcp-driver.js';
+import { command } from './command.js';
 import { exact, exactPrompt, onDisposableInstance, Report, settle, SHARED_ARGS, SLOW_PROMPT, untilRunning, verifyOptions, type VerifyOptions } from './verify.js';
-
-const USAGE =
-  'Usage: node scripts/acceptance.mjs --droid /abs/droid --model ID --workspace /abs/approved/dir [--reasoning low] [--autonomy low] [--state /abs/new/dir] [--no-sandbox] [--timeout 600]';
 
 const TOOLS = [
   'droid_create_session',
@@ -29,8 +26,10 @@ const TOOLS = [
   'droid_models',
 ];
 
-const isRejection = (reply: ToolReply, code: string) =>
-  !reply.ok && reply.error.code === code && typeof reply.error.message === 'string' && typeof reply.error.retryable === 'boolean' && reply.error.action.length > 0;
+function isRejection(outcome: ToolOutcome, code: string): boolean {
+  const error = outcome.isError ? (outcome.structured.error as PublicError | undefined) : undefined;
+  return error?.code === code && typeof error.message === 'string' && typeof error.retryable === 'boolean' && error.action.length > 0;
+}
 
 async function acceptance(options: VerifyOptions): Promise<number> {
   const report = new Report('acceptance');
@@ -99,10 +98,9 @@ async function acceptance(options: VerifyOptions): Promise<number> {
   });
 }
 
-try {
-  const { values } = parseArgs({ options: SHARED_ARGS, strict: true });
-  process.exit(await acceptance(verifyOptions({ timeout: '600', ...values }, USAGE)));
-} catch (err) {
-  process.stderr.write(`acceptance: ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(2);
-}
+export const acceptanceCommand = command({
+  usage: ['--droid /abs/droid --model ID --workspace /abs/approved/dir', '[--reasoning low] [--autonomy low] [--state /abs/new/dir]', '[--no-sandbox] [--timeout 600]'],
+  summary: ['a second instance over HTTP (its own port, token and', 'state), driven through every tool: N passed, M failed'],
+  options: SHARED_ARGS,
+  run: (values) => acceptance(verifyOptions(values, 600)),
+});

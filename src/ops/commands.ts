@@ -1,105 +1,81 @@
 /**
- * The operator commands of `droid-mcp`: init, doctor, --version, --help.
- * Loaded by src/cli.ts with a dynamic import, so the server never loads the
- * stdout writer. Returns the exit status.
+ * The operator commands of `droid-mcp`: the one dispatcher and the one help
+ * text. `droid-mcp <command> [options]` for init, doctor, the verification
+ * commands and the demo; `--version`, `--help`. Loaded by src/cli.ts with a
+ * dynamic import, so the server never loads the stdout writer. Returns the
+ * exit status: a refusal (bad arguments included) is 2, an unexpected error 1.
  */
 import { parseArgs } from 'node:util';
+import { demoCommand } from '../demo/demo.js';
 import { SERVER_VERSION } from '../mcp/server.js';
-import { doctor, formatChecks } from './doctor.js';
-import { init, InitRefusal, REFERENCE_DEFAULTS } from './init.js';
+import { acceptanceCommand } from './acceptance.js';
+import { CommandRefusal, type Command } from './command.js';
+import { doctorCommand } from './doctor.js';
+import { initCommand } from './init.js';
+import { smokeCommand, verifyLiveCommand } from './lifecycle.js';
 import { out } from './output.js';
+import { verifyRouteCommand } from './verify-route.js';
 
-export const HELP = `droid-mcp ${SERVER_VERSION}: an MCP server that runs and steers Factory droid sessions on this host
+/** In help order, under their headings. */
+const GROUPS: ReadonlyArray<[heading: string, commands: Record<string, Command>]> = [
+  ['Set up and check a host:', { init: initCommand, doctor: doctorCommand }],
+  [
+    'Verify against a droid login (disposable private state; prints assertions and versions only):',
+    { smoke: smokeCommand, 'verify-live': verifyLiveCommand, acceptance: acceptanceCommand, 'verify-route': verifyRouteCommand },
+  ],
+  ['Try it offline:', { demo: demoCommand }],
+];
+const COMMANDS: Record<string, Command> = Object.assign({}, ...GROUPS.map(([, commands]) => commands));
 
-Usage:
-  droid-mcp --config /abs/config.json        serve MCP (stdio, or HTTP when the config says so)
-  droid-mcp init --config /abs/config.json --approve DIR [--approve DIR …] --state DIR
-                 [--http [--port N] [--token-file FILE] [--public-url https://…/mcp]]
-                 [--droid PATH] [--model ID] [--name NAME]
-                                             write a private config (never overwrites), the state
-                                             directory (700) and, with --http, a new token file;
-                                             print the lines that register the server
-  droid-mcp doctor --config /abs/config.json [--json]
-                                             check this host: config, droid, catalog, default model,
-                                             state directory and its owner, approved roots, token,
-                                             port, sandbox, droid's cloud sync; exit 1 on a failure
-  droid-mcp --version | --help
+const SUMMARY_COLUMN = 45;
 
-Installation, registration, upgrades and recovery: HANDOFF.md.`;
+function helpOf(name: string, c: Command): string[] {
+  const [first, ...rest] = c.usage;
+  const lead = `  droid-mcp ${name} `;
+  return [`${lead}${first}`, ...rest.map((line) => `${' '.repeat(lead.length)}${line}`), ...c.summary.map((line) => `${' '.repeat(SUMMARY_COLUMN)}${line}`)];
+}
 
-/** Wrong arguments: said on stderr with exit status 2. */
-class UsageError extends Error {}
+function help(): string {
+  return [
+    `droid-mcp ${SERVER_VERSION}: an MCP server that runs and steers Factory droid sessions on this host`,
+    '',
+    'Usage:',
+    '  droid-mcp --config /abs/config.json        serve MCP (stdio, or HTTP when the config says so)',
+    '  droid-mcp --version | --help',
+    ...GROUPS.flatMap(([heading, commands]) => ['', heading, ...Object.entries(commands).flatMap(([name, c]) => helpOf(name, c))]),
+    '',
+    'Installation, registration, upgrades and recovery: HANDOFF.md.',
+  ].join('\n');
+}
+
+function isParseError(err: unknown): err is TypeError {
+  return err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS');
+}
 
 export async function runCommand(args: readonly string[]): Promise<number> {
-  if (args[0] !== 'init' && args[0] !== 'doctor') {
-    if (args.includes('--version')) out(SERVER_VERSION);
-    else out(HELP);
+  if (args.includes('--version')) {
+    out(SERVER_VERSION);
     return 0;
   }
+  if (args.includes('--help') || args.includes('-h')) {
+    out(help());
+    return 0;
+  }
+  const name = args[0] ?? '';
+  const chosen = COMMANDS[name];
+  if (!chosen) {
+    process.stderr.write(`droid-mcp: unknown command ${JSON.stringify(name)}\n(droid-mcp --help lists the commands)\n`);
+    return 2;
+  }
   try {
-    return args[0] === 'init' ? await runInit(args.slice(1)) : await runDoctor(args.slice(1));
+    const { values } = parseArgs({ args: args.slice(1), options: chosen.options, strict: true, allowPositionals: false });
+    return await chosen.run(values);
   } catch (err) {
-    if (err instanceof InitRefusal || err instanceof UsageError || (err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS'))) {
-      process.stderr.write(`droid-mcp ${args[0]}: ${err.message}\n(droid-mcp --help shows the usage)\n`);
+    if (err instanceof CommandRefusal || isParseError(err)) {
+      process.stderr.write(`droid-mcp ${name}: ${err.message}\nusage: droid-mcp ${name} ${chosen.usage.join(' ')}\n`);
       return 2;
     }
-    throw err;
+    process.stderr.write(`droid-mcp ${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    return 1;
   }
-}
-
-async function runInit(args: readonly string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: [...args],
-    strict: true,
-    options: {
-      config: { type: 'string' },
-      approve: { type: 'string', multiple: true },
-      state: { type: 'string' },
-      http: { type: 'boolean', default: false },
-      port: { type: 'string' },
-      'token-file': { type: 'string' },
-      'public-url': { type: 'string' },
-      droid: { type: 'string' },
-      model: { type: 'string' },
-      name: { type: 'string', default: 'droid-mcp' },
-    },
-  });
-  if (!values.config) throw new UsageError('--config /absolute/path/for/config.json is required');
-  if (!values.state) throw new UsageError('--state /absolute/path/of/the/state/directory is required');
-  if (!values.http && (values.port || values['token-file'] || values['public-url'])) throw new UsageError('--port, --token-file and --public-url go with --http');
-  const port = values.port === undefined ? undefined : Number(values.port);
-  if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535)) throw new UsageError(`--port must be an integer from 1 to 65535; got ${values.port}`);
-  const result = await init({
-    configPath: values.config,
-    approve: values.approve ?? [],
-    state: values.state,
-    http: values.http,
-    ...(port !== undefined && { port }),
-    ...(values['token-file'] !== undefined && { tokenFile: values['token-file'] }),
-    ...(values['public-url'] !== undefined && { publicUrl: values['public-url'] }),
-    ...(values.droid !== undefined && { droidPath: values.droid }),
-    defaultModel: values.model ?? REFERENCE_DEFAULTS.defaultModel,
-    name: values.name,
-  });
-  out(`wrote ${values.config} (mode 600):`);
-  for (const line of JSON.stringify(result.config, null, 2).split('\n')) out(`  ${line}`);
-  out(`state directory ${values.state} is ready (mode 700)`);
-  if (result.config.tokenFile) out(`wrote a new token to ${String(result.config.tokenFile)} (mode 600; it is never printed)`);
-  if (result.droidMissing) out(`note: ${result.droidMissing}`);
-  out('');
-  out(`Next: check the host with  droid-mcp doctor --config ${values.config}`);
-  out('then register the server:');
-  out('');
-  for (const line of result.registration) out(line);
-  return 0;
-}
-
-async function runDoctor(args: readonly string[]): Promise<number> {
-  const { values } = parseArgs({ args: [...args], strict: true, options: { config: { type: 'string' }, json: { type: 'boolean', default: false } } });
-  if (!values.config) throw new UsageError('--config /absolute/path/to/config.json is required');
-  const checks = await doctor(values.config);
-  const failed = checks.some((c) => c.status === 'fail');
-  if (values.json) out(JSON.stringify({ ok: !failed, checks }, null, 2));
-  else for (const line of formatChecks(checks)) out(line);
-  return failed ? 1 : 0;
 }

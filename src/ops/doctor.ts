@@ -21,6 +21,8 @@ import { currentIdentity, OWNER_FILE, OWNER_LOCK, OWNER_STALE_MS } from '../stor
 import { errCode, sharedMode } from '../util/errno.js';
 import { exists } from '../util/exists.js';
 import { factoryDirOf, probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
+import { command, CommandRefusal } from './command.js';
+import { out } from './output.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -278,7 +280,7 @@ async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{
 }
 
 /** droid's `cloudSessionSync` in the service user's Factory home (default true; org settings may override it). */
-export async function readCloudSync(env: NodeJS.ProcessEnv): Promise<{ value: boolean; explicit: boolean; path: string }> {
+async function readCloudSync(env: NodeJS.ProcessEnv): Promise<{ value: boolean; explicit: boolean; path: string }> {
   const path = join(factoryDirOf(stringEnvOf(env)), 'settings.json');
   try {
     const settings = JSON.parse(await readFile(path, 'utf8')) as { cloudSessionSync?: unknown };
@@ -316,7 +318,7 @@ function reachable(host: string, port: number): Promise<boolean> {
 }
 
 /** The human report: one line per check, then a summary. */
-export function formatChecks(checks: readonly Check[]): string[] {
+function formatChecks(checks: readonly Check[]): string[] {
   const width = Math.max(...checks.map((c) => c.name.length));
   const lines = checks.map((c) => `${c.status.padEnd(4)}  ${c.name.padEnd(width)}  ${c.detail}${c.action ? `\n${' '.repeat(width + 8)}→ ${c.action}` : ''}`);
   const failed = checks.filter((c) => c.status === 'fail').length;
@@ -324,3 +326,21 @@ export function formatChecks(checks: readonly Check[]): string[] {
   lines.push(failed ? `${failed} check(s) failed, ${warned} warning(s): fix the failures before registering the server.` : `all checks passed${warned ? ` (${warned} warning(s))` : ''}.`);
   return lines;
 }
+
+export const doctorCommand = command({
+  usage: ['--config /abs/config.json [--json]'],
+  summary: [
+    'check this host: config, droid, catalog, default model,',
+    'state directory and its owner, approved roots, token,',
+    "port, sandbox, droid's cloud sync; exit 1 on a failure",
+  ],
+  options: { config: { type: 'string' }, json: { type: 'boolean', default: false } },
+  async run(values) {
+    if (!values.config) throw new CommandRefusal('--config /absolute/path/to/config.json is required');
+    const checks = await doctor(values.config);
+    const failed = checks.some((c) => c.status === 'fail');
+    if (values.json) out(JSON.stringify({ ok: !failed, checks }, null, 2));
+    else for (const line of formatChecks(checks)) out(line);
+    return failed ? 1 : 0;
+  },
+});

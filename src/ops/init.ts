@@ -17,6 +17,8 @@ import { CONFIG_DEFAULTS } from '../config/schema.js';
 import { prepareStateDir } from '../store/state-dir.js';
 import { errCode } from '../util/errno.js';
 import { exists } from '../util/exists.js';
+import { command, CommandRefusal, type OptionValues } from './command.js';
+import { out } from './output.js';
 
 export interface InitOptions {
   configPath: string;
@@ -38,10 +40,10 @@ export interface InitResult {
   registration: string[];
 }
 
-export class InitRefusal extends Error {}
+export class InitRefusal extends CommandRefusal {}
 
 /** The reference host's launch defaults (spec of record, "Reference host setup"). */
-export const REFERENCE_DEFAULTS = { defaultModel: 'claude-opus-5-5', reasoningEffort: 'high', maxAutonomy: 'high', maxConcurrentRuns: 4 } as const;
+const REFERENCE_DEFAULTS = { defaultModel: 'claude-opus-5-5', reasoningEffort: 'high', maxAutonomy: 'high', maxConcurrentRuns: 4 } as const;
 
 const CLI_ENTRY = fileURLToPath(new URL('../cli.js', import.meta.url));
 
@@ -123,7 +125,7 @@ export async function init(options: InitOptions): Promise<InitResult> {
  * How to register the server with MCP clients. Never prints the token: shell
  * lines read the file, JSON shows where to paste it from.
  */
-export function registrationLines(name: string, configPath: string, config: Record<string, unknown>): string[] {
+function registrationLines(name: string, configPath: string, config: Record<string, unknown>): string[] {
   const node = process.execPath;
   if (config.transport === 'http') {
     const url = typeof config.publicUrl === 'string' ? config.publicUrl : `http://127.0.0.1:${String(config.port)}/mcp`;
@@ -154,3 +156,66 @@ export function registrationLines(name: string, configPath: string, config: Reco
     `  ${JSON.stringify({ mcpServers: { [name]: { command: node, args } } })}`,
   ];
 }
+
+const INIT_OPTIONS = {
+  config: { type: 'string' },
+  approve: { type: 'string', multiple: true },
+  state: { type: 'string' },
+  http: { type: 'boolean', default: false },
+  port: { type: 'string' },
+  'token-file': { type: 'string' },
+  'public-url': { type: 'string' },
+  droid: { type: 'string' },
+  model: { type: 'string' },
+  name: { type: 'string', default: 'droid-mcp' },
+} as const;
+
+/** The options as init() takes them; refuses what parseArgs cannot (missing, contradictory, out of range). */
+function initOptions(values: OptionValues<typeof INIT_OPTIONS>): InitOptions {
+  if (!values.config) throw new CommandRefusal('--config /absolute/path/for/config.json is required');
+  if (!values.state) throw new CommandRefusal('--state /absolute/path/of/the/state/directory is required');
+  if (!values.http && (values.port || values['token-file'] || values['public-url'])) throw new CommandRefusal('--port, --token-file and --public-url go with --http');
+  const port = values.port === undefined ? undefined : Number(values.port);
+  if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535)) throw new CommandRefusal(`--port must be an integer from 1 to 65535; got ${values.port}`);
+  return {
+    configPath: values.config,
+    approve: values.approve ?? [],
+    state: values.state,
+    http: values.http,
+    ...(port !== undefined && { port }),
+    ...(values['token-file'] !== undefined && { tokenFile: values['token-file'] }),
+    ...(values['public-url'] !== undefined && { publicUrl: values['public-url'] }),
+    ...(values.droid !== undefined && { droidPath: values.droid }),
+    defaultModel: values.model ?? REFERENCE_DEFAULTS.defaultModel,
+    name: values.name,
+  };
+}
+
+export const initCommand = command({
+  usage: [
+    '--config /abs/config.json --approve DIR [--approve DIR …] --state DIR',
+    '[--http [--port N] [--token-file FILE] [--public-url https://…/mcp]]',
+    '[--droid PATH] [--model ID] [--name NAME]',
+  ],
+  summary: [
+    'write a private config (never overwrites), the state',
+    'directory (700) and, with --http, a new token file;',
+    'print the lines that register the server',
+  ],
+  options: INIT_OPTIONS,
+  async run(values) {
+    const options = initOptions(values);
+    const result = await init(options);
+    out(`wrote ${options.configPath} (mode 600):`);
+    for (const line of JSON.stringify(result.config, null, 2).split('\n')) out(`  ${line}`);
+    out(`state directory ${options.state} is ready (mode 700)`);
+    if (result.config.tokenFile) out(`wrote a new token to ${String(result.config.tokenFile)} (mode 600; it is never printed)`);
+    if (result.droidMissing) out(`note: ${result.droidMissing}`);
+    out('');
+    out(`Next: check the host with  droid-mcp doctor --config ${options.configPath}`);
+    out('then register the server:');
+    out('');
+    for (const line of result.registration) out(line);
+    return 0;
+  },
+});

@@ -1,14 +1,17 @@
 /**
- * The session lifecycle both `npm run smoke` and `scripts/verify-live` prove
- * through MCP over stdio, against the caller's droid login: two exact
- * results in one session (create, then a follow-up that resumes the same
- * droid session) and, for verify-live, the cancellation of a third turn.
+ * `droid-mcp smoke` and `droid-mcp verify-live`: the session lifecycle both
+ * prove through MCP over stdio, against the caller's droid login, with
+ * disposable private state: two exact results in one session (create, then a
+ * follow-up that resumes the same droid session) and, for verify-live, the
+ * cancellation of a third turn under a hard --timeout, then process cleanup.
+ * verify-live only ever uses (and removes) a state directory it created.
  * Output is assertions and versions only.
  */
 import { randomUUID } from 'node:crypto';
-import { droidSessionIdsIn, exact, exactPrompt, onDisposableInstance, Report, settle, SLOW_PROMPT, untilRunning, type VerifyOptions } from './verify.js';
+import { command } from './command.js';
+import { droidSessionIdsIn, exact, exactPrompt, onDisposableInstance, Report, settle, SHARED_ARGS, SLOW_PROMPT, untilRunning, verifyOptions, type VerifyOptions } from './verify.js';
 
-export async function lifecycle(title: string, options: VerifyOptions, cancelThird: boolean): Promise<number> {
+async function lifecycle(title: string, options: VerifyOptions, cancelThird: boolean): Promise<number> {
   const report = new Report(title);
   const checks = { stopped: 'no process of this run is left running', removed: 'the disposable state directory this run created is removed' };
   return onDisposableInstance(report, options, 'stdio', checks, async (instance) => {
@@ -48,3 +51,17 @@ export async function lifecycle(title: string, options: VerifyOptions, cancelThi
     );
   });
 }
+
+export const smokeCommand = command({
+  usage: ['--droid /abs/droid --model ID --workspace /abs/approved/dir', '[--reasoning low] [--autonomy low] [--no-sandbox] [--timeout 300]'],
+  summary: ['a two-turn session lifecycle through MCP against your', 'droid login, with disposable private state'],
+  options: SHARED_ARGS,
+  run: (values) => lifecycle('smoke', verifyOptions(values), false),
+});
+
+export const verifyLiveCommand = command({
+  usage: ['--droid /abs/droid --model ID --workspace /abs/approved/dir', '[--reasoning low] [--autonomy low] [--state /abs/new/dir]', '[--no-sandbox] [--timeout 300]'],
+  summary: ['smoke, then a cancelled third turn and process cleanup,', 'under a hard --timeout'],
+  options: SHARED_ARGS,
+  run: (values) => lifecycle('verify-live', verifyOptions(values), true),
+});

@@ -3,32 +3,41 @@
  * detached turns use it, without any model prompt or message: fresh (attach
  * on initialize), resumed without the attachment (droid must not keep it),
  * re-attached on load, and a detached fresh session. Each step runs the same
- * preflight code as a turn. Used by scripts/verify-route.mjs.
+ * preflight code as a turn: `droid-mcp verify-route --config FILE`.
  *
  * It creates two empty droid sessions (no messages) in a temporary working
  * directory; under the sandbox they live in a private sessions folder that
  * is removed afterwards, so droid's own history is not touched. Nothing is
  * sent to Amp beyond MCP initialize and tools/list.
+ *
+ * The endpoint is the config's ampMcp url (the real one needs the service
+ * user's Factory MCP OAuth for exactly that url). Output: one line per check
+ * and the droid version, on stderr; no session ids, no credentials. Exit 0
+ * when every check passed, 1 when one failed, 2 on bad usage.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { disabledToolIdsOf, type DroidClient, type McpServerSpec } from '../droid/client.js';
-import { privateTmpRoot, type SandboxSpec } from '../sandbox/sandbox.js';
+import { loadConfig } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import { privateTmpRoot, sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
 import { removeTree } from '../util/remove-tree.js';
 import { withShortLivedDroid } from '../worker/parent/short-lived-droid.js';
 import { DroidError } from '../droid/errors.js';
 import { AMP_SERVER, isPuck, isServerTool, listedTools, type ListedTool } from '../droid/amp-tools.js';
 import { dropStaleAmpDisables, preflightAmp } from '../worker/child/amp-preflight.js';
+import { command, CommandRefusal } from './command.js';
 
-export interface RouteCheck {
+interface RouteCheck {
   name: 'fresh' | 'resumed' | 'reattached' | 'detached';
   ok: boolean;
   /** What was seen: tool states of the Amp server, or the failure. Never a session id. */
   detail: string;
 }
 
-export interface VerifyRouteOptions {
+interface VerifyRouteOptions {
   droidPath: string;
   url: string;
   env: NodeJS.ProcessEnv;
@@ -70,7 +79,7 @@ async function check(name: RouteCheck['name'], run: () => Promise<{ ok: boolean;
   }
 }
 
-export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteCheck[]> {
+async function verifyRoute(options: VerifyRouteOptions): Promise<RouteCheck[]> {
   const cwd = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-verify-route-')));
   // One private sessions folder for the whole check: the resumed steps load what the first created.
   const sessionsCopy = mkdtempSync(join(privateTmpRoot(), 'verify-sessions-'));
@@ -131,3 +140,42 @@ export async function verifyRoute(options: VerifyRouteOptions): Promise<RouteChe
   }
   return checks;
 }
+
+/** The config's route and sandbox, or a refusal saying why there is nothing to verify. */
+async function routeOf(configPath: string): Promise<{ config: Config; url: string; sandbox: SandboxSpec }> {
+  const config = await loadConfig(configPath).catch((err: unknown) => {
+    throw new CommandRefusal(err instanceof Error ? err.message : String(err));
+  });
+  if (!config.ampMcp) throw new CommandRefusal('the config has no "ampMcp": reply-back is off, there is no route to verify');
+  // Every droid here runs in the host's sandbox, as turns do.
+  if (config.sandbox.mode === 'off') return { config, url: config.ampMcp.url, sandbox: { mode: 'off' } };
+  if (config.sandbox.bwrapPath === null) {
+    throw new CommandRefusal('the sandbox is "bwrap" but no bwrap executable was found on PATH; install bubblewrap or set "bwrapPath"');
+  }
+  return { config, url: config.ampMcp.url, sandbox: sandboxSpecFor(config.sandbox.bwrapPath, config.stateDirectory, config.tokenFile) };
+}
+
+const say = (line: string) => process.stderr.write(`${line}\n`);
+
+export const verifyRouteCommand = command({
+  usage: ['--config /abs/config.json [--droid /abs/droid] [--model ID]'],
+  summary: ["what this droid CLI does with the config's Amp MCP", 'endpoint (reply-back), without any prompt; on stderr'],
+  options: { config: { type: 'string' }, droid: { type: 'string' }, model: { type: 'string' } },
+  async run(values) {
+    if (!values.config) throw new CommandRefusal('--config /absolute/config.json is required');
+    const { config, url, sandbox } = await routeOf(values.config);
+    const droidPath = values.droid ?? config.droidPath;
+    let version = 'unknown';
+    try {
+      version = execFileSync(droidPath, ['--version'], { encoding: 'utf8', timeout: 10_000 }).trim();
+    } catch {
+      // reported below by the checks themselves
+    }
+    say(`verify-route: droid ${version} at ${droidPath}; endpoint ${url}`);
+    const checks = await verifyRoute({ droidPath, url, env: process.env, sandbox, ...(values.model && { modelId: values.model }) });
+    for (const c of checks) say(`${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`);
+    const failed = checks.filter((c) => !c.ok).length;
+    say(failed === 0 ? 'verify-route: all checks passed' : `verify-route: ${failed} check(s) failed`);
+    return failed === 0 ? 0 : 1;
+  },
+});

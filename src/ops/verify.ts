@@ -1,23 +1,25 @@
 /**
- * What the verification scripts (smoke, verify-live, acceptance) share: a
+ * What the verification commands (smoke, verify-live, acceptance) share: a
  * disposable private instance of the built server (its own state directory,
  * config and, for HTTP, token and port) that they alone created and alone
  * remove; sanitized reporting (assertions and versions only: no prompts, no
  * droid session ids, no tokens); and a hard deadline.
  *
  * They run against whatever droid login the calling user has: an operator's
- * real one, or in CI the pinned CLI with the scripted model (src/demo/).
+ * real one, or in CI the pinned CLI with the scripted model (src/testbed/).
  */
 import { AUTONOMY_ORDER } from '../config/schema.js';
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SERVER_VERSION } from '../mcp/server.js';
-import { McpDriver, SERVER_ENTRY, waitUntilNoneTagged } from './harness.js';
+import { McpDriver } from '../testbed/mcp-driver.js';
+import { waitUntilNoneTagged } from '../testbed/processes.js';
+import { freePort, readyPort, spawnServer, stopServer } from '../testbed/server-process.js';
+import { CommandRefusal, type OptionValues } from './command.js';
 import { out } from './output.js';
 
 export const TAG_VAR = 'DROID_MCP_VERIFY_TAG';
@@ -59,21 +61,32 @@ export interface VerifyOptions {
   timeoutSeconds: number;
 }
 
-/** Parses the options every script shares; throws with a usage line. */
-export function verifyOptions(values: Record<string, string | boolean | undefined>, usage: string): VerifyOptions {
-  const need = (key: string): string => {
+export const SHARED_ARGS = {
+  droid: { type: 'string' },
+  model: { type: 'string' },
+  workspace: { type: 'string' },
+  reasoning: { type: 'string' },
+  autonomy: { type: 'string' },
+  'no-sandbox': { type: 'boolean' },
+  state: { type: 'string' },
+  timeout: { type: 'string' },
+} as const;
+
+/** Checks the options every verification command shares; refuses them with what is wrong. */
+export function verifyOptions(values: OptionValues<typeof SHARED_ARGS>, defaultTimeoutSeconds = 300): VerifyOptions {
+  const need = (key: 'droid' | 'workspace'): string => {
     const v = values[key];
-    if (typeof v !== 'string' || !v.startsWith('/')) throw new Error(`--${key} must be an absolute path. ${usage}`);
+    if (typeof v !== 'string' || !v.startsWith('/')) throw new CommandRefusal(`--${key} must be an absolute path`);
     return v;
   };
   const model = values.model;
-  if (typeof model !== 'string' || model === '') throw new Error(`--model ID is required (an id from the live catalog). ${usage}`);
-  const autonomy = (values.autonomy as string | undefined) ?? 'low';
-  if (!(AUTONOMY_ORDER as readonly string[]).includes(autonomy)) throw new Error(`--autonomy must be off, low, medium or high. ${usage}`);
-  const timeoutSeconds = Number(values.timeout ?? 300);
-  if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 10) throw new Error(`--timeout must be a whole number of seconds, at least 10. ${usage}`);
+  if (typeof model !== 'string' || model === '') throw new CommandRefusal('--model ID is required (an id from the live catalog)');
+  const autonomy = values.autonomy ?? 'low';
+  if (!(AUTONOMY_ORDER as readonly string[]).includes(autonomy)) throw new CommandRefusal('--autonomy must be off, low, medium or high');
+  const timeoutSeconds = Number(values.timeout ?? defaultTimeoutSeconds);
+  if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 10) throw new CommandRefusal('--timeout must be a whole number of seconds, at least 10');
   const workspace = need('workspace');
-  if (!existsSync(workspace) || !statSync(workspace).isDirectory()) throw new Error(`--workspace ${workspace} is not an existing directory`);
+  if (!existsSync(workspace) || !statSync(workspace).isDirectory()) throw new CommandRefusal(`--workspace ${workspace} is not an existing directory`);
   return {
     droid: need('droid'),
     model,
@@ -85,17 +98,6 @@ export function verifyOptions(values: Record<string, string | boolean | undefine
     timeoutSeconds,
   };
 }
-
-export const SHARED_ARGS = {
-  droid: { type: 'string' },
-  model: { type: 'string' },
-  workspace: { type: 'string' },
-  reasoning: { type: 'string' },
-  autonomy: { type: 'string' },
-  'no-sandbox': { type: 'boolean' },
-  state: { type: 'string' },
-  timeout: { type: 'string' },
-} as const;
 
 /** droid's version line, or a note that it did not answer. */
 export function droidVersion(droid: string): string {
@@ -116,17 +118,6 @@ export interface Instance {
   stateDir: string;
   /** Stops the server, waits for every process of this run, removes what it created. Idempotent. */
   dispose(): Promise<{ leftRunning: number; removed: boolean }>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
-    });
-  });
 }
 
 /**
@@ -175,10 +166,8 @@ export async function startInstance(options: VerifyOptions, transport: 'stdio' |
   try {
     if (transport === 'stdio') mcp = await McpDriver.stdio(configPath, env, keep);
     else {
-      child = spawn(process.execPath, [SERVER_ENTRY, '--config', configPath], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-      child.stderr?.setEncoding('utf8');
-      child.stderr?.on('data', keep);
-      const port = await readyPort(child, log);
+      child = spawnServer(configPath, env, keep);
+      const port = await readyPort(child);
       url = `http://127.0.0.1:${port}/mcp`;
       mcp = await McpDriver.http(url, token!);
     }
@@ -191,12 +180,9 @@ export async function startInstance(options: VerifyOptions, transport: 'stdio' |
   let disposed: Promise<{ leftRunning: number; removed: boolean }> | undefined;
   const dispose = () =>
     (disposed ??= (async () => {
-      await mcp.close().catch(() => undefined);
-      if (child && child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((resolve) => child!.once('exit', resolve));
-        child.kill('SIGTERM');
-        await Promise.race([exited, sleep(20_000)]);
-      }
+      await mcp.closeWhenIdle().catch(() => undefined);
+      // Not killed here: one that ignores SIGTERM is counted with whatever else of this run is left.
+      if (child) await stopServer(child, 20_000);
       const left = await waitUntilNoneTagged(TAG_VAR, tag, 15_000);
       for (const pid of left) {
         try {
@@ -209,32 +195,6 @@ export async function startInstance(options: VerifyOptions, transport: 'stdio' |
       return { leftRunning: left.length, removed: !existsSync(base) };
     })());
   return { mcp, stateDir, dispose, ...(url && { url }), ...(token && { token }) };
-}
-
-function readyPort(child: ChildProcess, log: string[]): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => finish(new Error('not ready within 30 s')), 30_000);
-    const onData = () => {
-      for (const line of log.join('').split('\n')) {
-        try {
-          const parsed = JSON.parse(line) as { msg?: string; port?: number };
-          if (parsed.msg === 'droid-mcp ready' && typeof parsed.port === 'number') return finish(null, parsed.port);
-        } catch {
-          // not a JSON line
-        }
-      }
-    };
-    const onExit = (code: number | null) => finish(new Error(`the server exited (${code}) before it was ready`));
-    const finish = (err: Error | null, port?: number) => {
-      clearTimeout(timer);
-      child.stderr?.off('data', onData);
-      child.off('exit', onExit);
-      if (err) reject(err);
-      else resolve(port!);
-    };
-    child.stderr?.on('data', onData);
-    child.once('exit', onExit);
-  });
 }
 
 /** Removes `base` only when it still holds the marker this run wrote into it. */

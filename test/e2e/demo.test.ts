@@ -1,6 +1,6 @@
 /**
  * `npm run demo` (the README's first command) as a new user runs it: the
- * built demo, offline, with a private TMPDIR so everything it creates can be
+ * built CLI's `droid-mcp demo`, offline, with a private TMPDIR so everything it creates can be
  * seen to be gone afterwards, and a process tag to prove nothing outlives it.
  */
 import { spawn } from 'node:child_process';
@@ -9,15 +9,14 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { privateDir } from '../support/mcp-server.js';
-import { REPO_ROOT } from '../support/paths.js';
+import { SERVER_ENTRY } from '../support/paths.js';
 import { TAG_VAR, waitForNoProcesses } from '../support/processes.js';
 import { leftBehind } from '../support/assertions.js';
 
-const DEMO = join(REPO_ROOT, 'dist/src/demo/main.js');
 
 function runDemo(args: string[], tmp: string, tag: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [DEMO, ...args], { env: { ...process.env, TMPDIR: tmp, [TAG_VAR]: tag }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [SERVER_ENTRY, 'demo', ...args], { env: { ...process.env, TMPDIR: tmp, [TAG_VAR]: tag }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

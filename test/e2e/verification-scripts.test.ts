@@ -1,8 +1,8 @@
 /**
- * The operator's verification scripts, run as an operator runs them but
- * against the pinned droid CLI and the scripted model (src/demo/) instead of
- * a Factory login, so they cannot rot: `npm run smoke` (its built entry),
- * `scripts/verify-live.mjs` and `scripts/acceptance.mjs`. Their output must
+ * The operator's verification commands, run as an operator runs them but
+ * against the pinned droid CLI and the scripted model (src/testbed/) instead
+ * of a Factory login, so they cannot rot: `droid-mcp smoke`, `droid-mcp
+ * verify-live` and `droid-mcp acceptance` (the built CLI). Their output must
  * be assertions and versions only, and they must leave nothing behind.
  */
 import { spawn } from 'node:child_process';
@@ -10,16 +10,16 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readdirSync, realpathSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { customModelId, isolatedEnv, pinnedDroidPath, writeDroidSettings } from '../../src/demo/droid-home.js';
-import { startScriptedModel, type ScriptedModelServer } from '../../src/demo/model-server.js';
+import { customModelId, isolatedEnv, pinnedDroidPath, writeDroidHome } from '../../src/testbed/droid-home.js';
+import { startModelServer, type ModelServer } from '../../src/testbed/model-server.js';
 import { privateDir } from '../support/mcp-server.js';
-import { REPO_ROOT } from '../support/paths.js';
+import { SERVER_ENTRY } from '../support/paths.js';
 import { TAG_VAR, waitForNoProcesses } from '../support/processes.js';
 import { leftBehind } from '../support/assertions.js';
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
 
-let model: ScriptedModelServer;
+let model: ModelServer;
 let base: string;
 let home: string;
 let workspace: string;
@@ -32,8 +32,8 @@ beforeAll(async () => {
   workspace = join(base, 'approved');
   mkdirSync(home, { mode: 0o700 });
   mkdirSync(workspace);
-  model = await startScriptedModel();
-  await writeDroidSettings(home, model.baseUrl);
+  model = await startModelServer();
+  await writeDroidHome(home, { baseUrl: model.baseUrl });
   modelId = await customModelId(droid, isolatedEnv(home));
 });
 
@@ -42,14 +42,14 @@ afterAll(async () => {
   rmSync(base, { recursive: true, force: true });
 });
 
-/** Runs a script as the service user would: its HOME is the droid home, TMPDIR private. */
-async function runScript(entry: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string; tmp: string }> {
+/** Runs `droid-mcp <command>` as the service user would: its HOME is the droid home, TMPDIR private. */
+async function runScript(command: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string; tmp: string }> {
   const tag = `scripts-${randomUUID()}`;
   const tmp = join(base, `tmp-${randomUUID()}`);
   mkdirSync(tmp, { mode: 0o700 });
   const env = isolatedEnv(home, { TMPDIR: tmp, [TAG_VAR]: tag });
   const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [join(REPO_ROOT, entry), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [SERVER_ENTRY, command, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -70,8 +70,8 @@ const common = () => ['--droid', droid, '--model', modelId, '--workspace', works
 
 // Each script runs real turns; on a loaded 2-core host one takes up to a minute or two.
 describe('verification scripts against the pinned CLI and the scripted model', { timeout: 240_000 }, () => {
-  it('npm run smoke: a two-turn lifecycle in one droid session, sanitized, with disposable state', async () => {
-    const { code, stdout, stderr, tmp } = await runScript('dist/src/ops/smoke.js', common());
+  it('droid-mcp smoke: a two-turn lifecycle in one droid session, sanitized, with disposable state', async () => {
+    const { code, stdout, stderr, tmp } = await runScript('smoke', common());
     expect(code, `${stdout}\n${stderr}`).toBe(0);
     expect(stdout).toContain('ok    turn 1 (droid_create_session) succeeded with the exact reply');
     expect(stdout).toContain('ok    turn 2 (droid_send_message, same session) succeeded with the exact reply');
@@ -81,8 +81,8 @@ describe('verification scripts against the pinned CLI and the scripted model', {
     expect(leftBehind(tmp)).toEqual([]);
   });
 
-  it('scripts/verify-live: two exact results, continuation, a cancelled third turn and cleanup', async () => {
-    const { code, stdout, stderr, tmp } = await runScript('scripts/verify-live.mjs', common());
+  it('droid-mcp verify-live: two exact results, continuation, a cancelled third turn and cleanup', async () => {
+    const { code, stdout, stderr, tmp } = await runScript('verify-live', common());
     expect(code, `${stdout}\n${stderr}`).toBe(0);
     expect(stdout).toContain('ok    turn 3 reached droid and droid_cancel_session stopped it (interrupted)');
     expect(stdout).toContain('ok    no process of this run is left running');
@@ -91,24 +91,24 @@ describe('verification scripts against the pinned CLI and the scripted model', {
     expect(leftBehind(tmp)).toEqual([]);
   });
 
-  it('scripts/verify-live never touches a state directory it did not create, and a wrong model fails plainly', async () => {
+  it('droid-mcp verify-live never touches a state directory it did not create, and a wrong model fails plainly', async () => {
     const existing = join(base, 'existing-state');
     mkdirSync(existing, { mode: 0o700 });
     writeFileSync(join(existing, 'keep.txt'), 'operator data\n');
-    const refused = await runScript('scripts/verify-live.mjs', [...common(), '--state', existing]);
+    const refused = await runScript('verify-live', [...common(), '--state', existing]);
     expect(refused.code).toBe(1);
     expect(refused.stdout).toContain('only uses a state directory it creates itself');
     expect(readdirSync(existing)).toEqual(['keep.txt']);
     expect(readFileSync(join(existing, 'keep.txt'), 'utf8')).toBe('operator data\n');
 
-    const wrong = await runScript('scripts/verify-live.mjs', ['--droid', droid, '--model', 'no-such-model', '--workspace', workspace]);
+    const wrong = await runScript('verify-live', ['--droid', droid, '--model', 'no-such-model', '--workspace', workspace]);
     expect(wrong.code).toBe(1);
     expect(wrong.stdout).toContain('FAIL  model no-such-model is in the live catalog');
     expect(leftBehind(wrong.tmp)).toEqual([]);
   });
 
-  it('scripts/acceptance drives a second instance over HTTP through every tool and prints N passed, M failed', async () => {
-    const { code, stdout, stderr, tmp } = await runScript('scripts/acceptance.mjs', common());
+  it('droid-mcp acceptance drives a second instance over HTTP through every tool and prints N passed, M failed', async () => {
+    const { code, stdout, stderr, tmp } = await runScript('acceptance', common());
     expect(code, `${stdout}\n${stderr}`).toBe(0);
     expect(stdout).toMatch(/^acceptance: 20 passed, 0 failed$/m);
     expect(stdout).toContain('ok    requests without the token, or with a wrong one, get HTTP 401');

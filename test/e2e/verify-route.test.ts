@@ -1,13 +1,12 @@
 /**
- * scripts/verify-route.mjs against the real droid CLI and the fake Amp MCP
+ * `droid-mcp verify-route` against the real droid CLI and the fake Amp MCP
  * server: fresh, resumed, re-attached and detached inventories, with no
  * model request and no tool call reaching "Amp".
  */
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeAmp, type FakeAmp } from '../support/fake-amp.js';
-import { REPO_ROOT } from '../support/paths.js';
+import { SERVER_ENTRY } from '../support/paths.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { makeContext, type E2EContext } from './context.js';
 
@@ -27,7 +26,7 @@ afterAll(async () => {
 function verify(url: string): Promise<{ code: number | null; out: string }> {
   const config = ctx.config({ ampMcp: { url } });
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(REPO_ROOT, 'scripts/verify-route.mjs'), '--config', config], { env: ctx.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [SERVER_ENTRY, 'verify-route', '--config', config], { env: ctx.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
     child.stderr.on('data', (c: Buffer) => (out += c.toString()));
@@ -35,7 +34,7 @@ function verify(url: string): Promise<{ code: number | null; out: string }> {
   });
 }
 
-describe('scripts/verify-route', () => {
+describe('droid-mcp verify-route', () => {
   it('passes fresh, resumed, re-attached and detached checks without any prompt or tool call', async () => {
     const amp = await startFakeAmp();
     amps.push(amp);
@@ -70,7 +69,7 @@ describe('scripts/verify-route', () => {
   it('refuses a config without ampMcp', async () => {
     const config = ctx.config();
     const result = await new Promise<{ code: number | null; out: string }>((resolve) => {
-      const child = spawn(process.execPath, [join(REPO_ROOT, 'scripts/verify-route.mjs'), '--config', config], { env: ctx.env, stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn(process.execPath, [SERVER_ENTRY, 'verify-route', '--config', config], { env: ctx.env, stdio: ['ignore', 'ignore', 'pipe'] });
       let out = '';
       child.stderr.on('data', (c: Buffer) => (out += c.toString()));
       child.on('exit', (code) => resolve({ code, out }));
