@@ -20,7 +20,7 @@ import { recoverSessionCopies } from './sandbox/session-copy.js';
 import { StoreError } from './store/errors.js';
 import { StateStore } from './store/store.js';
 import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/parent/warm-pool.js';
-import { createLogger } from './util/logger.js';
+import { createLogger, type Logger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 import { DroidError } from './droid/errors.js';
 
@@ -42,7 +42,7 @@ async function sandboxFor(config: Config): Promise<{ spec: SandboxSpec; status: 
  * Sessions copies a controller that died mid-turn left behind: this state's
  * runs get their droid session files back (session-copy.ts), then the copy goes.
  */
-async function recoverTurnSessions(store: StateStore, droidEnv: Record<string, string>, log: ReturnType<typeof createLogger>): Promise<void> {
+async function recoverTurnSessions(store: StateStore, droidEnv: Record<string, string>, log: Logger): Promise<void> {
   try {
     const recovered = await recoverSessionCopies(factoryDirOf(droidEnv), (runId) => {
       const run = store.runs.get(runId);
@@ -70,31 +70,30 @@ async function main(): Promise<number> {
     return runCommand(args);
   }
   const log = createLogger();
+  const configPath = serveArgs(log);
+  if (configPath === undefined) return 2;
+  await serve(await loadConfig(configPath), log);
+  // Serving: the process ends with its transport or a signal.
+  return -1;
+}
+
+/** The config path of `droid-mcp --config FILE`; undefined after saying what is wrong. */
+function serveArgs(log: Logger): string | undefined {
   let configPath: string | undefined;
   try {
     configPath = parseArgs({ options: { config: { type: 'string' } }, strict: true }).values.config;
   } catch (err) {
     log.error({ code: 'usage' }, `${err instanceof Error ? err.message : String(err)}; ${USAGE}`);
-    return 2;
+    return undefined;
   }
-  if (!configPath) {
-    log.error({ code: 'usage' }, USAGE);
-    return 2;
-  }
+  if (!configPath) log.error({ code: 'usage' }, USAGE);
+  return configPath || undefined;
+}
 
-  const config = await loadConfig(configPath);
+/** The composition root: state, sandbox, catalog, warm pool, controller, transport. */
+async function serve(config: Config, log: Logger): Promise<void> {
   const droidEnv = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => typeof e[1] === 'string'));
-  // Read in the background (it must not delay start-up); logged once known and whenever it changes.
-  const droidVersion = new DroidVersionProbe(
-    () => readDroidVersion(config.droidPath, droidEnv),
-    config.modelCacheTtlMs,
-    ({ version, previous, error }) => {
-      const droid = { path: config.droidPath, version };
-      if (version === null) log.warn({ droid, err: error }, 'could not read the droid CLI version (droid --version); turns may still run');
-      else if (previous === undefined || previous === null) log.info({ droid }, 'droid CLI version');
-      else log.info({ droid, previous }, 'droid CLI version changed');
-    },
-  );
+  const droidVersion = versionProbe(config, droidEnv, log);
   void droidVersion.current();
   // HTTP refuses a bad token file before any state is opened.
   const token = config.transport === 'http' ? await readTokenFile(requiredTokenFile(config)) : undefined;
@@ -104,9 +103,42 @@ async function main(): Promise<number> {
   // Only the HTTP transport needs its modules: loaded meanwhile, never for stdio.
   const http = token !== undefined ? import('./mcp/http/listener.js') : undefined;
   http?.catch(() => undefined);
+  const store = await openStore(config.stateDirectory, sandboxProbe, log);
+
+  const sandbox = await sandboxProbe;
+  if (sandbox.spec.mode === 'bwrap') await recoverTurnSessions(store, droidEnv, log);
+  if (sandbox.status.available) log.info({ sandbox: sandbox.status.mode }, 'turn sandbox ready');
+  else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
+
+  const catalog = catalogFor(config, droidEnv, sandbox, log);
+  const pool = warmPoolFor(config, droidEnv, sandbox, log);
+  const { controller, toolContext } = compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion, log });
+  const running: Running = { config, store, pool, controller, log, listener: undefined, stopping: undefined };
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => void stop(running, signal).then(() => process.exit(0)));
+  }
+  if (token !== undefined && http !== undefined) await serveHttp(running, toolContext, token, await http);
+  else await serveStdio(running, toolContext);
+}
+
+/** droid --version, read in the background (it must not delay start-up); logged once known and whenever it changes. */
+function versionProbe(config: Config, droidEnv: Record<string, string>, log: Logger): DroidVersionProbe {
+  return new DroidVersionProbe(
+    () => readDroidVersion(config.droidPath, droidEnv),
+    config.modelCacheTtlMs,
+    ({ version, previous, error }) => {
+      const droid = { path: config.droidPath, version };
+      if (version === null) log.warn({ droid, err: error }, 'could not read the droid CLI version (droid --version); turns may still run');
+      else if (previous === undefined || previous === null) log.info({ droid }, 'droid CLI version');
+      else log.info({ droid, previous }, 'droid CLI version changed');
+    },
+  );
+}
+
+async function openStore(stateDirectory: string, sandboxProbe: Promise<unknown>, log: Logger): Promise<StateStore> {
   let store: StateStore;
   try {
-    store = await StateStore.open(config.stateDirectory);
+    store = await StateStore.open(stateDirectory);
   } catch (err) {
     // Let the trial run finish and remove its temp directory before the refusal exits.
     await sandboxProbe.catch(() => undefined);
@@ -115,13 +147,13 @@ async function main(): Promise<number> {
   if (store.recovery.unknown || store.recovery.queueLost) {
     log.warn(store.recovery, 'recovered after an unclean stop: running turns are now unknown, queued turns queue_lost');
   }
+  return store;
+}
 
-  const sandbox = await sandboxProbe;
-  if (sandbox.spec.mode === 'bwrap') await recoverTurnSessions(store, droidEnv, log);
-  if (sandbox.status.available) log.info({ sandbox: sandbox.status.mode }, 'turn sandbox ready');
-  else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
+type Sandbox = Awaited<ReturnType<typeof sandboxFor>>;
 
-  const catalog = new ModelCatalog(
+function catalogFor(config: Config, droidEnv: Record<string, string>, sandbox: Sandbox, log: Logger): ModelCatalog {
+  return new ModelCatalog(
     // The catalog droid runs in the turn sandbox; one that failed its trial run is not used for it either.
     sandbox.status.available
       ? droidCatalogFetcher(config.droidPath, droidEnv, sandbox.spec)
@@ -130,27 +162,44 @@ async function main(): Promise<number> {
     config.excludeModelIds,
     (err) => log.warn({ err }, 'model catalog refresh failed'),
   );
+}
+
+/**
+ * Warm workers (issue 12): a pre-spawned droid only where no confinement is lost
+ * (sandbox off); under bubblewrap only the Node worker is warm. No pool when turns cannot run.
+ */
+function warmPoolFor(config: Config, droidEnv: Record<string, string>, sandbox: Sandbox, log: Logger): WarmPool | null {
+  if (config.warmPoolSize <= 0 || !sandbox.status.available) return null;
+  return new WarmPool({
+    size: config.warmPoolSize,
+    droid: sandbox.spec.mode === 'off' ? { droidPath: config.droidPath, droidEnv } : null,
+    onEvent: (event) => {
+      if (event.kind === 'lost') log.warn({ pid: event.pid, detail: event.detail, stderr: event.stderrTail }, 'warm worker lost; the pool replaces it');
+      else if (event.kind === 'backoff') log.warn({ failures: event.failures, delayMs: event.delayMs }, 'warm workers keep failing; the pool backs off');
+      else if (event.kind === 'swept') log.info({ folders: event.folders }, 'removed warm droid folders a killed controller left behind');
+      else log.debug({ pid: event.pid, ageMs: event.ageMs }, 'warm worker retired by age; the pool replaces it');
+    },
+  });
+}
+
+interface Parts {
+  config: Config;
+  store: StateStore;
+  catalog: ModelCatalog;
+  pool: WarmPool | null;
+  sandbox: Sandbox;
+  droidEnv: Record<string, string>;
+  droidVersion: DroidVersionProbe;
+  log: Logger;
+}
+
+function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion, log }: Parts): { controller: SessionController; toolContext: ToolContext } {
   const policy = {
     defaultModel: config.defaultModel ?? null,
     defaultAutonomy: config.defaultAutonomy,
     maxAutonomy: config.maxAutonomy,
     reasoningEffort: config.reasoningEffort ?? null,
   };
-  // Warm workers (issue 12): a pre-spawned droid only where no confinement is lost
-  // (sandbox off); under bubblewrap only the Node worker is warm. No pool when turns cannot run.
-  const pool =
-    config.warmPoolSize > 0 && sandbox.status.available
-      ? new WarmPool({
-          size: config.warmPoolSize,
-          droid: sandbox.spec.mode === 'off' ? { droidPath: config.droidPath, droidEnv } : null,
-          onEvent: (event) => {
-            if (event.kind === 'lost') log.warn({ pid: event.pid, detail: event.detail, stderr: event.stderrTail }, 'warm worker lost; the pool replaces it');
-            else if (event.kind === 'backoff') log.warn({ failures: event.failures, delayMs: event.delayMs }, 'warm workers keep failing; the pool backs off');
-            else if (event.kind === 'swept') log.info({ folders: event.folders }, 'removed warm droid folders a killed controller left behind');
-            else log.debug({ pid: event.pid, ageMs: event.ageMs }, 'warm worker retired by age; the pool replaces it');
-          },
-        })
-      : null;
   const controller = new SessionController({
     store,
     models: () => catalog.models(),
@@ -177,52 +226,62 @@ async function main(): Promise<number> {
     sandbox: sandbox.status,
     droidVersion: () => droidVersion.current(),
   };
+  return { controller, toolContext };
+}
 
-  let listener: HttpListener | undefined;
-  let stopping: Promise<void> | undefined;
-  const stop = (why: string) =>
-    (stopping ??= (async () => {
-      log.info({ why }, 'shutting down: interrupting live turns');
-      await listener?.close();
-      await controller.shutdown(config.cancelGraceMs * 3);
-      // After the controller: nothing takes from the pool any more.
-      await pool?.close();
-      await store.close();
-      log.info({}, 'stopped');
-    })());
+/** What a stop has to close, in order. */
+interface Running {
+  config: Config;
+  store: StateStore;
+  pool: WarmPool | null;
+  controller: SessionController;
+  log: Logger;
+  listener: HttpListener | undefined;
+  stopping: Promise<void> | undefined;
+}
 
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    process.once(signal, () => void stop(signal).then(() => process.exit(0)));
+function stop(running: Running, why: string): Promise<void> {
+  const { config, store, pool, controller, log } = running;
+  return (running.stopping ??= (async () => {
+    log.info({ why }, 'shutting down: interrupting live turns');
+    await running.listener?.close();
+    await controller.shutdown(config.cancelGraceMs * 3);
+    // After the controller: nothing takes from the pool any more.
+    await pool?.close();
+    await store.close();
+    log.info({}, 'stopped');
+  })());
+}
+
+async function serveHttp(running: Running, ctx: ToolContext, token: string, http: typeof import('./mcp/http/listener.js')): Promise<void> {
+  const { config, store, pool, log } = running;
+  try {
+    running.listener = await http.startHttpListener({
+      ctx,
+      log,
+      token,
+      port: config.port,
+      ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
+    });
+  } catch (err) {
+    await pool?.close();
+    await store.close();
+    throw listenRefusal(config.port, http.HTTP_HOST, err);
   }
+  pool?.start(REFILL_DELAY_MS);
+  const listener = running.listener;
+  // Tests read the bound port from this line (port 0 picks a free one).
+  log.info({ transport: 'http', url: listener.url, port: listener.port, roots: config.approvedDirectories.length }, 'droid-mcp ready');
+}
 
-  // ── transport ─────────────────────────────────────────────────────────
-  if (token !== undefined && http !== undefined) {
-    const { startHttpListener, HTTP_HOST } = await http;
-    try {
-      listener = await startHttpListener({
-        ctx: toolContext,
-        log,
-        token,
-        port: config.port,
-        ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
-      });
-    } catch (err) {
-      await pool?.close();
-      await store.close();
-      throw listenRefusal(config.port, HTTP_HOST, err);
-    }
-    pool?.start(REFILL_DELAY_MS);
-    // Tests read the bound port from this line (port 0 picks a free one).
-    log.info({ transport: 'http', url: listener.url, port: listener.port, roots: config.approvedDirectories.length }, 'droid-mcp ready');
-    return -1;
-  }
+async function serveStdio(running: Running, ctx: ToolContext): Promise<void> {
+  const { config, pool, log } = running;
   const transport = new StdioServerTransport();
-  transport.onclose = () => void stop('client closed stdio').then(() => process.exit(0));
-  process.stdin.once('end', () => void stop('stdin ended').then(() => process.exit(0)));
-  await createMcpServer(toolContext, log).connect(transport);
+  transport.onclose = () => void stop(running, 'client closed stdio').then(() => process.exit(0));
+  process.stdin.once('end', () => void stop(running, 'stdin ended').then(() => process.exit(0)));
+  await createMcpServer(ctx, log).connect(transport);
   pool?.start(REFILL_DELAY_MS);
   log.info({ transport: 'stdio', roots: config.approvedDirectories.length }, 'droid-mcp ready');
-  return -1;
 }
 
 function requiredTokenFile(config: Config): string {

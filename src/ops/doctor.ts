@@ -51,9 +51,28 @@ const fail = (name: string, detail: string, action: string): Check => ({ name, s
 
 export async function doctor(configPath: string, options: DoctorOptions = {}): Promise<Check[]> {
   const env = options.env ?? process.env;
-  const checks: Check[] = [];
+  const { file, checks } = await checkConfig(configPath);
+  if (!file) return checks;
+  const droid = await checkDroid(file, env);
+  checks.push(droid.check);
+  // ── sandbox: before the catalog, whose droid runs in it
+  const sandbox = await checkSandbox(file, env);
+  checks.push(sandbox.check);
+  const catalog = await checkCatalog(file, droid.path, sandbox, env);
+  if (catalog.check) checks.push(catalog.check);
+  checks.push(checkDefaultModel(file, catalog.models));
+  // ── state directory and its owner
+  const owner = await checkState(file.stateDirectory);
+  checks.push(owner.check);
+  for (const dir of file.approvedDirectories) checks.push(await checkRoot(dir));
+  if (file.transport === 'http') checks.push(...(await checkHttp(file, owner.livePid)));
+  // ── droid's cloud session sync
+  checks.push(await checkCloudSync(env, options.factoryReachable ?? (() => reachable(FACTORY_API.host, FACTORY_API.port))));
+  return checks;
+}
 
-  // ── config: the real loader decides; the raw file keeps the other checks going when it refuses.
+/** The real loader decides; the raw file keeps the other checks going when it refuses. No file: nothing else can be checked. */
+async function checkConfig(configPath: string): Promise<{ file: ConfigFile | null; checks: Check[] }> {
   let file: ConfigFile;
   try {
     const parsed = configFileSchema.safeParse(JSON.parse(await readFile(configPath, 'utf8')));
@@ -64,86 +83,76 @@ export async function doctor(configPath: string, options: DoctorOptions = {}): P
     try {
       await loadConfig(configPath);
     } catch (err) {
-      checks.push(fail('config', describe(err), 'Fix the config file (see config.example.json), then run doctor again.'));
-      return checks;
+      return { file: null, checks: [fail('config', describe(err), 'Fix the config file (see config.example.json), then run doctor again.')] };
     }
-    checks.push(fail('config', `${configPath} cannot be read`, 'Fix the config file, then run doctor again.'));
-    return checks;
+    return { file: null, checks: [fail('config', `${configPath} cannot be read`, 'Fix the config file, then run doctor again.')] };
   }
   try {
     const config = await loadConfig(configPath);
-    checks.push(ok('config', `${configPath} is valid (${config.transport}, ${config.approvedDirectories.length} approved root(s), sandbox ${config.sandbox.mode})`));
+    return { file, checks: [ok('config', `${configPath} is valid (${config.transport}, ${config.approvedDirectories.length} approved root(s), sandbox ${config.sandbox.mode})`)] };
   } catch (err) {
     // Filesystem-level refusals: the checks below say the same per item; this line names the first.
-    checks.push(fail('config', `the server would refuse to start: ${describe(err)}`, 'Fix what the lines below report, then run doctor again.'));
+    return { file, checks: [fail('config', `the server would refuse to start: ${describe(err)}`, 'Fix what the lines below report, then run doctor again.')] };
   }
+}
 
-  // ── droid
-  let droidPath: string | null = null;
+async function checkDroid(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; path: string | null }> {
   try {
-    droidPath = await resolveDroid(file, { pathEnv: env.PATH ?? '', home: env.HOME ?? '' });
+    const droidPath = await resolveDroid(file, { pathEnv: env.PATH ?? '', home: env.HOME ?? '' });
     const version = await droidVersion(droidPath, env);
-    checks.push(version ? ok('droid', `${droidPath}, version ${version}`) : fail('droid', `${droidPath} did not answer --version`, 'Reinstall the droid CLI for the service user.'));
+    return { check: version ? ok('droid', `${droidPath}, version ${version}`) : fail('droid', `${droidPath} did not answer --version`, 'Reinstall the droid CLI for the service user.'), path: droidPath };
   } catch (err) {
-    checks.push(fail('droid', describe(err), 'Install the droid CLI as the service user (curl -fsSL https://app.factory.ai/cli | sh) or set "droidPath".'));
+    return { check: fail('droid', describe(err), 'Install the droid CLI as the service user (curl -fsSL https://app.factory.ai/cli | sh) or set "droidPath".'), path: null };
   }
+}
 
-  // ── sandbox: before the catalog, whose droid runs in it
-  const sandbox = await checkSandbox(file, env);
-  checks.push(sandbox.check);
-
-  // ── catalog and default model
-  let catalog: CatalogModel[] | null = null;
-  if (droidPath && !sandbox.usable) {
-    checks.push(fail('catalog', 'not read: the sandbox its droid runs in failed its trial run (see the sandbox line)', SANDBOX_ACTION));
-  } else if (droidPath) {
-    const started = Date.now();
-    try {
-      catalog = visibleModels(await droidCatalogFetcher(droidPath, stringEnvOf(env), sandbox.spec, 30_000)(), file.excludeModelIds);
-      checks.push(ok('catalog', `droid.list_models answered with ${catalog.length} usable models in ${Date.now() - started} ms (no session created)`));
-    } catch (err) {
-      checks.push(fail('catalog', `droid.list_models failed: ${describe(err)}`, 'Run droid once as the service user (droid --version; droid) and check its login.'));
-    }
+/** The live catalog, read by a droid in the turn sandbox; no check line without a droid (the droid line says why). */
+async function checkCatalog(
+  file: ConfigFile,
+  droidPath: string | null,
+  sandbox: { spec: SandboxSpec; usable: boolean },
+  env: NodeJS.ProcessEnv,
+): Promise<{ check: Check | null; models: CatalogModel[] | null }> {
+  if (!droidPath) return { check: null, models: null };
+  if (!sandbox.usable) return { check: fail('catalog', 'not read: the sandbox its droid runs in failed its trial run (see the sandbox line)', SANDBOX_ACTION), models: null };
+  const started = Date.now();
+  try {
+    const models = visibleModels(await droidCatalogFetcher(droidPath, stringEnvOf(env), sandbox.spec, 30_000)(), file.excludeModelIds);
+    return { check: ok('catalog', `droid.list_models answered with ${models.length} usable models in ${Date.now() - started} ms (no session created)`), models };
+  } catch (err) {
+    return { check: fail('catalog', `droid.list_models failed: ${describe(err)}`, 'Run droid once as the service user (droid --version; droid) and check its login.'), models: null };
   }
+}
+
+function checkDefaultModel(file: ConfigFile, catalog: CatalogModel[] | null): Check {
   if (file.defaultModel === undefined) {
-    checks.push(warn('default model', 'defaultModel is not set: every droid_create_session must name a model', 'Set "defaultModel" to a standard model from the catalog, e.g. "claude-opus-5-5".'));
-  } else if (!catalog) {
-    checks.push(warn('default model', `"${file.defaultModel}" was not checked: no catalog`, 'Fix the droid and catalog checks, then run doctor again.'));
+    return warn('default model', 'defaultModel is not set: every droid_create_session must name a model', 'Set "defaultModel" to a standard model from the catalog, e.g. "claude-opus-5-5".');
+  }
+  if (!catalog) return warn('default model', `"${file.defaultModel}" was not checked: no catalog`, 'Fix the droid and catalog checks, then run doctor again.');
+  const model = catalog.find((m) => m.id === file.defaultModel);
+  if (!model) {
+    return fail('default model', `"${file.defaultModel}" is not in the live catalog`, `Choose one of: ${catalog.slice(0, 8).map((m) => m.id).join(', ')}${catalog.length > 8 ? ', …' : ''}.`);
+  }
+  if (looksFast(model.displayName ?? '') || looksFast(model.id)) {
+    return fail('default model', `"${file.defaultModel}" (${model.displayName}) is a Fast variant`, 'The host default must be a standard model; callers may still pick a Fast one explicitly.');
+  }
+  return ok('default model', `"${file.defaultModel}" (${model.displayName ?? 'no display name'}) is in the catalog and not Fast`);
+}
+
+/** HTTP only: the token file and the port. */
+async function checkHttp(file: ConfigFile, livePid: number | null): Promise<Check[]> {
+  const checks: Check[] = [];
+  if (file.tokenFile === undefined) {
+    checks.push(fail('token', 'transport is http but tokenFile is not set', 'Set "tokenFile" (droid-mcp init --http writes one).'));
   } else {
-    const model = catalog.find((m) => m.id === file.defaultModel);
-    if (!model) {
-      checks.push(fail('default model', `"${file.defaultModel}" is not in the live catalog`, `Choose one of: ${catalog.slice(0, 8).map((m) => m.id).join(', ')}${catalog.length > 8 ? ', …' : ''}.`));
-    } else if (looksFast(model.displayName ?? '') || looksFast(model.id)) {
-      checks.push(fail('default model', `"${file.defaultModel}" (${model.displayName}) is a Fast variant`, 'The host default must be a standard model; callers may still pick a Fast one explicitly.'));
-    } else {
-      checks.push(ok('default model', `"${file.defaultModel}" (${model.displayName ?? 'no display name'}) is in the catalog and not Fast`));
+    try {
+      const token = await readTokenFile(file.tokenFile);
+      checks.push(ok('token', `${file.tokenFile} is private and holds ${token.length} characters`));
+    } catch (err) {
+      checks.push(fail('token', describe(err), 'Make a new token file as the message says, then restart the server.'));
     }
   }
-
-  // ── state directory and its owner
-  const owner = await checkState(file.stateDirectory);
-  checks.push(owner.check);
-
-  // ── approved roots
-  for (const dir of file.approvedDirectories) checks.push(await checkRoot(dir));
-
-  // ── HTTP
-  if (file.transport === 'http') {
-    if (file.tokenFile === undefined) {
-      checks.push(fail('token', 'transport is http but tokenFile is not set', 'Set "tokenFile" (droid-mcp init --http writes one).'));
-    } else {
-      try {
-        const token = await readTokenFile(file.tokenFile);
-        checks.push(ok('token', `${file.tokenFile} is private and holds ${token.length} characters`));
-      } catch (err) {
-        checks.push(fail('token', describe(err), 'Make a new token file as the message says, then restart the server.'));
-      }
-    }
-    checks.push(await checkPort(file.port, owner.livePid));
-  }
-
-  // ── droid's cloud session sync
-  checks.push(await checkCloudSync(env, options.factoryReachable ?? (() => reachable(FACTORY_API.host, FACTORY_API.port))));
+  checks.push(await checkPort(file.port, livePid));
   return checks;
 }
 
