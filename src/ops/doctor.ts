@@ -34,7 +34,7 @@ export interface Check {
   action: string | null;
 }
 
-export interface DoctorOptions {
+interface DoctorOptions {
   /** Environment of the service user (the controller inherits it): HOME, FACTORY_HOME_OVERRIDE, PATH. */
   env?: NodeJS.ProcessEnv;
   /** Whether Factory's API answers; injectable so tests do not depend on the network. */

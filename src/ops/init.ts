@@ -20,7 +20,7 @@ import { exists } from '../util/exists.js';
 import { command, CommandRefusal, type OptionValues } from './command.js';
 import { out } from './output.js';
 
-export interface InitOptions {
+interface InitOptions {
   configPath: string;
   approve: string[];
   state: string;
@@ -33,7 +33,7 @@ export interface InitOptions {
   name: string;
 }
 
-export interface InitResult {
+interface InitResult {
   config: Record<string, unknown>;
   /** Set when droid was not found: the config is written without droidPath, and doctor will say more. */
   droidMissing: string | null;

@@ -22,7 +22,7 @@ import { freePort, readyPort, spawnServer, stopServer } from '../testbed/server-
 import { CommandRefusal, type OptionValues } from './command.js';
 import { out } from './output.js';
 
-export const TAG_VAR = 'DROID_MCP_VERIFY_TAG';
+const TAG_VAR = 'DROID_MCP_VERIFY_TAG';
 /** Written into every folder a script creates; nothing without it is ever removed. */
 const MARKER = '.created-by-droid-mcp-verification';
 
@@ -100,7 +100,7 @@ export function verifyOptions(values: OptionValues<typeof SHARED_ARGS>, defaultT
 }
 
 /** droid's version line, or a note that it did not answer. */
-export function droidVersion(droid: string): string {
+function droidVersion(droid: string): string {
   try {
     return execFileSync(droid, ['--version'], { encoding: 'utf8', timeout: 10_000 }).trim().split('\n')[0] ?? 'unknown';
   } catch {
@@ -108,11 +108,11 @@ export function droidVersion(droid: string): string {
   }
 }
 
-export function versionsLine(droid: string): string {
+function versionsLine(droid: string): string {
   return `droid-mcp ${SERVER_VERSION}, droid ${droidVersion(droid)}, node ${process.version}`;
 }
 
-export interface Instance {
+interface Instance {
   mcp: McpDriver;
   /** The state directory this run created. */
   stateDir: string;
@@ -124,7 +124,7 @@ export interface Instance {
  * Creates the disposable folder (refusing one that exists), writes the config
  * and starts the built server. HTTP gets its own free port and a new token.
  */
-export async function startInstance(options: VerifyOptions, transport: 'stdio' | 'http', tag: string): Promise<Instance & { url?: string; token?: string }> {
+async function startInstance(options: VerifyOptions, transport: 'stdio' | 'http', tag: string): Promise<Instance & { url?: string; token?: string }> {
   let base: string;
   if (options.state) {
     // Never anyone else's directory: only one this run creates.
@@ -223,7 +223,7 @@ export function droidSessionIdsIn(stateDir: string): Set<string> {
 }
 
 /** Rejects after `seconds`: every script is bounded. */
-export function deadline(seconds: number): { expired: Promise<never>; clear(): void } {
+function deadline(seconds: number): { expired: Promise<never>; clear(): void } {
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`did not finish within its ${seconds} s bound (--timeout)`)), seconds * 1000);
@@ -233,7 +233,7 @@ export function deadline(seconds: number): { expired: Promise<never>; clear(): v
 }
 
 /** What a script's report says about the instance it started, once it is disposed of. */
-export interface DisposalChecks {
+interface DisposalChecks {
   stopped: string;
   removed: string;
 }
@@ -272,7 +272,7 @@ export async function onDisposableInstance(
   return report.summary();
 }
 
-export interface Settled {
+interface Settled {
   state: string;
   agentState: string;
   preview: string;

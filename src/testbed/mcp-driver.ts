@@ -26,7 +26,7 @@ export interface ToolOutcome {
   text: string;
 }
 
-export interface CallOptions {
+interface CallOptions {
   onprogress?: (progress: Progress) => void;
   timeoutMs?: number;
 }
