@@ -1,7 +1,8 @@
 /**
  * `npm run demo` (the README's first command) as a new user runs it: the
- * built CLI's `droid-mcp demo`, offline, with a private TMPDIR so everything it creates can be
- * seen to be gone afterwards, and a process tag to prove nothing outlives it.
+ * built CLI's `droid-mcp demo`, offline, with a private TMPDIR so everything
+ * it creates can be seen to be gone afterwards, and a process tag to prove
+ * nothing outlives it.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
