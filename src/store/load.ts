@@ -22,7 +22,8 @@ import { isRunRecord, isSessionRecord } from './formats/record-guard.js';
 import { RecordInterner } from './tables/record-interner.js';
 import { STATE_VERSION, type SessionRecord } from '../shared/records.js';
 import { FLAG_CHANGES, FLAG_PREVIEW, FLAG_STARTED, FLAG_USAGE, INDEX_FILE, readRunIndex, RUN_STATE_CODES, type IndexBody, type SnapshotDigest } from './formats/run-index.js';
-import { RunEntry, RunTable } from './tables/run-table.js';
+import { RunTable } from './tables/run-table.js';
+import { RunEntry } from './formats/run-entry.js';
 import { describeIssue, journalEntrySchema, runRecordSchema, sessionRecordSchema, snapshotHeaderSchema } from '../shared/record-schemas.js';
 import { HEADER_MAX_BYTES, LEGACY_STATE_FILE, recordOfLine, STATE_FILE, type RecordKind } from './formats/snapshot.js';
 

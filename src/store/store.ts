@@ -38,7 +38,7 @@ import { planCrashRecovery, type RecoverySummary } from './recovery.js';
 import { readJsonFile } from './formats/json-file.js';
 import { describeIssue, runRecordSchema, runResultFileSchema, sessionRecordSchema } from '../shared/record-schemas.js';
 import { STATE_FILE, writeSnapshotFile, writeSnapshotIndex, type SnapshotWritten } from './formats/snapshot.js';
-import type { RunFacts } from './tables/run-table.js';
+import type { RunFacts } from './formats/run-entry.js';
 import { INDEX_FILE } from './formats/run-index.js';
 import { DIR_MODE, prepareStateDir } from './state-dir.js';
 import { dropTornTail } from './formats/torn-tail.js';
@@ -46,7 +46,7 @@ import { dropTornTail } from './formats/torn-tail.js';
 export type { StoreChange } from './tables/state-tables.js';
 export type { RecoverySummary } from './recovery.js';
 export type { StoreFileHandle, StoreFs } from './formats/fs.js';
-export type { RunFacts } from './tables/run-table.js';
+export type { RunFacts } from './formats/run-entry.js';
 
 /** Below this many journal lines compaction is never worth its full rewrite. */
 export const COMPACT_MIN_LINES = 1000;
