@@ -17,6 +17,10 @@ const LAYERS = [
   ['util'],
   ['droid'],
   ['shared'],
+  // The store's one error type, then its file formats, then the in-memory tables, then the façade and its lifecycle.
+  ['store/errors.ts'],
+  ['store/formats'],
+  ['store/tables'],
   ['store'],
   ['config'],
   ['sandbox', 'worker/shared'],
