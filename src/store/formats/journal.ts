@@ -1,13 +1,16 @@
 /**
  * The journal `journal.jsonl`: one line per commit since the snapshot,
  * `{"seq":N,"sessions":[…],"runs":[…]}`, holding the full new version of
- * each changed record. The store appends a line and fdatasyncs it before the
- * commit is acknowledged (atomic.ts `appendDurable`); loading (load.ts) reads
- * it back here, a line at a time; torn-tail.ts drops a torn last line.
+ * each changed record. The store (store.ts) appends through a
+ * `JournalAppender`, which fdatasyncs each line before the commit is
+ * acknowledged; loading (load.ts) reads it back with `readJournal`, a line
+ * at a time; torn-tail.ts drops a torn last line.
  */
 import type { FileHandle } from 'node:fs/promises';
 import type { RunRecord, SessionRecord } from '../../shared/records.js';
 import { describeIssue, journalEntrySchema, runRecordSchema, sessionRecordSchema } from '../../shared/record-schemas.js';
+import { appendDurable } from './atomic.js';
+import type { StoreFileHandle } from './fs.js';
 import { forEachLine } from './lines.js';
 import { isRunRecord, isSessionRecord } from './record-guard.js';
 import { parseJson, validate, type Refuse } from './refusal.js';
@@ -81,4 +84,65 @@ export async function readJournal(file: FileHandle, path: string, snapshotSeq: n
   // Left for the caller to drop once it owns the directory: loading writes nothing.
   const tornTail = scan.partial ? { offset: scan.completeBytes, bytes: scan.totalBytes - scan.completeBytes, line: scan.lines + 1 } : undefined;
   return { lines: scan.lines, completeBytes: scan.completeBytes, tornTail };
+}
+
+/** The journal open for appending ('a'), with its complete lines and its size after the last good commit. */
+export class JournalAppender {
+  #lines: number;
+  /** A failed append is cut back to this. */
+  #bytes: number;
+
+  constructor(
+    private readonly handle: StoreFileHandle,
+    lines: number,
+    bytes: number,
+  ) {
+    this.#lines = lines;
+    this.#bytes = bytes;
+  }
+
+  get lines(): number {
+    return this.#lines;
+  }
+
+  /** Appends one commit's line; resolves once it is fdatasynced, so the commit may be acknowledged. */
+  async append(line: string): Promise<void> {
+    await appendDurable(this.handle, line);
+    this.#lines++;
+    this.#bytes += Buffer.byteLength(line);
+  }
+
+  /**
+   * After a failed append: cuts whatever part of the line reached the file
+   * back off and syncs that, so the failed commit is durably absent and the
+   * next line does not follow garbage. The store then keeps serving: every
+   * earlier commit was synced before it was acknowledged. Returns the error
+   * if that fails; the store must then refuse further writes, because the
+   * journal may end in a partial or unacknowledged line and the next commit
+   * would reuse its seq.
+   */
+  async undoAppend(): Promise<unknown> {
+    try {
+      await this.handle.truncate(this.#bytes);
+      await this.handle.datasync();
+      return undefined;
+    } catch (err) {
+      return err;
+    }
+  }
+
+  /** Empties the journal once a durable snapshot holds every line of it. */
+  async empty(): Promise<void> {
+    await this.handle.truncate(0);
+    // The file is now empty, whether or not the sync below succeeds; a later undo must cut back to 0.
+    this.#lines = 0;
+    this.#bytes = 0;
+    // Not needed for consistency (the durable snapshot covers every line the journal held,
+    // and the next commit's fdatasync covers the new size too); it just settles the size now.
+    await this.handle.datasync();
+  }
+
+  close(): Promise<void> {
+    return this.handle.close();
+  }
 }

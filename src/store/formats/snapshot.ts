@@ -17,7 +17,8 @@ import { join } from 'node:path';
 import { writeChunksAtomic } from './atomic.js';
 import { nodeStoreFs, type StoreFs } from './fs.js';
 import { STATE_VERSION, type RunRecord, type SessionRecord } from '../../shared/records.js';
-import { writeRunIndex, type SnapshotDigest } from './run-index.js';
+import { INDEX_FILE, writeRunIndex, type SnapshotDigest } from './run-index.js';
+import type { Log } from '../../util/logger.js';
 import { RunEntry } from './run-entry.js';
 import { checkUnchanged, type SnapshotSource } from './snapshot-source.js';
 
@@ -113,6 +114,25 @@ export async function writeSnapshotIndex(
     (facts) => (runs.recordOf !== undefined ? runs.recordOf(facts as RunEntry).preview : ''),
     fs,
   );
+}
+
+/**
+ * `writeSnapshotIndex`, for the store: the index is a cache, so a failure is
+ * logged, never thrown (the next start-up reads the whole snapshot and
+ * writes the index again).
+ */
+export async function writeIndexOrWarn(
+  dir: string,
+  written: SnapshotWritten,
+  index: { sessions: RecordSet<SessionRecord>; runs: RunList },
+  fs: StoreFs,
+  logger: Log,
+): Promise<void> {
+  try {
+    await writeSnapshotIndex(dir, written, index.sessions, index.runs, fs);
+  } catch (err) {
+    logger.warn({ dir, err }, `${join(dir, INDEX_FILE)} not written (a cache: the next start-up reads the whole snapshot instead)`);
+  }
 }
 
 /**
