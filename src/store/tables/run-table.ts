@@ -1,15 +1,17 @@
 /**
  * The runs the store holds, without holding every run record. A run read
- * from a snapshot whose run index (run-index.ts) matched it is kept as a
- * stub: the facts start-up and the bulk reads need (identity, state, usage,
- * whether it changed files, its preview when it is the latest of its
- * session) and where its line is in the snapshot. Its full record is read
- * back from that line the first time someone asks for it, validated exactly
- * as start-up validates records, checked against the stub, and then kept.
+ * from a snapshot whose run index (formats/run-index.ts) matched it is kept
+ * as a stub (formats/run-entry.ts): the facts start-up and the bulk reads
+ * need (identity, state, usage, whether it changed files, its preview when
+ * it is the latest of its session) and where its line is in the snapshot.
+ * Its full record is read back from that line the first time someone asks
+ * for it, validated exactly as start-up validates records, checked against
+ * the stub, and then kept.
  *
  * Reading back uses the snapshot file opened at start-up (or written by the
- * last compaction), kept open while stubs point into it: a rename over its
- * name does not change what the descriptor reads. Anything that changed the
+ * last compaction), kept open while stubs point into it
+ * (formats/snapshot-source.ts): a rename over its name does not change what
+ * the descriptor reads. Anything that changed the
  * file itself since it was verified is refused (`state_unreadable`), never
  * read as a record.
  *

@@ -38,7 +38,7 @@ interface TurnState {
   droidSessionId: string | null;
   collector?: TurnCollector;
   submitted: boolean;
-  /** The same confinement as droid's, with a read-only workspace: where git runs (git-evidence.ts). */
+  /** The same confinement as droid's, with a read-only workspace: where git runs (evidence/git.ts). */
   gitLauncher?: Launcher | null;
   evidence?: EvidenceStart;
 }
@@ -65,7 +65,7 @@ const RENAMABLE: readonly TurnOutcome[] = ['succeeded', 'interrupted'];
 
 /**
  * `warm`: a droid this worker spawned before it knew its turn. Used only when
- * it fits the turn (warm.ts `warmFits`); otherwise it is killed and droid
+ * it fits the turn (warm-droid.ts `warmFits`); otherwise it is killed and droid
  * starts cold, exactly as without a pool.
  */
 export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid): Promise<FinishedTurn> {

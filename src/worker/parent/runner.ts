@@ -39,7 +39,7 @@ export interface WorkerOptions {
   /** An IPC message from the worker failed validation and was ignored (for the log). */
   onInvalidMessage?(problem: string): void;
   /**
-   * A pre-forked worker from the warm pool (pool.ts `take`), already leading
+   * A pre-forked worker from the warm pool (warm-pool.ts `take`), already leading
    * its own process group and not yet given a turn; absent: fork one now.
    * Either way the worker runs this one turn and is never reused.
    */

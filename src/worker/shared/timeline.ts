@@ -54,10 +54,11 @@ export interface TurnTimeline {
   /** Runner: hard stop after the result (rename, close, exit). */
   afterResultMs: number;
   /**
-   * Worker: the after-turn evidence (git snapshot, context stats; evidence.ts,
-   * each at most min(5 s, G)) ends by this long after the worker received the
-   * turn, whatever the turn's end: T + 2G - EVIDENCE_MARGIN_MS, inside the
-   * deadline backstop (T + 2G + SLACK from spawn) with room to report.
+   * Worker: the after-turn evidence (git snapshot, context stats;
+   * evidence/turn-evidence.ts, each at most min(5 s, G)) ends by this long
+   * after the worker received the turn, whatever the turn's end:
+   * T + 2G - EVIDENCE_MARGIN_MS, inside the deadline backstop
+   * (T + 2G + SLACK from spawn) with room to report.
    */
   evidenceEndsByMs: number;
   /** Worker: after a cancel, the evidence ends by this long after the cancel came: G + SLACK - margin, inside the cancel backstop. */
