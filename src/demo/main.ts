@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { probeSandbox } from '../sandbox/sandbox.js';
+import { probeSandbox } from '../sandbox/probe.js';
 import { McpDriver, seconds, waitUntilNoneTagged } from '../ops/harness.js';
 import { out } from '../ops/output.js';
 import { customModelId, isolatedEnv, pinnedDroidPath, writeDroidSettings } from './droid-home.js';

@@ -19,7 +19,8 @@ import type { CatalogModel } from '../droid/client.js';
 import { HTTP_HOST } from '../mcp/http/listener.js';
 import { currentIdentity, OWNER_FILE, OWNER_LOCK, OWNER_STALE_MS } from '../store/owner.js';
 import { errCode, sharedMode } from '../util/errno.js';
-import { factoryDirOf, probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
+import { factoryDirOf, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
+import { probeSandbox } from '../sandbox/probe.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 

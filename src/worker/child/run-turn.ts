@@ -15,7 +15,9 @@ import { RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, ty
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
-import { assertBwrapExecutable, confinedEnv, factoryDirOf, listFactoryEntries, runtimeDirOf, sandboxLauncher, type SandboxLauncher } from '../../sandbox/sandbox.js';
+import { assertBwrapExecutable, factoryDirOf, sandboxLauncher, type SandboxLauncher } from '../../sandbox/sandbox.js';
+import { confinedEnv } from '../../sandbox/bwrap-args.js';
+import { listFactoryEntries, runtimeDirOf } from '../../sandbox/turn-paths.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.js';
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '../../evidence/turn-evidence.js';
 import type { Launcher } from '../../evidence/git.js';

@@ -12,7 +12,8 @@ import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, 
 import { TextTail } from '../../util/text.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from '../shared/timeline.js';
-import { factoryDirOf, makeTurnTmp } from '../../sandbox/sandbox.js';
+import { factoryDirOf } from '../../sandbox/sandbox.js';
+import { makeTurnTmp } from '../../sandbox/turn-paths.js';
 import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
 
 /** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
