@@ -20,7 +20,7 @@ import { DIR_MODE, prepareStateDir } from './state-dir.js';
 import type { Log } from '../util/logger.js';
 
 /** A state directory this process owns, loaded, with its journal open for appending. */
-export interface OpenedState {
+interface OpenedState {
   owner: Ownership;
   journal: StoreFileHandle;
   loaded: LoadedState;

@@ -38,13 +38,13 @@ export interface TornTail {
 }
 
 /** One commit read back, its records validated. */
-export interface JournalCommit {
+interface JournalCommit {
   seq: number;
   sessions: SessionRecord[];
   runs: RunRecord[];
 }
 
-export interface JournalRead {
+interface JournalRead {
   /** Complete lines, applied or not. */
   lines: number;
   /** Bytes of those lines: where the next commit goes once a torn tail is dropped. */

@@ -29,7 +29,7 @@ import type { RunState } from '../../shared/records.js';
 import type { RunFacts } from './run-entry.js';
 
 export const INDEX_FILE = 'state.index';
-export const INDEX_VERSION = 1;
+const INDEX_VERSION = 1;
 
 /**
  * Order of the `state` column's codes. Part of the file format, so kept apart

@@ -92,7 +92,7 @@ export async function writeSnapshotFile(
 }
 
 /** Writes the run index of the snapshot just written from `sessions` and `runs`. */
-export async function writeSnapshotIndex(
+async function writeSnapshotIndex(
   dir: string,
   written: SnapshotWritten,
   sessions: RecordSet<SessionRecord>,

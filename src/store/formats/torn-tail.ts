@@ -14,7 +14,7 @@ import { JOURNAL_FILE, type TornTail } from './journal.js';
 import type { Log } from '../../util/logger.js';
 import { errCode } from '../../util/errno.js';
 
-export const TORN_PREFIX = 'journal.torn-';
+const TORN_PREFIX = 'journal.torn-';
 
 export interface DropTornTail {
   dir: string;

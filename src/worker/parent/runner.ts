@@ -17,7 +17,7 @@ import { makeTurnTmp } from '../../sandbox/turn-paths.js';
 import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
 
 /** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
-export const WORKER_ENTRY = fileURLToPath(new URL('../child/main.js', import.meta.url));
+const WORKER_ENTRY = fileURLToPath(new URL('../child/main.js', import.meta.url));
 /** Invalid IPC messages kept as diagnostics per turn (all are counted). */
 const MAX_IPC_PROBLEMS = 10;
 
