@@ -21,7 +21,7 @@ import { emptyFailure, RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type 
 import type { WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
 import { SANDBOX_ACTION, type SandboxSpec } from '../sandbox/sandbox.js';
 import { explainQueued, selectRunnable, type Admission, type LockClaim, type QueuedTurn } from './admission.js';
-import { startRetryDelayMs, Turn } from './turn.js';
+import { Turn } from './turn.js';
 import { ControllerError } from '../shared/public-error.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { resolveLaunchSettings, type LaunchDefaults, type Requested } from './launch-settings.js';
@@ -452,8 +452,7 @@ export class SessionController {
   /** Called after the acceptance commit: the turn joins the queue. `interrupting`: live turns steering stops. */
   private enqueue(run: RunRecord, workspace: string, prompt: string, interrupting: readonly RunRecord[], outputSchema: Record<string, unknown> | null): Accepted {
     const claim: LockClaim = { sessionId: run.sessionId, workspace, writer: run.settings.autonomy !== 'off' };
-    const turn = new Turn(run.id, claim, prompt);
-    turn.outputSchema = outputSchema;
+    const turn = new Turn(run.id, claim, prompt, outputSchema);
     this.turns.set(run.id, turn);
     // The session's previous turn leaves its Factory title for later rather than hold this one up.
     for (const other of this.turns.values()) if (other !== turn && other.sessionId === run.sessionId && other.holdsClaim()) other.skipRename();
@@ -471,7 +470,7 @@ export class SessionController {
     let admission = accepted.admission;
     if (admission.action === 'started') {
       await turn.launched;
-      if (turn.phase === 'queued') admission = { ...admission, action: 'queued', detail: 'admitted, but its start could not be recorded; it keeps its place and is retried shortly' };
+      if (turn.inLine()) admission = { ...admission, action: 'queued', detail: 'admitted, but its start could not be recorded; it keeps its place and is retried shortly' };
     }
     return {
       metadata: { session: run.sessionId, run: run.id, requestKey: run.requestKey!, replayed: false },
@@ -508,9 +507,9 @@ export class SessionController {
   private forgetQueued(dropped: readonly RunRecord[]): void {
     for (const run of dropped) {
       const turn = this.turns.get(run.id);
-      if (turn && !turn.holdsClaim()) {
+      if (turn?.inLine()) {
         this.turns.delete(run.id);
-        turn.noteReleased();
+        turn.drop();
       }
     }
   }
@@ -540,7 +539,7 @@ export class SessionController {
     for (const runId of selectRunnable(queued, held, this.deps.maxConcurrentRuns)) {
       const turn = this.turns.get(runId)!;
       // The claim is held from here; only the owner gives it back.
-      turn.phase = 'admitted';
+      turn.admit();
       const owner = this.own(turn);
       this.owners.add(owner);
       void owner.finally(() => this.owners.delete(owner));
@@ -562,12 +561,10 @@ export class SessionController {
     } catch (err) {
       this.deps.log.error({ err, run: turn.runId }, 'turn owner failed');
     } finally {
-      turn.noteLaunched();
-      if (turn.phase === 'queued') {
-        // Back in line (its `starting` commit failed): it keeps its place.
-      } else {
+      // Back in line (its `starting` commit failed): it keeps its place.
+      if (!turn.inLine()) {
         this.turns.delete(turn.runId);
-        turn.noteReleased();
+        turn.release();
       }
       this.changed();
       this.pump();
@@ -582,19 +579,19 @@ export class SessionController {
       (err: unknown) => (err instanceof ControllerError ? err.toPublic() : workspaceChanged().toPublic()),
     );
     if (moved) {
-      await this.recordTerminal(turn, emptyFailure({ code: moved.code, message: `${moved.message} Nothing was submitted.`, retryable: false }));
+      await this.settle(turn, emptyFailure({ code: moved.code, message: `${moved.message} Nothing was submitted.`, retryable: false }));
       return;
     }
     // A routed session never runs unrouted because the host stopped offering reply-back.
     if (session.replyTo !== null && this.deps.ampMcpUrl === null) {
       const message = 'this session reports back to a conversation but reply-back is no longer configured on this host; nothing was submitted. Send with replyTo: null to detach it, or have the operator set "ampMcp" again';
-      await this.recordTerminal(turn, emptyFailure({ code: 'reply_back_unavailable', message, retryable: false }));
+      await this.settle(turn, emptyFailure({ code: 'reply_back_unavailable', message, retryable: false }));
       return;
     }
     // Never a silent fallback to an unconfined droid.
     if (this.deps.sandboxUnavailable !== null) {
       const message = `the configured sandbox cannot run (${this.deps.sandboxUnavailable}); nothing was submitted. ${SANDBOX_ACTION}`;
-      await this.recordTerminal(turn, emptyFailure({ code: 'sandbox_unavailable', message, retryable: false }));
+      await this.settle(turn, emptyFailure({ code: 'sandbox_unavailable', message, retryable: false }));
       return;
     }
 
@@ -603,13 +600,10 @@ export class SessionController {
       run = await this.serialized(() => this.markStarting(turn));
     } catch (err) {
       // Not durable, so not started: back in line with memory as it was.
-      turn.startFailures++;
-      turn.retryAt = Date.now() + startRetryDelayMs(turn.startFailures);
-      turn.phase = 'queued';
+      turn.requeue(Date.now());
       this.deps.log.error({ err, run: turn.runId, retryInMs: turn.retryAt - Date.now() }, 'could not record the turn as starting; it stays queued and is retried');
       return;
     }
-    turn.noteLaunched();
     if (!run) return;
 
     // Nothing may start once a stop was asked for; nothing was submitted.
@@ -617,7 +611,7 @@ export class SessionController {
       const stopping = turn.cancelRequested
         ? { code: 'cancelled', message: 'cancelled before droid started; nothing was submitted', retryable: false }
         : { code: 'controller_stopping', message: 'the controller stopped before droid started; nothing was submitted', retryable: true };
-      await this.recordTerminal(turn, { ...emptyFailure(stopping), outcome: 'cancelled' });
+      await this.settle(turn, { ...emptyFailure(stopping), outcome: 'cancelled' });
       return;
     }
 
@@ -646,7 +640,7 @@ export class SessionController {
       });
     } catch (err) {
       const error = { code: 'worker_spawn_failed', message: `could not start the turn's worker: ${(err as Error).message}`, retryable: true };
-      await this.recordTerminal(turn, emptyFailure(error));
+      await this.settle(turn, emptyFailure(error));
       return;
     }
     turn.attach(handle);
@@ -659,7 +653,7 @@ export class SessionController {
     // Durable before the worker hears it was: then it may exit.
     const recorded = await this.recordTerminal(turn, result);
     crashPoint('terminal-persisted');
-    if (recorded) handle.acknowledge();
+    if (recorded) turn.end();
     await handle.cleanedUp;
   }
 
@@ -669,12 +663,13 @@ export class SessionController {
     if (current.state !== 'queued' || this.halted) return null;
     // Stopping: a turn not yet started stays queued (queue_lost at the next start).
     if (this.stopped) {
-      turn.phase = 'queued';
+      turn.requeue();
       return null;
     }
     // The turn reports on the session's route as it is now (a retarget may have come since acceptance).
     const run: RunRecord = withReply({ ...current, state: 'starting', startedAt: this.now().toISOString() }, routeOf(this.session(current.sessionId)));
     await this.commit({ runs: [run] });
+    turn.start();
     this.changed();
     return run;
   }
@@ -688,6 +683,11 @@ export class SessionController {
     this.deps.log.info({ session: run.sessionId, run: runId }, 'turn running: prompt submitted to droid');
     crashPoint('started');
     this.changed();
+  }
+
+  /** A turn that ends with no worker to tell: recorded, then ended. */
+  private async settle(turn: Turn, result: TurnResult): Promise<void> {
+    if (await this.recordTerminal(turn, result)) turn.end();
   }
 
   /**
@@ -756,7 +756,7 @@ export class SessionController {
     const verdict = decideReplyCall({ replyTo: session.replyTo, proven: provenHandles(this.deps.store.runsBySession(session.id), routeId) }, call.input);
     this.deps.log.info({ run: run.id, approve: verdict.approve, ...(verdict.approve ? { action: verdict.action } : { code: verdict.code }) }, 'reply gate');
     if (verdict.approve) {
-      if (verdict.action === 'send') turn.approvedSends.set(call.toolUseId, routeId!);
+      if (verdict.action === 'send') turn.approveSend(call.toolUseId, routeId!);
       return true;
     }
     if (verdict.code === 'reply_misrouted') {
@@ -777,12 +777,11 @@ export class SessionController {
       return;
     }
     // Only the result of a send this gate approved in this turn proves anything.
-    const routeId = turn.approvedSends.get(event.toolUseId);
+    const routeId = turn.takeApprovedSend(event.toolUseId);
     if (routeId === undefined) {
       this.deps.log.warn({ run: run.id }, 'reply result for a send the gate did not approve in this turn; ignored');
       return;
     }
-    turn.approvedSends.delete(event.toolUseId);
     if (!event.ok) {
       await this.recordReplyFailure(run, { code: 'reply_send_failed', message: 'a report was sent but droid or Amp returned an error for it', retryable: false });
       return;
