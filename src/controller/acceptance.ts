@@ -1,5 +1,6 @@
 /**
- * Accepting a turn: a new session (`create`) or a follow-up (`send`).
+ * Accepting a turn: a new session (`create`) or a follow-up (`send`) take
+ * one path (`accept`); what differs between them is data (a `Request`).
  *
  * The path: checks that need no state, then a replay (same key, same
  * intent: the original acceptance) or a conflict; the I/O (workspace,
@@ -16,7 +17,7 @@ import { workspaceChanged, type ControllerState } from './controller-state.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { resolveLaunchSettings, type Requested } from './launch-settings.js';
 import { normalizeLabels } from './metadata.js';
-import { isConversationId, nextRoute, routeOf, withReply } from './reply-route.js';
+import { isConversationId, nextRoute, routeOf, withReply, type Route } from './reply-route.js';
 import type { Steering } from './steering.js';
 import type { Turn } from './turn.js';
 import type { TurnQueue } from './turn-queue.js';
@@ -55,6 +56,28 @@ interface Accepted {
   admission: Admission;
 }
 
+/** What a create and a send differ in; `accept` does the rest. */
+interface Request {
+  input: CreateInput | SendInput;
+  intent: Intent;
+  schema: Record<string, unknown> | null;
+  /** Checks made once a replay is ruled out, outside the chain (they may need I/O). */
+  confirm?: () => Promise<void>;
+  /** In the chain, before anything is built: what the new run continues. May refuse. */
+  basis(): Basis;
+}
+
+/** The session a new run belongs to, as it is in the chain. */
+interface Basis {
+  sessionId: string;
+  /** The session's runs so far, in order (none for a new session). */
+  runs: RunRecord[];
+  /** The session's route now (a new session has none yet). */
+  route: Route;
+  /** The session record with `run` at its head, on `route`. */
+  head(run: RunRecord, route: Route, at: string): SessionRecord;
+}
+
 export class TurnAcceptance {
   constructor(
     private readonly state: ControllerState,
@@ -70,55 +93,29 @@ export class TurnAcceptance {
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
     const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels, ...schemaIntent(schema) };
-    // A replay never consults the catalog.
-    const early = this.replay(input.requestKey, intent, input);
-    if (early) return early;
-    this.state.assertRunning();
-    const catalog = await this.state.deps.models();
-
-    const accepted = await this.state.serialized(async (): Promise<Acceptance | Accepted> => {
-      const replay = this.replay(input.requestKey, intent, input);
-      if (replay) return replay;
-      this.state.assertRunning();
-      this.queue.assertRoom(null);
-      const settings = resolveLaunchSettings(input, null, this.state.deps.policy, catalog);
-      const at = this.state.now().toISOString();
-      const sessionId = randomUUID();
-      const route = nextRoute({ replyTo: null, routeId: null }, input.replyTo, randomUUID).route;
-      const run = withReply(
-        acceptedRun({
-          id: randomUUID(),
-          sessionId,
-          seq: 1,
-          kind: 'create',
-          requestKey: input.requestKey,
-          fingerprint: fingerprint(intent),
-          interrupt: false,
-          settings,
-          acceptedAt: at,
-        }),
-        route,
-      );
-      const session: SessionRecord = {
-        id: sessionId,
-        createdAt: at,
-        updatedAt: at,
-        workspace,
-        title,
-        labels,
-        archived: false,
-        replyTo: route.replyTo,
-        replyRouteId: route.routeId ?? undefined,
-        droidSessionId: null,
-        headRunId: run.id,
-        factoryTitle: null,
-      };
-      await this.state.commit({ sessions: [session], runs: [run] });
-      crashPoint('accepted');
-      const { turn, admission } = this.queue.enqueue(run, workspace, input.prompt, [], schema);
-      return { run, turn, admission };
+    return this.accept({
+      input,
+      intent,
+      schema,
+      basis: () => {
+        const sessionId = randomUUID();
+        const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
+          id: sessionId,
+          createdAt: at,
+          updatedAt: at,
+          workspace,
+          title,
+          labels,
+          archived: false,
+          replyTo: route.replyTo,
+          replyRouteId: route.routeId ?? undefined,
+          droidSessionId: null,
+          headRunId: run.id,
+          factoryTitle: null,
+        });
+        return { sessionId, runs: [], route: { replyTo: null, routeId: null }, head };
+      },
     });
-    return this.report(accepted);
   }
 
   async send(input: SendInput): Promise<Acceptance> {
@@ -126,54 +123,82 @@ export class TurnAcceptance {
     const session = this.state.session(input.session);
     const interrupt = input.interrupt ?? false;
     const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: input.replyTo, title: null, labels: [], ...schemaIntent(schema) };
-    const early = this.replay(input.requestKey, intent, input);
+    return this.accept({
+      input,
+      intent,
+      schema,
+      confirm: async () => {
+        this.assertRoutable(input.replyTo === undefined ? session.replyTo : input.replyTo);
+        // The workspace is fixed for the session: it must still be approved and
+        // still resolve to the same directory (no symlink swapped in since).
+        if ((await this.state.deps.resolveWorkspace(session.workspace)) !== session.workspace) throw workspaceChanged();
+      },
+      basis: () => {
+        const runs = this.state.deps.store.runsBySession(session.id);
+        if (runs.some((r) => r.state === 'unknown')) {
+          throw new ControllerError(
+            'session_unknown_outcome',
+            'this session has a turn whose outcome is unknown (the controller stopped mid-turn), so it cannot continue',
+            'Inspect the workspace and droid history locally, then start a new session with a new requestKey.',
+          );
+        }
+        const current = this.state.session(session.id);
+        const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
+          ...current,
+          headRunId: run.id,
+          updatedAt: at,
+          archived: false,
+          replyTo: route.replyTo,
+          replyRouteId: route.routeId ?? undefined,
+        });
+        return { sessionId: session.id, runs, route: routeOf(current), head };
+      },
+    });
+  }
+
+  private async accept(request: Request): Promise<Acceptance> {
+    // A replay never consults the catalog.
+    const early = this.replay(request);
     if (early) return early;
     this.state.assertRunning();
-    this.assertRoutable(input.replyTo === undefined ? session.replyTo : input.replyTo);
-    // The workspace is fixed for the session: it must still be approved and
-    // still resolve to the same directory (no symlink swapped in since).
-    if ((await this.state.deps.resolveWorkspace(session.workspace)) !== session.workspace) throw workspaceChanged();
+    if (request.confirm) await request.confirm();
     const catalog = await this.state.deps.models();
 
     const accepted = await this.state.serialized(async (): Promise<Acceptance | Accepted> => {
-      const replay = this.replay(input.requestKey, intent, input);
+      const replay = this.replay(request);
       if (replay) return replay;
       this.state.assertRunning();
-      const runs = this.state.deps.store.runsBySession(session.id);
-      if (runs.some((r) => r.state === 'unknown')) {
-        throw new ControllerError(
-          'session_unknown_outcome',
-          'this session has a turn whose outcome is unknown (the controller stopped mid-turn), so it cannot continue',
-          'Inspect the workspace and droid history locally, then start a new session with a new requestKey.',
-        );
-      }
-      this.queue.assertRoom(interrupt ? null : session.id);
-      const settings = resolveLaunchSettings(input, runs[runs.length - 1]!.settings, this.state.deps.policy, catalog);
+      const { input, intent } = request;
+      const basis = request.basis();
+      // Steering supersedes the session's queued turns, so only the total bounds it
+      // (a new session has no queued turns of its own).
+      this.queue.assertRoom(intent.interrupt ? null : basis.sessionId);
+      // A follow-up inherits what its session ran last; a new session starts from the host's defaults.
+      const settings = resolveLaunchSettings(input, basis.runs.at(-1)?.settings ?? null, this.state.deps.policy, catalog);
       const at = this.state.now().toISOString();
-      const current = this.state.session(session.id);
       // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
-      const route = nextRoute(routeOf(current), input.replyTo, randomUUID).route;
+      const route = nextRoute(basis.route, input.replyTo, randomUUID).route;
       const run = withReply(
         acceptedRun({
           id: randomUUID(),
-          sessionId: session.id,
-          seq: runs.length + 1,
-          kind: 'send',
+          sessionId: basis.sessionId,
+          seq: basis.runs.length + 1,
+          kind: intent.kind,
           requestKey: input.requestKey,
           fingerprint: fingerprint(intent),
-          interrupt,
+          interrupt: intent.interrupt,
           settings,
           acceptedAt: at,
         }),
         route,
       );
-      const stops = interrupt ? this.steering.plan(runs, 'superseded', at) : { dropped: [], stopping: [] };
-      const updated: SessionRecord = { ...current, headRunId: run.id, updatedAt: at, archived: false, replyTo: route.replyTo, replyRouteId: route.routeId ?? undefined };
-      await this.state.commit({ sessions: [updated], runs: [run, ...stops.dropped, ...stops.stopping] });
+      const stops = intent.interrupt ? this.steering.plan(basis.runs, 'superseded', at) : { dropped: [], stopping: [] };
+      const session = basis.head(run, route, at);
+      await this.state.commit({ sessions: [session], runs: [run, ...stops.dropped, ...stops.stopping] });
       crashPoint('accepted');
       // Committed: now memory follows.
       this.steering.apply(stops);
-      const { turn, admission } = this.queue.enqueue(run, current.workspace, input.prompt, stops.stopping, schema);
+      const { turn, admission } = this.queue.enqueue(run, session.workspace, input.prompt, stops.stopping, request.schema);
       return { run, turn, admission };
     });
     return this.report(accepted);
@@ -195,14 +220,15 @@ export class TurnAcceptance {
   }
 
   /** Same key and same intent: the original acceptance. Different: conflict. */
-  private replay(requestKey: string, intent: Intent, requested: Requested): Acceptance | undefined {
+  private replay({ input, intent }: Request): Acceptance | undefined {
+    const requestKey = input.requestKey;
     const original = this.state.deps.store.runByRequestKey(requestKey);
     if (!original) return undefined;
     const s = original.settings;
     const sameSettings =
-      (requested.model === undefined || requested.model === s.model) &&
-      (requested.autonomy === undefined || requested.autonomy === s.autonomy) &&
-      (requested.reasoningEffort === undefined || requested.reasoningEffort === s.reasoningEffort);
+      (input.model === undefined || input.model === s.model) &&
+      (input.autonomy === undefined || input.autonomy === s.autonomy) &&
+      (input.reasoningEffort === undefined || input.reasoningEffort === s.reasoningEffort);
     if (original.fingerprint !== fingerprint(intent) || !sameSettings) {
       throw new ControllerError(
         'request_key_conflict',

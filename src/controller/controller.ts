@@ -4,7 +4,7 @@
  * how each ended. Effects (store, workers, catalog, clock) are injected.
  *
  * This is the façade: the public API and the queries. The work is done by
- * - acceptance.ts: create and send;
+ * - acceptance.ts: create and send, one path;
  * - steering.ts: cancel, and what a steering message stops;
  * - turn-queue.ts: queue bounds, joining the queue, the pump that admits;
  * - turn-owner.ts: one owner per admitted turn, from `starting` to release;

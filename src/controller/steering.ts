@@ -10,7 +10,7 @@ import type { TurnQueue } from './turn-queue.js';
 import type { SessionView } from './views.js';
 
 /** What a cancel or a steering message stops, as records not yet committed. */
-export interface Stops {
+interface Stops {
   /** The session's queued runs, ended unsubmitted. */
   dropped: RunRecord[];
   /** Its live runs, now `cancelling`. */
