@@ -11,7 +11,8 @@
  *   included); a failed commit leaves memory as it was.
  * - The worker hears its result was recorded (`Turn.end`) only once the
  *   results file and the terminal record are durable.
- * - Every report of the worker re-enters the serial chain.
+ * - The worker's reports that change state (started, rename, reply-back)
+ *   are ordered with every other change by the serial chain.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SANDBOX_ACTION } from '../sandbox/sandbox.js';
