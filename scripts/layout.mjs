@@ -19,6 +19,10 @@ const LAYERS = [
   ['shared'],
   // The test bed (scripted model, droid home, MCP driver): no server module imports it (scripts/check.mjs).
   ['testbed'],
+  // The store's one error type, then its file formats, then the in-memory tables, then the façade and its lifecycle.
+  ['store/errors.ts'],
+  ['store/formats'],
+  ['store/tables'],
   ['store'],
   ['config'],
   ['sandbox', 'worker/shared'],

@@ -127,7 +127,7 @@ async function resolveExisting(path: string): Promise<string> {
   }
 }
 
-/** Entries droid's home holds but no sandbox shows (sandbox.ts FACTORY_UNBOUND): their links are not followed by a turn's droid. */
+/** Entries droid's home holds but no sandbox shows (sandbox/bwrap-args.ts FACTORY_UNBOUND): their links are not followed by a turn's droid. */
 const UNSHOWN = new Set(['cache', 'temp', 'snapshots', 'bin', 'logs', 'sessions']);
 const LINK_WALK_LIMIT = 20_000;
 

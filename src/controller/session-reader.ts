@@ -5,7 +5,7 @@
  */
 import { hasChanges } from '../shared/evidence-types.js';
 import { LIVE_STATES, type ProgressRecord, type RunRecord, type RunResultFile, type SessionRecord } from '../shared/records.js';
-import type { RunFacts } from '../store/tables/run-table.js';
+import type { RunFacts } from '../store/store.js';
 import type { Log } from '../util/logger.js';
 import { ControllerError } from '../shared/public-error.js';
 import { findSessions, SessionIndex, type FindFilters } from './find.js';

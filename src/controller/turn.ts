@@ -1,17 +1,27 @@
 /**
- * One admitted turn, from acceptance to cleanup: the only place the
- * controller keeps anything about a turn in memory. It owns the turn's
- * claim (capacity slot + workspace lock), its prompt until the worker takes
- * it, its worker handle, its live events and partial text, and its cancel
- * request. The controller's map of these objects is the whole in-memory
- * state of turns; the durable record is the store's.
+ * One accepted turn in memory, from acceptance until it leaves the
+ * controller: the only place the controller keeps anything about a turn in
+ * memory. It owns the turn's claim (capacity slot + workspace lock), its
+ * prompt until the worker takes it, its worker handle, its live events and
+ * partial text, its cancel request and the reply-back sends approved in it.
+ * The controller's map of these objects is the whole in-memory state of
+ * turns; the durable record is the store's.
  *
- *   queued ─▶ admitted ─▶ live ─▶ (removed from the map: claim released)
- *     ▲           │
- *     └───────────┘  the `starting` commit failed: back in line, retried later
+ *              requeue: the `starting` commit failed, or a stop came first
+ *          ┌──────────────────────┐
+ *          ▼                      │
+ *       queued ───admit───▶ admitted ───start───▶ starting ───attach───▶ live
+ *          │                      │                  │                    │
+ *          │                      └───────end────────┴────────end─────────┴───▶ ended
+ *          │
+ *          └──drop──▶ released ◀──release── admitted, starting, live or ended
  *
- * A claim is held from `admitted` until the owner's `finally` removes the
- * turn, which happens only after the worker and its process group are gone.
+ * The phase is private and only these methods move it; any other move is a
+ * programming error and throws. A claim is held from `admit` until
+ * `release`, which only the turn's owner calls, in its `finally`, after the
+ * worker and its process group are gone. `drop` is for a turn ended while
+ * still in line, which holds nothing. `end` comes only once the outcome is
+ * durable, and only then does the worker hear of it.
  */
 import type { ProgressEvent } from '../droid/turn-collector.js';
 import type { ProgressRecord } from '../shared/records.js';
@@ -19,37 +29,30 @@ import type { WorkerHandle } from '../worker/parent/runner.js';
 import type { LockClaim } from './admission.js';
 import { appendEvent } from './run-outcome.js';
 
-export type TurnPhase = 'queued' | 'admitted' | 'live';
+type Phase = 'queued' | 'admitted' | 'starting' | 'live' | 'ended' | 'released';
 
 /** Delay before retrying a turn whose `starting` commit failed: 1 s doubling to 30 s. */
-export function startRetryDelayMs(failures: number): number {
+function startRetryDelayMs(failures: number): number {
   return Math.min(30_000, 1_000 * 2 ** Math.max(0, failures - 1));
 }
 
 export class Turn {
-  phase: TurnPhase = 'queued';
+  private phase: Phase = 'queued';
   /** Not admitted before this time (ms since epoch): a failed start waits out its delay. */
-  retryAt = 0;
-  startFailures = 0;
-  /** Someone asked for this turn to stop (cancel or steering), as opposed to a shutdown. */
-  cancelRequested = false;
+  private notBefore = 0;
+  private startFailures = 0;
+  private stopAsked = false;
   private worker: WorkerHandle | null = null;
   private prompt: string | null;
-  /** The caller's outputSchema, like the prompt kept in memory only (a queued turn does not survive a restart). */
-  outputSchema: Record<string, unknown> | null = null;
   /** Bounded progress log; persisted with the result. */
   readonly events: ProgressRecord[] = [];
-  /** Latest assistant text: a running turn's only history. */
-  partialText = '';
+  private text = '';
   /** Puck sends the reply gate approved in this turn, by tool-use id, with the route they were approved on. */
-  readonly approvedSends = new Map<string, string>();
-  /** Settles when the owner has released the claim. */
-  readonly released: Promise<void>;
-  private markReleased!: () => void;
+  private readonly approvedSends = new Map<string, string>();
   /**
-   * Settles once an admitted turn's `starting` commit is done, or its owner
-   * gave up before that (ended it unsubmitted, or put it back in line): an
-   * acceptance that admitted the turn reports it from here.
+   * Settles once the turn leaves `admitted`: its `starting` commit is done,
+   * or its owner gave up before that (ended it unsubmitted, put it back in
+   * line, released it): an acceptance that admitted the turn reports it from here.
    */
   readonly launched: Promise<void>;
   private markLaunched!: () => void;
@@ -60,9 +63,10 @@ export class Turn {
     readonly runId: string,
     readonly claim: LockClaim,
     prompt: string,
+    /** The caller's outputSchema, like the prompt kept in memory only (a queued turn does not survive a restart). */
+    readonly outputSchema: Record<string, unknown> | null,
   ) {
     this.prompt = prompt;
-    this.released = new Promise((resolve) => (this.markReleased = resolve));
     this.launched = new Promise((resolve) => (this.markLaunched = resolve));
   }
 
@@ -70,12 +74,74 @@ export class Turn {
     return this.claim.sessionId;
   }
 
+  /** Admitted and not yet released: the slot and the workspace lock are this turn's. */
   holdsClaim(): boolean {
-    return this.phase !== 'queued';
+    return this.phase !== 'queued' && this.phase !== 'released';
   }
 
-  get handle(): WorkerHandle | null {
-    return this.worker;
+  /** Waiting for admission (never admitted, or back in line). */
+  inLine(): boolean {
+    return this.phase === 'queued';
+  }
+
+  /** Not admitted before this time (ms since epoch). */
+  get retryAt(): number {
+    return this.notBefore;
+  }
+
+  /** Someone asked for this turn to stop (cancel or steering), as opposed to a shutdown. */
+  get cancelRequested(): boolean {
+    return this.stopAsked;
+  }
+
+  /** Latest assistant text: a running turn's only history. */
+  get partialText(): string {
+    return this.text;
+  }
+
+  /** queued → admitted: the claim is held from here; only the owner gives it back. */
+  admit(): void {
+    this.move('admit', ['queued'], 'admitted');
+  }
+
+  /**
+   * admitted → queued: not started, so it keeps its place in line. After a
+   * failed `starting` commit (`failedAt`, ms since epoch) it also waits out a
+   * delay that grows with each failure.
+   */
+  requeue(failedAt?: number): void {
+    this.move('requeue', ['admitted'], 'queued');
+    if (failedAt !== undefined) this.notBefore = failedAt + startRetryDelayMs(++this.startFailures);
+  }
+
+  /** admitted → starting: the `starting` commit is durable. */
+  start(): void {
+    this.move('start', ['admitted'], 'starting');
+  }
+
+  /** starting → live: the worker runs the turn. */
+  attach(worker: WorkerHandle): void {
+    this.move('attach', ['starting'], 'live');
+    this.worker = worker;
+    // A cancel that arrived while the turn was launching is honoured now.
+    if (this.stopAsked) worker.cancel();
+    if (this.renameSkipped) worker.skipRename();
+  }
+
+  /** → ended: the outcome is durable, so a worker may hear so and exit. */
+  end(): void {
+    this.move('end', ['admitted', 'starting', 'live'], 'ended');
+    this.worker?.acknowledge();
+  }
+
+  /** → released: the owner gives the claim back, once the worker and its group are gone. */
+  release(): void {
+    this.move('release', ['admitted', 'starting', 'live', 'ended'], 'released');
+  }
+
+  /** queued → released: ended while still in line (it held nothing). */
+  drop(): void {
+    this.move('drop', ['queued'], 'released');
   }
 
   /** The prompt goes to exactly one worker; memory keeps no copy after that. */
@@ -83,14 +149,6 @@ export class Turn {
     const prompt = this.prompt ?? '';
     this.prompt = null;
     return prompt;
-  }
-
-  attach(worker: WorkerHandle): void {
-    this.worker = worker;
-    this.phase = 'live';
-    // A cancel that arrived while the turn was launching is honoured now.
-    if (this.cancelRequested) worker.cancel();
-    if (this.renameSkipped) worker.skipRename();
   }
 
   /**
@@ -104,14 +162,10 @@ export class Turn {
     this.worker?.skipRename();
   }
 
-  noteLaunched(): void {
-    this.markLaunched();
-  }
-
   /** A stop somebody asked for; idempotent. */
   requestStop(): void {
-    if (this.cancelRequested) return;
-    this.cancelRequested = true;
+    if (this.stopAsked) return;
+    this.stopAsked = true;
     this.worker?.cancel();
   }
 
@@ -121,15 +175,28 @@ export class Turn {
   }
 
   record(event: ProgressEvent, at: string): boolean {
-    if (event.kind === 'assistant_text' || event.kind === 'assistant_partial') this.partialText = event.text;
+    if (event.kind === 'assistant_text' || event.kind === 'assistant_partial') this.text = event.text;
     // Streaming snapshots are frequent: they update the partial text, not the event log.
     if (event.kind === 'assistant_partial') return false;
     appendEvent(this.events, event, at);
     return true;
   }
 
-  /** Called by the owner once the turn has left the controller's map. */
-  noteReleased(): void {
-    this.markReleased();
+  /** The gate approved this send on `routeId`: only its own result may prove a handle. */
+  approveSend(toolUseId: string, routeId: string): void {
+    this.approvedSends.set(toolUseId, routeId);
+  }
+
+  /** The route a send was approved on, once: a second result for it proves nothing. */
+  takeApprovedSend(toolUseId: string): string | undefined {
+    const routeId = this.approvedSends.get(toolUseId);
+    this.approvedSends.delete(toolUseId);
+    return routeId;
+  }
+
+  private move(verb: string, from: readonly Phase[], to: Phase): void {
+    if (!from.includes(this.phase)) throw new Error(`internal: turn ${this.runId} cannot ${verb} while ${this.phase}`);
+    if (this.phase === 'admitted') this.markLaunched();
+    this.phase = to;
   }
 }

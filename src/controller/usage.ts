@@ -10,7 +10,7 @@
  */
 import type { TokenUsage } from '../droid/notifications.js';
 import type { RunRecord, SessionRecord } from '../shared/records.js';
-import type { RunFacts } from '../store/tables/run-table.js';
+import type { RunFacts } from '../store/store.js';
 import { TERMINAL_STATES } from '../shared/records.js';
 import { ControllerError } from '../shared/public-error.js';
 import { parseRange } from './find.js';

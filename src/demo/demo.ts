@@ -16,7 +16,7 @@ import { accessSync, chmodSync, constants, createWriteStream, mkdirSync, mkdtemp
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { probeSandbox } from '../sandbox/sandbox.js';
+import { probeSandbox } from '../sandbox/probe.js';
 import { customModelId, isolatedEnv, pinnedDroidPath, writeDroidHome } from '../testbed/droid-home.js';
 import { McpDriver } from '../testbed/mcp-driver.js';
 import { startModelServer, type ModelServer } from '../testbed/model-server.js';

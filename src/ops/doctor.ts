@@ -20,7 +20,8 @@ import { HTTP_HOST } from '../mcp/http/listener.js';
 import { currentIdentity, OWNER_FILE, OWNER_LOCK, OWNER_STALE_MS } from '../store/owner.js';
 import { errCode, sharedMode } from '../util/errno.js';
 import { exists } from '../util/exists.js';
-import { factoryDirOf, probeSandbox, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
+import { factoryDirOf, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
+import { probeSandbox } from '../sandbox/probe.js';
 import { command, CommandRefusal } from './command.js';
 import { out } from './output.js';
 

@@ -24,7 +24,7 @@ import { constants, copyFileSync, lstatSync, mkdirSync, readdirSync, rmSync } fr
 import { mkdir, open, opendir, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { removeTree } from '../util/remove-tree.js';
-import { privateTmpRoot } from './sandbox.js';
+import { privateTmpRoot } from './turn-paths.js';
 
 /** droid's files of one session (the `.bak` and lock folders droid makes again as it needs them). */
 const SESSION_FILE_SUFFIXES = ['.jsonl', '.settings.json'] as const;

@@ -42,10 +42,10 @@ import { describeIssue } from '../shared/record-schemas.js';
 
 export const OWNER_FILE = 'owner.json';
 export const OWNER_LOCK = 'owner.lock';
-export const STARTUP_LOCK = 'startup.lock';
+const STARTUP_LOCK = 'startup.lock';
 
 /** Version of the owner record's format; records of any other version (or none) are refused. */
-export const OWNER_RECORD_VERSION = 1;
+const OWNER_RECORD_VERSION = 1;
 
 /** A live owner refreshes its lock every STALE/2 ms; older than this, it is presumed gone. */
 export const OWNER_STALE_MS = 10_000;
@@ -137,7 +137,7 @@ export class Ownership {
 }
 
 /** Ownership decided but not yet taken; see the module comment. */
-export class PendingOwnership {
+class PendingOwnership {
   #done = false;
 
   constructor(

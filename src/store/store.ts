@@ -4,13 +4,15 @@
  *   state.jsonl        snapshot in JSON Lines: a header {version, seq, sessions, runs}
  *                      (the last two are record counts), then one line per
  *                      record, {"session": …} lines first, then {"run": …} lines
- *                      (see snapshot.ts)
+ *                      (see formats/snapshot.ts)
+ *   state.index        the snapshot's run index, a cache (formats/run-index.ts)
  *   journal.jsonl      one line per commit since the snapshot: {seq, sessions, runs}
  *                      holding the full new version of each changed record
+ *                      (formats/journal.ts)
  *   results/<run>.json one result file per finished run
  *   owner.json, owner.lock   see owner.ts
  *   journal.torn-<time>      bytes of an incomplete last journal line dropped at
- *                      start-up (see torn-tail.ts); kept for inspection only
+ *                      start-up (see formats/torn-tail.ts); kept for inspection only
  *
  * A commit appends one journal line and fsyncs it, so its cost does not grow
  * with the history kept. The journal is folded into a new snapshot at open and
@@ -18,35 +20,38 @@
  * the amortized cost per commit constant.
  *
  * Both files are written and read a line at a time, and records are held in
- * a lean, frozen form (pool.ts), so memory follows the records kept, not the
- * size of the files.
+ * a lean, frozen form (tables/record-interner.ts), so memory follows the
+ * records kept, not the size of the files.
+ *
+ * This is the façade the controller and the CLI use (with errors.ts).
+ * Start-up up to the first commit is startup.ts (owner.ts, load.ts); the
+ * in-memory view and its invariants are tables/; the files' formats are
+ * formats/, which import nothing from the tables or from here.
  */
-import { open, readdir } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { z } from 'zod';
-import { appendDurable, FILE_MODE, TEMP_SUFFIX, writeFileAtomic } from './formats/atomic.js';
-import { errCode } from '../util/errno.js';
+import { writeFileAtomic } from './formats/atomic.js';
 import { StoreError, writeFailure } from './errors.js';
 import { nodeStoreFs, type StoreFileHandle, type StoreFs } from './formats/fs.js';
-import { StateTables, type StoreChange } from './tables/state-tables.js';
-import { JOURNAL_FILE, loadState, RESULTS_DIR } from './load.js';
+import type { StateTables, StoreChange } from './tables/state-tables.js';
+import { RESULTS_DIR } from './load.js';
+import { JOURNAL_FILE, JournalAppender } from './formats/journal.js';
 import { createLogger, type Log } from '../util/logger.js';
-import { beginOwnership, type Ownership } from './owner.js';
+import type { Ownership } from './owner.js';
 import { RecordInterner } from './tables/record-interner.js';
 import { LIVE_STATES, type RunRecord, type RunResultFile, type SessionRecord } from '../shared/records.js';
 import { planCrashRecovery, type RecoverySummary } from './recovery.js';
 import { readJsonFile } from './formats/json-file.js';
 import { describeIssue, runRecordSchema, runResultFileSchema, sessionRecordSchema } from '../shared/record-schemas.js';
-import { STATE_FILE, writeSnapshotFile, writeSnapshotIndex, type SnapshotWritten } from './formats/snapshot.js';
-import type { RunFacts } from './tables/run-table.js';
-import { INDEX_FILE } from './formats/run-index.js';
-import { DIR_MODE, prepareStateDir } from './state-dir.js';
-import { dropTornTail } from './formats/torn-tail.js';
+import { STATE_FILE, writeIndexOrWarn, writeSnapshotFile, type SnapshotWritten } from './formats/snapshot.js';
+import type { RunFacts } from './formats/run-entry.js';
+import { closeOpened, openStateDir, removeTempFiles } from './startup.js';
 
 export type { StoreChange } from './tables/state-tables.js';
 export type { RecoverySummary } from './recovery.js';
 export type { StoreFileHandle, StoreFs } from './formats/fs.js';
-export type { RunFacts } from './tables/run-table.js';
+export type { RunFacts } from './formats/run-entry.js';
 
 /** Below this many journal lines compaction is never worth its full rewrite. */
 export const COMPACT_MIN_LINES = 1000;
@@ -74,9 +79,7 @@ export interface StoreOptions {
 export class StateStore {
   readonly #index: StateTables;
   #seq: number;
-  #journalLines: number;
-  /** Journal size after the last good commit; a failed append is cut back to it. */
-  #journalBytes: number;
+  readonly #journal: JournalAppender;
   #chain: Promise<void> = Promise.resolve();
   #closed = false;
   #broken: StoreError | undefined;
@@ -89,7 +92,7 @@ export class StateStore {
   private constructor(
     readonly dir: string,
     private readonly owner: Ownership,
-    private readonly journal: StoreFileHandle,
+    journal: StoreFileHandle,
     loaded: { seq: number; index: StateTables; journalLines: number; journalBytes: number },
     private readonly now: () => Date,
     private readonly logger: Log,
@@ -98,8 +101,7 @@ export class StateStore {
   ) {
     this.#index = loaded.index;
     this.#seq = loaded.seq;
-    this.#journalLines = loaded.journalLines;
-    this.#journalBytes = loaded.journalBytes;
+    this.#journal = new JournalAppender(journal, loaded.journalLines, loaded.journalBytes);
   }
 
   /**
@@ -111,53 +113,13 @@ export class StateStore {
     const now = opts.now ?? (() => new Date());
     const logger = opts.logger ?? createLogger('droid-mcp.store');
     const fs = opts.fs ?? nodeStoreFs;
-    /** I/O errors of start-up as `state_write_failed`; none of them changes the stored state. */
-    const step = async <T>(what: string, job: () => Promise<T>): Promise<T> => {
-      try {
-        return await job();
-      } catch (err) {
-        throw writeFailure(err, what, dir, 'unchanged');
-      }
-    };
-    await step(`preparing state directory ${dir}`, () => prepareStateDir(dir, fs));
-    const pending = await step(`taking ownership of ${dir}`, () => beginOwnership(dir, { now, logger, fs }));
-    let loaded;
+    const opened = await openStateDir(dir, { now, logger, fs });
+    const { owner, journal, loaded } = opened;
     try {
-      loaded = await loadState(dir, logger);
-    } catch (err) {
-      await pending.abandon();
-      throw err;
-    }
-
-    // From here on the state is known good and we may write.
-    let owner: Ownership;
-    try {
-      owner = await step(`taking ownership of ${dir}`, () => pending.claim());
-    } catch (err) {
-      await loaded.index.runs.close().catch(() => undefined);
-      throw err;
-    }
-    let journal: StoreFileHandle | undefined;
-    try {
-      if (loaded.fresh) {
-        const written = await writeSnapshotFile(dir, 0, new Map(), loaded.index.runs, fs);
-        await writeIndexOrWarn(dir, written, loaded.index, fs, logger);
-      }
-      await step(`creating ${join(dir, RESULTS_DIR)}`, () =>
-        fs.mkdir(join(dir, RESULTS_DIR), { recursive: false, mode: DIR_MODE }).catch((err: unknown) => {
-          if (errCode(err) !== 'EEXIST') throw err;
-          return undefined;
-        }),
-      );
-      const journalPath = join(dir, JOURNAL_FILE);
-      journal = await step(`opening ${journalPath}`, () => fs.open(journalPath, 'a', FILE_MODE));
-      // Makes the journal's and results directory's names durable if they were just created.
-      await step(`syncing directory ${dir}`, () => fs.syncDir(dir));
-      if (loaded.tornTail) await dropTornTail({ dir, journal, tail: loaded.tornTail, now, logger, fs });
       const store = new StateStore(dir, owner, journal, loaded, now, logger, fs, opts.compactMinLines ?? COMPACT_MIN_LINES);
       store.#startup = { via: loaded.snapshot.via, ...(loaded.snapshot.why !== undefined && { why: loaded.snapshot.why }) };
       if (loaded.journalLines > 0) await store.#enqueue(() => store.#compact());
-      await store.#removeTempFiles();
+      await removeTempFiles(dir, fs);
       // Read whole because its index did not serve, and not compacted: index it for the next start.
       // In the write queue, so open need not wait for it (a cache; writes after it wait for it); before
       // recovery's commit, which changes runs the index must show as the snapshot holds them; after
@@ -170,9 +132,7 @@ export class StateStore {
       store.#recovery = await store.#recoverAfterCrash();
       return store;
     } catch (err) {
-      await journal?.close().catch(() => undefined);
-      await loaded.index.runs.close().catch(() => undefined);
-      await owner.release().catch(() => undefined);
+      await closeOpened(opened);
       throw err;
     }
   }
@@ -264,7 +224,7 @@ export class StateStore {
     this.#closed = true;
     await this.#chain;
     try {
-      await this.journal.close();
+      await this.#journal.close();
       await this.#index.runs.close();
     } finally {
       await this.owner.release();
@@ -293,10 +253,10 @@ export class StateStore {
     const seq = this.#seq + 1;
     const line = JSON.stringify({ seq, sessions, runs }) + '\n';
     try {
-      await appendDurable(this.journal, line);
+      await this.#journal.append(line);
     } catch (err) {
       const what = `appending commit ${seq} to ${this.#journalPath}`;
-      const undo = await this.#undoAppend();
+      const undo = await this.#journal.undoAppend();
       if (undo === undefined) throw writeFailure(err, what, this.dir, 'unchanged');
       this.#broken = new StoreError(
         'state_write_failed',
@@ -310,34 +270,13 @@ export class StateStore {
       });
     }
     this.#seq = seq;
-    this.#journalLines++;
-    this.#journalBytes += Buffer.byteLength(line);
     this.#index.apply(sessions, runs);
     this.#maybeCompact();
   }
 
-  /**
-   * After a failed append: cuts whatever part of the line reached the file
-   * back off and syncs that, so the failed commit is durably absent and the
-   * next line does not follow garbage. The store then keeps serving: every
-   * earlier commit was synced before it was acknowledged. Returns the error
-   * if that fails; the store must then refuse further writes, because the
-   * journal may end in a partial or unacknowledged line and the next commit
-   * would reuse its seq.
-   */
-  async #undoAppend(): Promise<unknown> {
-    try {
-      await this.journal.truncate(this.#journalBytes);
-      await this.journal.datasync();
-      return undefined;
-    } catch (err) {
-      return err;
-    }
-  }
-
   #maybeCompact(): void {
     const records = this.#index.sessions.size + this.#index.runs.size;
-    if (this.#compactionQueued || this.#journalLines <= this.compactMinLines || this.#journalLines <= records) return;
+    if (this.#compactionQueued || this.#journal.lines <= this.compactMinLines || this.#journal.lines <= records) return;
     this.#compactionQueued = true;
     // Runs after the commit that triggered it has resolved; a failure keeps the (valid) journal.
     this.#enqueue(() => this.#compact()).catch((err: unknown) => this.logger.warn({ dir: this.dir, err }, 'state compaction failed; will retry later'));
@@ -358,13 +297,7 @@ export class StateStore {
     const written = await writeSnapshotFile(this.dir, this.#seq, this.#index.sessions, this.#index.runs, this.fs);
     await this.#readFrom(written);
     try {
-      await this.journal.truncate(0);
-      // The file is now empty, whether or not the sync below succeeds; a later undo must cut back to 0.
-      this.#journalLines = 0;
-      this.#journalBytes = 0;
-      // Not needed for consistency (the durable snapshot covers every line the journal held,
-      // and the next commit's fdatasync covers the new size too); it just settles the size now.
-      await this.journal.datasync();
+      await this.#journal.empty();
     } catch (err) {
       throw writeFailure(err, `emptying ${this.#journalPath} after writing the snapshot`, this.dir, 'unchanged');
     }
@@ -403,15 +336,6 @@ export class StateStore {
     return plan.summary;
   }
 
-  /** Temp files of atomic writes interrupted by a crash; never part of the state. */
-  async #removeTempFiles(): Promise<void> {
-    for (const folder of [this.dir, join(this.dir, RESULTS_DIR)]) {
-      for (const name of await readdir(folder)) {
-        if (name.startsWith('.') && name.endsWith(TEMP_SUFFIX)) await this.fs.unlink(join(folder, name)).catch(() => undefined);
-      }
-    }
-  }
-
   get #journalPath(): string {
     return join(this.dir, JOURNAL_FILE);
   }
@@ -433,19 +357,6 @@ export class StateStore {
         'Stop this controller and start it again: start-up checks who owns the directory',
       );
     }
-  }
-}
-
-/**
- * Writes the run index of a snapshot just written. A cache: a failure is
- * logged, never thrown (the next start-up reads the whole snapshot and
- * writes the index again).
- */
-async function writeIndexOrWarn(dir: string, written: SnapshotWritten, index: StateTables, fs: StoreFs, logger: Log): Promise<void> {
-  try {
-    await writeSnapshotIndex(dir, written, index.sessions, index.runs, fs);
-  } catch (err) {
-    logger.warn({ dir, err }, `${join(dir, INDEX_FILE)} not written (a cache: the next start-up reads the whole snapshot instead)`);
   }
 }
 

@@ -15,7 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { privateTmpRoot } from '../../src/sandbox/sandbox.js';
+import { privateTmpRoot } from '../../src/sandbox/turn-paths.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadState } from '../../src/store/load.js';
 import type { CrashPointName } from '../../src/util/crash-point.js';

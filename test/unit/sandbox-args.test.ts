@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { bwrapArgs, confinedEnv, judgeProbe, sandboxLauncher, shownFactoryEntries, type Confinement } from '../../src/sandbox/sandbox.js';
+import { bwrapArgs, confinedEnv, shownFactoryEntries, type Confinement } from '../../src/sandbox/bwrap-args.js';
+import { judgeProbe } from '../../src/sandbox/probe.js';
+import { sandboxLauncher } from '../../src/sandbox/sandbox.js';
 
 const base: Confinement = {
   workspace: { path: '/w', writable: true },

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { prepareSessionCopy, recoverSessionCopies, sessionFolderName } from '../../src/sandbox/session-copy.js';
-import { privateTmpRoot } from '../../src/sandbox/sandbox.js';
+import { privateTmpRoot } from '../../src/sandbox/turn-paths.js';
 
 const ID = '3709f433-37e3-4602-ae47-48a455b9052d';
 const OTHER = '57f5faa6-8a61-4dea-a607-c52534e5a632';

@@ -13,7 +13,8 @@ import { script } from '../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 import type { TurnSpec } from '../../src/worker/shared/protocol.js';
-import { prepareTurnPaths, sandboxLauncher } from '../../src/sandbox/sandbox.js';
+import { sandboxLauncher } from '../../src/sandbox/sandbox.js';
+import { prepareTurnPaths } from '../../src/sandbox/turn-paths.js';
 import { handFd3 } from '../../src/util/child-fd3.js';
 
 const BWRAP = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();

@@ -15,7 +15,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AF_UNIX, AUDIT_ARCH, buildSeccompProgram, DENY_RULES, encodeProgram, EPERM, SYSCALLS, TIOCLINUX, TIOCSTI, type BpfInstruction, type SeccompArch } from '../../src/sandbox/seccomp.js';
-import { bwrapArgs, prepareTurnPaths, probeSandbox, sandboxLauncher } from '../../src/sandbox/sandbox.js';
+import { bwrapArgs } from '../../src/sandbox/bwrap-args.js';
+import { probeSandbox } from '../../src/sandbox/probe.js';
+import { sandboxLauncher } from '../../src/sandbox/sandbox.js';
+import { prepareTurnPaths } from '../../src/sandbox/turn-paths.js';
 
 const ALLOW = 0x7fff0000;
 const KILL = 0x80000000;

@@ -23,36 +23,6 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, f
   await replaceAtomic(path, fs, (handle) => writeAll(handle, typeof data === 'string' ? Buffer.from(data, 'utf8') : data));
 }
 
-/** Bytes gathered before one write to disk when streaming lines. */
-const WRITE_CHUNK_CHARS = 1 << 20;
-
-/**
- * `writeFileAtomic` for content produced line by line: each item of `lines`
- * becomes one line ending in "\n". Lines are written in chunks of about a
- * megabyte as they are produced, so the whole content never exists as one
- * string. If producing a line throws, the temp file is removed and `path` is
- * left as it was.
- */
-export async function writeLinesAtomic(path: string, lines: Iterable<string>, fs: StoreFs = nodeStoreFs): Promise<void> {
-  await replaceAtomic(path, fs, async (handle) => {
-    let pending: string[] = [];
-    let pendingChars = 0;
-    const flush = async (): Promise<void> => {
-      if (pending.length === 0) return;
-      const bytes = Buffer.from(pending.join(''), 'utf8');
-      pending = [];
-      pendingChars = 0;
-      await writeAll(handle, bytes);
-    };
-    for (const line of lines) {
-      pending.push(line, '\n');
-      pendingChars += line.length + 1;
-      if (pendingChars >= WRITE_CHUNK_CHARS) await flush();
-    }
-    await flush();
-  });
-}
-
 /**
  * `writeFileAtomic` for content produced as a sequence of byte chunks, each
  * written as soon as it is produced. If producing one throws, the temp file

@@ -1,7 +1,7 @@
 /**
  * Fast checks that a value parsed from a state file is a valid session or
  * run record, for start-up, where 100k records go through the zod schemas
- * of schemas.ts and that check was a third of the time to ready.
+ * of shared/record-schemas.ts and that check was a third of the time to ready.
  *
  * They answer yes only for values the schemas accept unchanged (no schema
  * involved has defaults or transforms), and may answer no for a value the

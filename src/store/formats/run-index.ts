@@ -1,6 +1,6 @@
 /**
  * The run index `state.index`: a cache beside the snapshot, written with
- * every snapshot, so start-up can keep runs as stubs (run-table.ts) instead
+ * every snapshot, so start-up can keep runs as stubs (run-entry.ts) instead
  * of parsing 100k run lines. It holds, per run of the snapshot in its order,
  * what start-up and the bulk reads need (id, session, seq, request key,
  * state, whether it started, acceptance time, usage, whether it changed
@@ -26,10 +26,10 @@ import { errCode } from '../../util/errno.js';
 import { writeFileAtomic } from './atomic.js';
 import { nodeStoreFs, type StoreFs } from './fs.js';
 import type { RunState } from '../../shared/records.js';
-import type { RunFacts } from '../tables/run-table.js';
+import type { RunFacts } from './run-entry.js';
 
 export const INDEX_FILE = 'state.index';
-export const INDEX_VERSION = 1;
+const INDEX_VERSION = 1;
 
 /**
  * Order of the `state` column's codes. Part of the file format, so kept apart

@@ -17,8 +17,10 @@ import { join } from 'node:path';
 import { writeChunksAtomic } from './atomic.js';
 import { nodeStoreFs, type StoreFs } from './fs.js';
 import { STATE_VERSION, type RunRecord, type SessionRecord } from '../../shared/records.js';
-import { writeRunIndex, type SnapshotDigest } from './run-index.js';
-import { checkUnchanged, RunEntry, RunTable, type SnapshotSource } from '../tables/run-table.js';
+import { INDEX_FILE, writeRunIndex, type SnapshotDigest } from './run-index.js';
+import type { Log } from '../../util/logger.js';
+import { RunEntry } from './run-entry.js';
+import { checkUnchanged, type SnapshotSource } from './snapshot-source.js';
 
 export const STATE_FILE = 'state.jsonl';
 /** The single-document snapshot of pre-release builds; refused, never read. */
@@ -54,10 +56,10 @@ export async function writeSnapshot(
   dir: string,
   seq: number,
   sessions: RecordSet<SessionRecord>,
-  runs: RecordSet<RunRecord> | RunTable,
+  runs: RecordSet<RunRecord> | RunList,
   fs: StoreFs = nodeStoreFs,
 ): Promise<SnapshotWritten> {
-  const entries = runs instanceof RunTable ? runs : entriesOf(runs);
+  const entries = isRunList(runs) ? runs : entriesOf(runs);
   const written = await writeSnapshotFile(dir, seq, sessions, entries, fs);
   await writeSnapshotIndex(dir, written, sessions, entries, fs);
   return written;
@@ -72,7 +74,7 @@ export async function writeSnapshotFile(
   dir: string,
   seq: number,
   sessions: RecordSet<SessionRecord>,
-  runs: RunTable | RunList,
+  runs: RunList,
   fs: StoreFs = nodeStoreFs,
 ): Promise<SnapshotWritten> {
   const out: SnapshotWritten = { digest: { seq, sessions: sessions.size, runs: runs.size, bytes: 0, sha256: '', runsAt: 0 }, lengths: [] };
@@ -90,11 +92,11 @@ export async function writeSnapshotFile(
 }
 
 /** Writes the run index of the snapshot just written from `sessions` and `runs`. */
-export async function writeSnapshotIndex(
+async function writeSnapshotIndex(
   dir: string,
   written: SnapshotWritten,
   sessions: RecordSet<SessionRecord>,
-  runs: RunTable | RunList,
+  runs: RunList,
   fs: StoreFs = nodeStoreFs,
 ): Promise<void> {
   const position = new Map<string, number>();
@@ -109,16 +111,45 @@ export async function writeSnapshotIndex(
     written.digest,
     indexed(),
     (id) => position.get(id) ?? -1,
-    (facts) => (runs instanceof RunTable ? runs.recordOf(facts as RunEntry).preview : ''),
+    (facts) => (runs.recordOf !== undefined ? runs.recordOf(facts as RunEntry).preview : ''),
     fs,
   );
 }
 
-/** Plain records as a list of table entries (each holding its record). */
+/**
+ * `writeSnapshotIndex`, for the store: the index is a cache, so a failure is
+ * logged, never thrown (the next start-up reads the whole snapshot and
+ * writes the index again).
+ */
+export async function writeIndexOrWarn(
+  dir: string,
+  written: SnapshotWritten,
+  index: { sessions: RecordSet<SessionRecord>; runs: RunList },
+  fs: StoreFs,
+  logger: Log,
+): Promise<void> {
+  try {
+    await writeSnapshotIndex(dir, written, index.sessions, index.runs, fs);
+  } catch (err) {
+    logger.warn({ dir, err }, `${join(dir, INDEX_FILE)} not written (a cache: the next start-up reads the whole snapshot instead)`);
+  }
+}
+
+/**
+ * The runs a snapshot is written from, in order: the run table
+ * (tables/run-table.ts), or plain records as entries holding them.
+ */
 export interface RunList {
   readonly size: number;
   facts(): Iterable<RunEntry>;
+  /** The snapshot the entries' offsets point into, if any. */
   readonly source: SnapshotSource | undefined;
+  /** The record of an entry, read back if need be (the table's); absent: a run whose facts hold no preview is indexed with ''. */
+  recordOf?(e: RunEntry): RunRecord;
+}
+
+function isRunList(runs: RecordSet<RunRecord> | RunList): runs is RunList {
+  return typeof (runs as Partial<RunList>).facts === 'function';
 }
 
 function entriesOf(runs: RecordSet<RunRecord>): RunList {
@@ -126,7 +157,7 @@ function entriesOf(runs: RecordSet<RunRecord>): RunList {
   return { size: runs.size, facts: () => list, source: undefined };
 }
 
-function* snapshotChunks(seq: number, sessions: RecordSet<SessionRecord>, runs: RunTable | RunList, out: SnapshotWritten): Generator<Buffer> {
+function* snapshotChunks(seq: number, sessions: RecordSet<SessionRecord>, runs: RunList, out: SnapshotWritten): Generator<Buffer> {
   let pending: string[] = [];
   let pendingBytes = 0;
   let written = 0;

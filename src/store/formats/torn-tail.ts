@@ -1,5 +1,5 @@
 /**
- * Dropping a torn last journal line (see `TornTail` in load.ts) at start-up,
+ * Dropping a torn last journal line (see `TornTail` in journal.ts) at start-up,
  * so an operator never has to hand-edit the journal after a crash. The bytes
  * are kept beside the state in `journal.torn-<time>` (mode 600) before the
  * journal is cut, so nothing is destroyed: a crash at any point leaves either
@@ -10,11 +10,11 @@ import { join } from 'node:path';
 import { writeFileAtomic } from './atomic.js';
 import { StoreError, writeFailure } from '../errors.js';
 import type { StoreFileHandle, StoreFs } from './fs.js';
-import { JOURNAL_FILE, type TornTail } from '../load.js';
+import { JOURNAL_FILE, type TornTail } from './journal.js';
 import type { Log } from '../../util/logger.js';
 import { errCode } from '../../util/errno.js';
 
-export const TORN_PREFIX = 'journal.torn-';
+const TORN_PREFIX = 'journal.torn-';
 
 export interface DropTornTail {
   dir: string;

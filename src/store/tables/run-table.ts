@@ -1,15 +1,17 @@
 /**
  * The runs the store holds, without holding every run record. A run read
- * from a snapshot whose run index (run-index.ts) matched it is kept as a
- * stub: the facts start-up and the bulk reads need (identity, state, usage,
- * whether it changed files, its preview when it is the latest of its
- * session) and where its line is in the snapshot. Its full record is read
- * back from that line the first time someone asks for it, validated exactly
- * as start-up validates records, checked against the stub, and then kept.
+ * from a snapshot whose run index (formats/run-index.ts) matched it is kept
+ * as a stub (formats/run-entry.ts): the facts start-up and the bulk reads
+ * need (identity, state, usage, whether it changed files, its preview when
+ * it is the latest of its session) and where its line is in the snapshot.
+ * Its full record is read back from that line the first time someone asks
+ * for it, validated exactly as start-up validates records, checked against
+ * the stub, and then kept.
  *
  * Reading back uses the snapshot file opened at start-up (or written by the
- * last compaction), kept open while stubs point into it: a rename over its
- * name does not change what the descriptor reads. Anything that changed the
+ * last compaction), kept open while stubs point into it
+ * (formats/snapshot-source.ts): a rename over its name does not change what
+ * the descriptor reads. Anything that changed the
  * file itself since it was verified is refused (`state_unreadable`), never
  * read as a record.
  *
@@ -18,106 +20,18 @@
  * `facts()` instead and read no record.
  */
 import { isUtf8 } from 'node:buffer';
-import { fstatSync, readSync, type BigIntStats } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
-import type { TokenUsage } from '../../shared/records.js';
-import { hasChanges } from '../../shared/evidence-types.js';
-import { StoreError } from '../errors.js';
+import { readSync } from 'node:fs';
 import type { RecordInterner } from './record-interner.js';
 import { isRunRecord } from '../formats/record-guard.js';
-import type { RunRecord, RunState } from '../../shared/records.js';
+import type { RunRecord } from '../../shared/records.js';
 import { describeIssue, runRecordSchema } from '../../shared/record-schemas.js';
 import { recordOfLine } from '../formats/snapshot.js';
-
-/** What bulk reads need of a run, known for every run without its record. */
-export interface RunFacts {
-  readonly id: string;
-  readonly sessionId: string;
-  readonly seq: number;
-  readonly requestKey: string | null;
-  readonly state: RunState;
-  /** `startedAt !== null`. */
-  readonly started: boolean;
-  /** `Date.parse(acceptedAt)`: NaN when it does not parse. */
-  readonly acceptedMs: number;
-  readonly usage: TokenUsage | null;
-  /** Its `changes` are recorded and not empty. */
-  readonly hasChanges: boolean;
-  /** '' when the run has no preview; the text when held; undefined when it has one that is not held (read the record). */
-  readonly preview: string | undefined;
-}
-
-/** One run of the table: its facts, where its line is in the snapshot, and its record once read. */
-export class RunEntry implements RunFacts {
-  constructor(
-    readonly id: string,
-    readonly sessionId: string,
-    readonly seq: number,
-    readonly requestKey: string | null,
-    readonly state: RunState,
-    readonly started: boolean,
-    readonly acceptedMs: number,
-    /** The usage, or a column of six numbers per run (NaN credits: null) it is made from when asked for, at `usageAt`. */
-    private readonly usageData: TokenUsage | null | Float64Array,
-    private readonly usageAt: number,
-    readonly hasChanges: boolean,
-    readonly preview: string | undefined,
-    /** Byte offset of the run's line in the snapshot the table reads, or -1: not there (changed or added since). */
-    public offset: number,
-    /** Bytes of that line, without its newline. */
-    public length: number,
-    /** The full record, once read (always, for a run not in the snapshot). */
-    public record: RunRecord | undefined,
-  ) {}
-
-  /** Made on each call for a stub (a 100k-run start-up then allocates no usage objects). */
-  get usage(): TokenUsage | null {
-    const d = this.usageData;
-    if (!(d instanceof Float64Array)) return d;
-    const at = this.usageAt;
-    const credits = d[at + 5]!;
-    return Object.freeze<TokenUsage>({
-      inputTokens: d[at]!,
-      outputTokens: d[at + 1]!,
-      cacheCreationTokens: d[at + 2]!,
-      cacheReadTokens: d[at + 3]!,
-      thinkingTokens: d[at + 4]!,
-      factoryCredits: Number.isNaN(credits) ? null : credits,
-    });
-  }
-
-  /** The entry of a full record; `offset`/`length` where its line is in the snapshot, if it is. */
-  static of(r: RunRecord, offset = -1, length = 0): RunEntry {
-    return new RunEntry(
-      r.id,
-      r.sessionId,
-      r.seq,
-      r.requestKey,
-      r.state,
-      r.startedAt !== null,
-      Date.parse(r.acceptedAt),
-      r.usage,
-      0,
-      !!r.changes && hasChanges(r.changes),
-      r.preview,
-      offset,
-      length,
-      r,
-    );
-  }
-}
+import { RunEntry, type RunFacts } from '../formats/run-entry.js';
+import { checkUnchanged, unreadable, type SnapshotSource } from '../formats/snapshot-source.js';
 
 /** The facts of a full record (what the run index stores for it). */
 export function factsOf(r: RunRecord): RunFacts {
   return RunEntry.of(r);
-}
-
-/** The snapshot file stubs point into, and what it was when it was verified. */
-export interface SnapshotSource {
-  path: string;
-  handle: FileHandle;
-  /** fstat right after verification: any write to the file since changes its size, mtime or ctime. */
-  stat: BigIntStats;
 }
 
 const NEWLINE = 0x0a;
@@ -310,27 +224,4 @@ export function differingFact(a: RunFacts, b: RunFacts): string | undefined {
     u.thinkingTokens === v.thinkingTokens &&
     u.factoryCredits === v.factoryCredits;
   return same ? undefined : 'usage';
-}
-
-/** Refuses to read from a snapshot that was written to since it was verified. */
-export function checkUnchanged(source: SnapshotSource, e?: RunEntry): void {
-  let now: BigIntStats;
-  try {
-    now = fstatSync(source.handle.fd, { bigint: true });
-  } catch (err) {
-    throw unreadable(source, e, `it cannot be checked (${err instanceof Error ? err.message : String(err)})`);
-  }
-  const was = source.stat;
-  if (now.size !== was.size || now.mtimeNs !== was.mtimeNs || now.ctimeNs !== was.ctimeNs || now.ino !== was.ino) {
-    throw unreadable(source, e, 'the file was written to after start-up checked it');
-  }
-}
-
-function unreadable(source: SnapshotSource, e: RunEntry | undefined, why: string): StoreError {
-  const what = e === undefined ? `${source.path}` : `${source.path}: run ${e.id} (its line at byte ${e.offset})`;
-  return new StoreError(
-    'state_unreadable',
-    `${what} cannot be read back: ${why}`,
-    'Nothing was changed and no record was guessed. Stop every other process writing to the state directory, then restart the controller: start-up checks the whole snapshot and refuses damaged state',
-  );
 }

@@ -9,7 +9,8 @@
  */
 import { RecordInterner } from './record-interner.js';
 import type { RunRecord, SessionRecord } from '../../shared/records.js';
-import { RunTable, type RunEntry, type RunFacts } from './run-table.js';
+import { RunTable } from './run-table.js';
+import type { RunEntry, RunFacts } from '../formats/run-entry.js';
 
 export interface StoreChange {
   sessions?: SessionRecord[];

@@ -19,7 +19,7 @@ import {
 } from '../../droid/amp-tools.js';
 
 /** Bounds the credential-less HTTP probe of a failed attach. */
-export const PROBE_TIMEOUT_MS = 5_000;
+const PROBE_TIMEOUT_MS = 5_000;
 
 const NOTHING = 'nothing was submitted';
 
@@ -43,7 +43,7 @@ function fail(code: keyof typeof ACTION, what: string, retryable = false): Droid
 }
 
 /** What a credential-less request to the endpoint shows: only whether and how HTTP answers. */
-export async function probeEndpoint(url: string, timeoutMs = PROBE_TIMEOUT_MS): Promise<EndpointProbe> {
+async function probeEndpoint(url: string, timeoutMs = PROBE_TIMEOUT_MS): Promise<EndpointProbe> {
   try {
     const res = await fetch(url, {
       method: 'POST',

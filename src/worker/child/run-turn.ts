@@ -15,7 +15,9 @@ import { RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, ty
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
-import { assertBwrapExecutable, confinedEnv, factoryDirOf, listFactoryEntries, runtimeDirOf, sandboxLauncher, type SandboxLauncher } from '../../sandbox/sandbox.js';
+import { assertBwrapExecutable, factoryDirOf, sandboxLauncher, type SandboxLauncher } from '../../sandbox/sandbox.js';
+import { confinedEnv } from '../../sandbox/bwrap-args.js';
+import { listFactoryEntries, runtimeDirOf } from '../../sandbox/turn-paths.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.js';
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '../../evidence/turn-evidence.js';
 import type { Launcher } from '../../evidence/git.js';
@@ -38,7 +40,7 @@ interface TurnState {
   droidSessionId: string | null;
   collector?: TurnCollector;
   submitted: boolean;
-  /** The same confinement as droid's, with a read-only workspace: where git runs (git-evidence.ts). */
+  /** The same confinement as droid's, with a read-only workspace: where git runs (evidence/git.ts). */
   gitLauncher?: Launcher | null;
   evidence?: EvidenceStart;
 }
@@ -65,7 +67,7 @@ const RENAMABLE: readonly TurnOutcome[] = ['succeeded', 'interrupted'];
 
 /**
  * `warm`: a droid this worker spawned before it knew its turn. Used only when
- * it fits the turn (warm.ts `warmFits`); otherwise it is killed and droid
+ * it fits the turn (warm-droid.ts `warmFits`); otherwise it is killed and droid
  * starts cold, exactly as without a pool.
  */
 export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid): Promise<FinishedTurn> {

@@ -56,7 +56,7 @@ function describeStat(path: string, s: { mtimeMs: number; size: number } | null)
   return s ? `${path}:${s.mtimeMs}:${s.size}` : `${path}:-`;
 }
 
-export function startInputsSync(spec: WarmDroidSpec): string {
+function startInputsSync(spec: WarmDroidSpec): string {
   return startInputPaths(spec)
     .map((path) => {
       try {
@@ -68,7 +68,7 @@ export function startInputsSync(spec: WarmDroidSpec): string {
     .join('|');
 }
 
-export async function startInputs(spec: WarmDroidSpec): Promise<string> {
+async function startInputs(spec: WarmDroidSpec): Promise<string> {
   const parts = await Promise.all(startInputPaths(spec).map((path) => stat(path).then((s) => describeStat(path, s), () => describeStat(path, null))));
   return parts.join('|');
 }

@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 const POLL_MS = 20;
 const REKILL_EVERY_MS = 1_000;
-export const STUCK_REPORT_MS = 10_000;
+const STUCK_REPORT_MS = 10_000;
 
 export function killGroup(pgid: number, signal: NodeJS.Signals): void {
   if (pgid <= 0) return;

@@ -12,11 +12,12 @@ import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, 
 import { TextTail } from '../../util/text.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from '../shared/timeline.js';
-import { factoryDirOf, makeTurnTmp } from '../../sandbox/sandbox.js';
+import { factoryDirOf } from '../../sandbox/sandbox.js';
+import { makeTurnTmp } from '../../sandbox/turn-paths.js';
 import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
 
 /** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
-export const WORKER_ENTRY = fileURLToPath(new URL('../child/main.js', import.meta.url));
+const WORKER_ENTRY = fileURLToPath(new URL('../child/main.js', import.meta.url));
 /** Invalid IPC messages kept as diagnostics per turn (all are counted). */
 const MAX_IPC_PROBLEMS = 10;
 
@@ -39,7 +40,7 @@ export interface WorkerOptions {
   /** An IPC message from the worker failed validation and was ignored (for the log). */
   onInvalidMessage?(problem: string): void;
   /**
-   * A pre-forked worker from the warm pool (pool.ts `take`), already leading
+   * A pre-forked worker from the warm pool (warm-pool.ts `take`), already leading
    * its own process group and not yet given a turn; absent: fork one now.
    * Either way the worker runs this one turn and is never reused.
    */
@@ -73,14 +74,23 @@ export interface WorkerHandle {
 /** Why the runner itself killed the group before a result came. */
 type Backstop = 'cancel' | 'deadline' | 'after_result';
 
+/** What the runner learns of a turn while it runs: the message relay, the backstops and the exit path share it. */
+interface TurnWatch {
+  gotResult: boolean;
+  cancelRequested: boolean;
+  /** The session the worker said droid started, and the one its result names. */
+  startedSession: string | null;
+  reportedSession: string | null;
+  firedBackstop: Backstop | null;
+  invalidMessages: number;
+  /** The first MAX_IPC_PROBLEMS invalid messages, kept as diagnostics. */
+  ipcProblems: string[];
+}
+
 export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): WorkerHandle {
   const timeline = turnTimeline(turnSpec.timeoutMs, turnSpec.graceMs);
-  // Sandboxed turns see a private copy of their own session's droid files; it is
-  // copied back once the group is gone (below), whatever ended the turn. Made
-  // first: a failure here throws before any process starts.
-  const resumeId = turnSpec.session.mode === 'resume' ? turnSpec.session.droidSessionId : null;
-  const confined = turnSpec.sandbox.mode === 'bwrap' ? prepareConfinedTurn(turnSpec, resumeId) : null;
-  const spec: TurnSpec = confined && turnSpec.sandbox.mode === 'bwrap' ? { ...turnSpec, sandbox: { ...turnSpec.sandbox, sessionsCopy: confined.sessions.dir, turnTmp: confined.tmp.turnTmp } } : turnSpec;
+  // Made first: a failure here throws before any process starts.
+  const { resumeId, confined, spec } = confineTurn(turnSpec);
   const stderr = new TextTail(16_000);
   let child: ChildProcess;
   try {
@@ -94,58 +104,23 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   const pid = child.pid ?? -1;
 
   let settle!: (result: TurnResult) => void;
-  let gotResult = false;
-  let cancelRequested = false;
-  let startedSession: string | null = null;
-  let reportedSession: string | null = null;
-  let firedBackstop: Backstop | null = null;
+  const watch: TurnWatch = { gotResult: false, cancelRequested: false, startedSession: null, reportedSession: null, firedBackstop: null, invalidMessages: 0, ipcProblems: [] };
   const result = new Promise<TurnResult>((resolve) => (settle = resolve));
 
-  let backstop: NodeJS.Timeout | undefined;
-  const armBackstop = (kind: Backstop, ms: number) => {
-    clearTimeout(backstop);
-    backstop = setTimeout(() => {
-      firedBackstop = kind;
-      killGroup(pid, 'SIGKILL');
-    }, ms);
-  };
+  const backstop = backstopTimer(pid, watch);
   // For a worker that ignores its own deadline.
-  armBackstop('deadline', timeline.deadlineBackstopMs);
+  backstop.arm('deadline', timeline.deadlineBackstopMs);
 
-  // Messages cross a process boundary: each is validated, and an invalid one is
-  // counted and kept as a diagnostic, never acted on. An invalid `terminal` is
-  // not the result: the turn then ends as worker_failed when the worker exits.
-  let invalidMessages = 0;
-  const ipcProblems: string[] = [];
-  const withIpcProblems = (r: TurnResult): TurnResult =>
-    ipcProblems.length ? { ...r, diagnostics: [...r.diagnostics, ...ipcProblems] } : r;
-  child.on('message', (raw: unknown) => {
-    const parsed = parseWorkerMessage(raw);
-    if (!parsed.ok) {
-      const problem = `ipc_invalid_message #${++invalidMessages} from the worker, ignored: ${parsed.problem}`;
-      if (ipcProblems.length < MAX_IPC_PROBLEMS) ipcProblems.push(problem);
-      options.onInvalidMessage?.(problem);
-      return;
-    }
-    const message = parsed.message;
-    if (message.type === 'started') {
-      startedSession = message.droidSessionId;
-      options.onStarted?.(message.droidSessionId);
-    } else if (message.type === 'progress') options.onProgress?.(message.event);
-    else if (message.type === 'rename') options.onRename?.(message.outcome);
-    else if (message.type === 'reply_call') {
-      const id = message.id;
-      const verdict = options.onReplyCall ? options.onReplyCall(message.call).catch(() => false) : Promise.resolve(false);
-      void verdict.then((approve) => post({ type: 'reply_decision', id, approve: approve === true }));
-    } else if (message.type === 'reply_event') options.onReplyEvent?.(message.event);
-    else if (message.type === 'terminal' && !gotResult) {
-      gotResult = true;
-      reportedSession = message.result.droidSessionId;
+  const post = (message: ParentToWorker) => {
+    if (child.connected) child.send(message, () => undefined);
+  };
+  child.on('message', (raw: unknown) =>
+    relayMessage(raw, watch, options, post, (reported) => {
       // From here the worker only renames and closes droid: its own window.
-      armBackstop('after_result', timeline.afterResultMs);
-      settle(withIpcProblems(message.result));
-    }
-  });
+      backstop.arm('after_result', timeline.afterResultMs);
+      settle(reported);
+    }),
+  );
 
   const exited = new Promise<string>((resolve) => {
     child.once('exit', (code, signal) => resolve(signal ? `signal ${signal}` : `code ${code}`));
@@ -153,33 +128,20 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   });
 
   const cleanedUp = exited.then(async (how) => {
-    if (!gotResult) {
-      gotResult = true;
-      // After `started`, the prompt reached droid: the turn may have had effects. An invalid
-      // message may have been that `started`, so in doubt the turn counts as submitted.
-      const evidence = { submitted: startedSession !== null || invalidMessages > 0, droidSessionId: startedSession, stderrTail: stderr.toString() };
-      settle(withIpcProblems(withoutResult(how, firedBackstop, cancelRequested, invalidMessages, spec, evidence)));
+    if (!watch.gotResult) {
+      watch.gotResult = true;
+      settle(withIpcProblems(withoutResult(how, watch, spec, stderr.toString()), watch));
     }
     // droid shares the worker's group; anything left in it goes now.
     try {
       await killGroupAndWait(pid, options.onStuck);
     } finally {
-      clearTimeout(backstop);
+      backstop.clear();
     }
-    // A resumed session keeps its id; a new one is droid's answer to initialize. Then the folders go,
-    // off the event loop (a turn can make them slow to remove: that holds only its own slot); nothing here rejects.
-    // A controller that dies before this leaves the copy for the next start (session-copy.ts recoverSessionCopies).
-    if (confined) {
-      await commitSessions(confined.sessions, resumeId ?? reportedSession ?? startedSession, options);
-      const [copyLeft, tmpLeft] = await Promise.all([confined.sessions.dispose(), confined.tmp.dispose()]);
-      const left = [copyLeft && `the private sessions copy was not removed: ${copyLeft}`, tmpLeft && `the turn's TMPDIR was not removed: ${tmpLeft}`].filter((x): x is string => !!x);
-      if (left.length) options.onSessionCopy?.({ copied: [], refused: left });
-    }
+    // A resumed session keeps its id; a new one is droid's answer to initialize.
+    if (confined) await releaseConfinedTurn(confined, resumeId ?? watch.reportedSession ?? watch.startedSession, options);
   });
 
-  const post = (message: ParentToWorker) => {
-    if (child.connected) child.send(message, () => undefined);
-  };
   post({ type: 'run', spec });
 
   return {
@@ -187,11 +149,11 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
     result,
     cleanedUp,
     cancel() {
-      if (cancelRequested) return;
-      cancelRequested = true;
+      if (watch.cancelRequested) return;
+      watch.cancelRequested = true;
       post({ type: 'cancel' });
       // The worker has its interrupt window to report; after that, a hard stop.
-      if (!gotResult) armBackstop('cancel', timeline.cancelBackstopMs);
+      if (!watch.gotResult) backstop.arm('cancel', timeline.cancelBackstopMs);
     },
     acknowledge() {
       post({ type: 'ack' });
@@ -202,8 +164,78 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   };
 }
 
+/** The runner's own kill timer: one backstop armed at a time; the one that fires is noted in `watch`. */
+function backstopTimer(pid: number, watch: TurnWatch): { arm(kind: Backstop, ms: number): void; clear(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    arm(kind, ms) {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        watch.firedBackstop = kind;
+        killGroup(pid, 'SIGKILL');
+      }, ms);
+    },
+    clear: () => clearTimeout(timer),
+  };
+}
+
+/**
+ * Acts on one IPC message from the worker. Messages cross a process
+ * boundary: each is validated, and an invalid one is counted and kept as a
+ * diagnostic, never acted on. An invalid `terminal` is not the result: the
+ * turn then ends as worker_failed when the worker exits.
+ */
+function relayMessage(raw: unknown, watch: TurnWatch, options: WorkerOptions, post: (message: ParentToWorker) => void, onResult: (result: TurnResult) => void): void {
+  const parsed = parseWorkerMessage(raw);
+  if (!parsed.ok) {
+    const problem = `ipc_invalid_message #${++watch.invalidMessages} from the worker, ignored: ${parsed.problem}`;
+    if (watch.ipcProblems.length < MAX_IPC_PROBLEMS) watch.ipcProblems.push(problem);
+    options.onInvalidMessage?.(problem);
+    return;
+  }
+  const message = parsed.message;
+  if (message.type === 'started') {
+    watch.startedSession = message.droidSessionId;
+    options.onStarted?.(message.droidSessionId);
+  } else if (message.type === 'progress') options.onProgress?.(message.event);
+  else if (message.type === 'rename') options.onRename?.(message.outcome);
+  else if (message.type === 'reply_call') {
+    const id = message.id;
+    const verdict = options.onReplyCall ? options.onReplyCall(message.call).catch(() => false) : Promise.resolve(false);
+    void verdict.then((approve) => post({ type: 'reply_decision', id, approve: approve === true }));
+  } else if (message.type === 'reply_event') options.onReplyEvent?.(message.event);
+  else if (message.type === 'terminal' && !watch.gotResult) {
+    watch.gotResult = true;
+    watch.reportedSession = message.result.droidSessionId;
+    onResult(withIpcProblems(message.result, watch));
+  }
+}
+
+function withIpcProblems(r: TurnResult, watch: TurnWatch): TurnResult {
+  return watch.ipcProblems.length ? { ...r, diagnostics: [...r.diagnostics, ...watch.ipcProblems] } : r;
+}
+
+/** A sandboxed turn's private folders; `dispose` removes them in the background. */
+interface ConfinedTurn {
+  sessions: SessionCopy;
+  tmp: { turnTmp: string; dispose(): Promise<string | null> };
+  dispose(): void;
+}
+
+/**
+ * Sandboxed turns see a private copy of their own session's droid files; it
+ * is copied back once the group is gone (releaseConfinedTurn), whatever ended
+ * the turn. Returns the spec the worker gets, naming the turn's folders.
+ */
+function confineTurn(turnSpec: TurnSpec): { resumeId: string | null; confined: ConfinedTurn | null; spec: TurnSpec } {
+  const resumeId = turnSpec.session.mode === 'resume' ? turnSpec.session.droidSessionId : null;
+  const confined = turnSpec.sandbox.mode === 'bwrap' ? prepareConfinedTurn(turnSpec, resumeId) : null;
+  const spec: TurnSpec = confined && turnSpec.sandbox.mode === 'bwrap' ? { ...turnSpec, sandbox: { ...turnSpec.sandbox, sessionsCopy: confined.sessions.dir, turnTmp: confined.tmp.turnTmp } } : turnSpec;
+  return { resumeId, confined, spec };
+}
+
 /** A sandboxed turn's private folders, named after its run (so a restart finds what a dead controller left). */
-function prepareConfinedTurn(spec: TurnSpec, resumeId: string | null): { sessions: SessionCopy; tmp: { turnTmp: string; dispose(): Promise<string | null> }; dispose(): void } {
+function prepareConfinedTurn(spec: TurnSpec, resumeId: string | null): ConfinedTurn {
   const sessions = prepareSessionCopy(factoryDirOf(spec.droidEnv), spec.workspace, resumeId, spec.runId);
   let tmp: { turnTmp: string; dispose(): Promise<string | null> };
   try {
@@ -213,6 +245,20 @@ function prepareConfinedTurn(spec: TurnSpec, resumeId: string | null): { session
     throw err;
   }
   return { sessions, tmp, dispose: () => void Promise.all([sessions.dispose(), tmp.dispose()]) };
+}
+
+/**
+ * Once the group is gone: copies this session's files back, then removes the
+ * turn's folders, off the event loop (a turn can make them slow to remove:
+ * that holds only its own slot). Never rejects; what is left is reported. A
+ * controller that dies before this leaves the copy for the next start
+ * (session-copy.ts recoverSessionCopies).
+ */
+async function releaseConfinedTurn(confined: ConfinedTurn, droidSessionId: string | null, options: WorkerOptions): Promise<void> {
+  await commitSessions(confined.sessions, droidSessionId, options);
+  const [copyLeft, tmpLeft] = await Promise.all([confined.sessions.dispose(), confined.tmp.dispose()]);
+  const left = [copyLeft && `the private sessions copy was not removed: ${copyLeft}`, tmpLeft && `the turn's TMPDIR was not removed: ${tmpLeft}`].filter((x): x is string => !!x);
+  if (left.length) options.onSessionCopy?.({ copied: [], refused: left });
 }
 
 /** Copies this session's files back once the group is gone. Never rejects; refusals are reported. */
@@ -230,14 +276,11 @@ async function commitSessions(sessions: SessionCopy, droidSessionId: string | nu
  * after asking for a cancel is a cancellation; after the deadline, a timeout;
  * anything else is a worker failure.
  */
-function withoutResult(
-  how: string,
-  backstop: Backstop | null,
-  cancelRequested: boolean,
-  invalidMessages: number,
-  spec: TurnSpec,
-  evidence: Partial<TurnResult>,
-): TurnResult {
+function withoutResult(how: string, watch: TurnWatch, spec: TurnSpec, stderrTail: string): TurnResult {
+  const { firedBackstop: backstop, cancelRequested, invalidMessages } = watch;
+  // After `started`, the prompt reached droid: the turn may have had effects. An invalid
+  // message may have been that `started`, so in doubt the turn counts as submitted.
+  const evidence = { submitted: watch.startedSession !== null || invalidMessages > 0, droidSessionId: watch.startedSession, stderrTail };
   if (cancelRequested && backstop === 'cancel') {
     // Killed by our own backstop after we asked it to stop: the stop was ours.
     const error: ErrorInfo = {

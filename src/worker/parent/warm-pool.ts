@@ -32,7 +32,7 @@ import { forkWorker, startWorker, type WorkerHandle, type WorkerOptions } from '
 import { sweepWarmFolders, WARM_DIR_PREFIX } from './warm-folders.js';
 
 /** Warm droids are retired after this long, so a changed droid install or settings file is picked up. */
-export const WARM_MAX_AGE_MS = 10 * 60_000;
+const WARM_MAX_AGE_MS = 10 * 60_000;
 /** A take is followed by a refill this much later, so the refill does not compete with the turn's own start. */
 export const REFILL_DELAY_MS = 1_000;
 

@@ -27,7 +27,7 @@ import {
 /** How much of a validation problem a diagnostic keeps. */
 const PROBLEM_CHARS = 500;
 
-export const progressEventSchema = z.discriminatedUnion('kind', [
+const progressEventSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('assistant_text'), text: z.string() }).strict(),
   z.object({ kind: z.literal('assistant_partial'), text: z.string() }).strict(),
   z.object({ kind: z.literal('tool_started'), tool: z.string(), input: z.string() }).strict(),
@@ -39,7 +39,7 @@ export const progressEventSchema = z.discriminatedUnion('kind', [
 
 const turnOutcome = z.enum(['succeeded', 'interrupted', 'cancelled', 'failed', 'timed_out']);
 
-export const turnResultSchema = z
+const turnResultSchema = z
   .object({
     outcome: turnOutcome,
     reason: z.string().nullable(),
@@ -72,12 +72,12 @@ const renameOutcome = z.object({ title: z.string().min(1), ok: z.boolean(), erro
 /** A puck call droid asked permission for; `input` is droid's tool input, judged by the controller's gate. */
 const replyCall = z.object({ toolUseId: z.string().min(1), input: z.unknown() }).strict();
 
-export const replyEventSchema = z.discriminatedUnion('kind', [
+const replyEventSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('send_result'), toolUseId: z.string().min(1), ok: z.boolean(), handle: z.string().min(1).nullable() }).strict(),
   z.object({ kind: z.literal('bypass'), tool: z.string(), toolUseId: z.string().min(1) }).strict(),
 ]);
 
-export const workerToParentSchema = z.discriminatedUnion('type', [
+const workerToParentSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('started'), droidSessionId: z.string().min(1), submittedAt: z.iso.datetime() }).strict(),
   z.object({ type: z.literal('progress'), event: progressEventSchema }).strict(),
   z.object({ type: z.literal('terminal'), result: turnResultSchema }).strict(),
@@ -92,7 +92,7 @@ const warmDroidSpec = z
   .object({ droidPath: z.string().min(1), droidEnv: z.record(z.string(), z.string()), dir: z.string().startsWith('/') })
   .strict();
 
-export const parentToWorkerSchema = z.discriminatedUnion('type', [
+const parentToWorkerSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('run'), spec: turnSpecSchema }).strict(),
   z.object({ type: z.literal('warm'), droid: warmDroidSpec.nullable() }).strict(),
   z.object({ type: z.literal('cancel') }).strict(),

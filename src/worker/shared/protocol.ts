@@ -89,7 +89,7 @@ export interface TurnResult {
    * (the error then says why). Absent: no schema was asked for.
    */
   structuredOutput?: Record<string, unknown> | null;
-  /** Files the turn changed (tree-state.ts); null: unknown (not a git work tree, or git failed). Absent: the turn was never submitted. */
+  /** Files the turn changed (evidence/change-set.ts); null: unknown (not a git work tree, or git failed). Absent: the turn was never submitted. */
   changes?: ChangeSet | null;
   /** Context occupancy after the turn; null when droid did not answer. Absent: the turn was never submitted. */
   context?: ContextStats | null;

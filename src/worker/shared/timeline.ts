@@ -29,18 +29,18 @@
  * (interrupt_unconfirmed), never as a worker failure.
  *
  * The slot and workspace lock are released only after all of this, when the
- * process group is gone (see runner.ts waitForGroupGone).
+ * process group is gone (see process-group.ts killGroupAndWait).
  */
 import { SHUTDOWN_BUDGET } from '../../droid/client.js';
 
 /** Scheduling slack on a loaded host: IPC, process start, GC pauses. */
-export const SLACK_MS = 1_000;
+const SLACK_MS = 1_000;
 /** Most a rename may take: spec "min(10 s, runTimeoutMs / 4)", plus the grace. */
-export const RENAME_CAP_MS = 10_000;
+const RENAME_CAP_MS = 10_000;
 /** How long a worker waits for the controller to acknowledge its result. */
 export const ACK_WAIT_MS = 30_000;
 /** Room left after the evidence for reporting the result before the deadline backstop. */
-export const EVIDENCE_MARGIN_MS = 500;
+const EVIDENCE_MARGIN_MS = 500;
 
 export interface TurnTimeline {
   /** Worker: interrupt sent → turn end confirmed, or give up. */
@@ -54,10 +54,11 @@ export interface TurnTimeline {
   /** Runner: hard stop after the result (rename, close, exit). */
   afterResultMs: number;
   /**
-   * Worker: the after-turn evidence (git snapshot, context stats; evidence.ts,
-   * each at most min(5 s, G)) ends by this long after the worker received the
-   * turn, whatever the turn's end: T + 2G - EVIDENCE_MARGIN_MS, inside the
-   * deadline backstop (T + 2G + SLACK from spawn) with room to report.
+   * Worker: the after-turn evidence (git snapshot, context stats;
+   * evidence/turn-evidence.ts, each at most min(5 s, G)) ends by this long
+   * after the worker received the turn, whatever the turn's end:
+   * T + 2G - EVIDENCE_MARGIN_MS, inside the deadline backstop
+   * (T + 2G + SLACK from spawn) with room to report.
    */
   evidenceEndsByMs: number;
   /** Worker: after a cancel, the evidence ends by this long after the cancel came: G + SLACK - margin, inside the cancel backstop. */

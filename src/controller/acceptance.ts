@@ -1,0 +1,279 @@
+/**
+ * Accepting a turn: a new session (`create`) or a follow-up (`send`) take
+ * one path (`accept`); what differs between them is data (a `Request`).
+ *
+ * The path: checks that need no state, then a replay (same key, same
+ * intent: the original acceptance) or a conflict; the I/O (workspace,
+ * catalog) outside the chain; in the chain, the records are built and
+ * committed, and only then does the turn exist in memory, joining the queue.
+ */
+import { randomUUID } from 'node:crypto';
+import { canonicalJson, checkOutputSchema } from '../evidence/output-schema.js';
+import { ControllerError } from '../shared/public-error.js';
+import { acceptedRun, type RunRecord, type SessionRecord } from '../shared/records.js';
+import { crashPoint } from '../util/crash-point.js';
+import type { Admission } from './admission.js';
+import { workspaceChanged, type ControllerState } from './controller-state.js';
+import { fingerprint, type Intent } from './fingerprint.js';
+import { resolveLaunchSettings, type Requested } from './launch-settings.js';
+import { normalizeLabels } from './metadata.js';
+import { isConversationId, nextRoute, routeOf, withReply, type Route } from './reply-route.js';
+import type { Steering } from './steering.js';
+import type { Turn } from './turn.js';
+import type { TurnQueue } from './turn-queue.js';
+import type { SessionView } from './views.js';
+
+export interface CreateInput extends Requested {
+  requestKey: string;
+  workspace: string;
+  prompt: string;
+  replyTo: string | null;
+  title?: string;
+  labels?: string[];
+  outputSchema?: Record<string, unknown>;
+}
+
+export interface SendInput extends Requested {
+  requestKey: string;
+  session: string;
+  prompt: string;
+  interrupt?: boolean;
+  outputSchema?: Record<string, unknown>;
+  /** Omitted: keep the route; a conversation: retarget; null: detach. */
+  replyTo?: string | null;
+}
+
+export interface Acceptance {
+  metadata: { session: string; run: string; requestKey: string; replayed: boolean };
+  admission: Admission;
+  status: SessionView;
+}
+
+/** An acceptance made durable in the chain, reported once the chain is left. */
+interface Accepted {
+  run: RunRecord;
+  turn: Turn;
+  admission: Admission;
+}
+
+/** What a create and a send differ in; `accept` does the rest. */
+interface Request {
+  input: CreateInput | SendInput;
+  intent: Intent;
+  schema: Record<string, unknown> | null;
+  /** Checks made once a replay is ruled out, outside the chain (they may need I/O). */
+  confirm?: () => Promise<void>;
+  /** In the chain, before anything is built: what the new run continues. May refuse. */
+  basis(): Basis;
+}
+
+/** The session a new run belongs to, as it is in the chain. */
+interface Basis {
+  sessionId: string;
+  /** The session's runs so far, in order (none for a new session). */
+  runs: RunRecord[];
+  /** The session's route now (a new session has none yet). */
+  route: Route;
+  /** The session record with `run` at its head, on `route`. */
+  head(run: RunRecord, route: Route, at: string): SessionRecord;
+}
+
+export class TurnAcceptance {
+  constructor(
+    private readonly state: ControllerState,
+    private readonly queue: TurnQueue,
+    private readonly steering: Steering,
+  ) {}
+
+  async create(input: CreateInput): Promise<Acceptance> {
+    this.assertRoutable(input.replyTo);
+    const schema = validOutputSchema(input.outputSchema);
+    // I/O first, outside the chain: a slow catalog must not hold up anyone's cancel.
+    const workspace = await this.state.deps.resolveWorkspace(input.workspace);
+    const title = input.title ?? null;
+    const labels = normalizeLabels(input.labels ?? []);
+    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels, ...schemaIntent(schema) };
+    return this.accept({
+      input,
+      intent,
+      schema,
+      basis: () => {
+        const sessionId = randomUUID();
+        const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
+          id: sessionId,
+          createdAt: at,
+          updatedAt: at,
+          workspace,
+          title,
+          labels,
+          archived: false,
+          replyTo: route.replyTo,
+          replyRouteId: route.routeId ?? undefined,
+          droidSessionId: null,
+          headRunId: run.id,
+          factoryTitle: null,
+        });
+        return { sessionId, runs: [], route: { replyTo: null, routeId: null }, head };
+      },
+    });
+  }
+
+  async send(input: SendInput): Promise<Acceptance> {
+    const schema = validOutputSchema(input.outputSchema);
+    const session = this.state.session(input.session);
+    const interrupt = input.interrupt ?? false;
+    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: input.replyTo, title: null, labels: [], ...schemaIntent(schema) };
+    return this.accept({
+      input,
+      intent,
+      schema,
+      confirm: async () => {
+        this.assertRoutable(input.replyTo === undefined ? session.replyTo : input.replyTo);
+        // The workspace is fixed for the session: it must still be approved and
+        // still resolve to the same directory (no symlink swapped in since).
+        if ((await this.state.deps.resolveWorkspace(session.workspace)) !== session.workspace) throw workspaceChanged();
+      },
+      basis: () => {
+        const runs = this.state.deps.store.runsBySession(session.id);
+        if (runs.some((r) => r.state === 'unknown')) {
+          throw new ControllerError(
+            'session_unknown_outcome',
+            'this session has a turn whose outcome is unknown (the controller stopped mid-turn), so it cannot continue',
+            'Inspect the workspace and droid history locally, then start a new session with a new requestKey.',
+          );
+        }
+        const current = this.state.session(session.id);
+        const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
+          ...current,
+          headRunId: run.id,
+          updatedAt: at,
+          archived: false,
+          replyTo: route.replyTo,
+          replyRouteId: route.routeId ?? undefined,
+        });
+        return { sessionId: session.id, runs, route: routeOf(current), head };
+      },
+    });
+  }
+
+  private async accept(request: Request): Promise<Acceptance> {
+    // A replay never consults the catalog.
+    const early = this.replay(request);
+    if (early) return early;
+    this.state.assertRunning();
+    if (request.confirm) await request.confirm();
+    const catalog = await this.state.deps.models();
+
+    const accepted = await this.state.serialized(async (): Promise<Acceptance | Accepted> => {
+      const replay = this.replay(request);
+      if (replay) return replay;
+      this.state.assertRunning();
+      const { input, intent } = request;
+      const basis = request.basis();
+      // Steering supersedes the session's queued turns, so only the total bounds it
+      // (a new session has no queued turns of its own).
+      this.queue.assertRoom(intent.interrupt ? null : basis.sessionId);
+      // A follow-up inherits what its session ran last; a new session starts from the host's defaults.
+      const settings = resolveLaunchSettings(input, basis.runs.at(-1)?.settings ?? null, this.state.deps.policy, catalog);
+      const at = this.state.now().toISOString();
+      // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
+      const route = nextRoute(basis.route, input.replyTo, randomUUID).route;
+      const run = withReply(
+        acceptedRun({
+          id: randomUUID(),
+          sessionId: basis.sessionId,
+          seq: basis.runs.length + 1,
+          kind: intent.kind,
+          requestKey: input.requestKey,
+          fingerprint: fingerprint(intent),
+          interrupt: intent.interrupt,
+          settings,
+          acceptedAt: at,
+        }),
+        route,
+      );
+      const stops = intent.interrupt ? this.steering.plan(basis.runs, 'superseded', at) : { dropped: [], stopping: [] };
+      const session = basis.head(run, route, at);
+      await this.state.commit({ sessions: [session], runs: [run, ...stops.dropped, ...stops.stopping] });
+      crashPoint('accepted');
+      // Committed: now memory follows.
+      this.steering.apply(stops);
+      const { turn, admission } = this.queue.enqueue(run, session.workspace, input.prompt, stops.stopping, request.schema);
+      return { run, turn, admission };
+    });
+    return this.report(accepted);
+  }
+
+  /** A route needs reply-back configured, and a conversation id. Checked before anything is recorded. */
+  private assertRoutable(replyTo: string | null | undefined): void {
+    if (replyTo === null || replyTo === undefined) return;
+    if (this.state.deps.ampMcpUrl === null) {
+      throw new ControllerError(
+        'reply_back_unavailable',
+        'reply-back is not configured on this host',
+        'Pass replyTo: null for detached work and collect results with droid_wait_for_sessions (the operator enables reply-back with "ampMcp" in the config).',
+      );
+    }
+    if (!isConversationId(replyTo)) {
+      throw new ControllerError('invalid_arguments', 'replyTo must be an Amp conversation id: T- followed by a lowercase UUID', 'Pass the conversation id, or null for detached work.');
+    }
+  }
+
+  /** Same key and same intent: the original acceptance. Different: conflict. */
+  private replay({ input, intent }: Request): Acceptance | undefined {
+    const requestKey = input.requestKey;
+    const original = this.state.deps.store.runByRequestKey(requestKey);
+    if (!original) return undefined;
+    const s = original.settings;
+    const sameSettings =
+      (input.model === undefined || input.model === s.model) &&
+      (input.autonomy === undefined || input.autonomy === s.autonomy) &&
+      (input.reasoningEffort === undefined || input.reasoningEffort === s.reasoningEffort);
+    if (original.fingerprint !== fingerprint(intent) || !sameSettings) {
+      throw new ControllerError(
+        'request_key_conflict',
+        'this requestKey was already used for a different request',
+        'Reuse a requestKey only to retry the identical request; use a new key for new work.',
+      );
+    }
+    return {
+      metadata: { session: original.sessionId, run: original.id, requestKey, replayed: true },
+      admission: { action: 'replayed', waitingFor: [], capacityFull: false, detail: `this requestKey was accepted before; nothing new was queued (the run is ${original.state})` },
+      status: this.state.reader.status(original.sessionId),
+    };
+  }
+
+  /** Outside the chain: a turn admitted at once is reported once its start is recorded, so its status says so. */
+  private async report(accepted: Acceptance | Accepted): Promise<Acceptance> {
+    if (!('turn' in accepted)) return accepted;
+    const { run, turn } = accepted;
+    let admission = accepted.admission;
+    if (admission.action === 'started') {
+      await turn.launched;
+      if (turn.inLine()) admission = { ...admission, action: 'queued', detail: 'admitted, but its start could not be recorded; it keeps its place and is retried shortly' };
+    }
+    return {
+      metadata: { session: run.sessionId, run: run.id, requestKey: run.requestKey!, replayed: false },
+      admission,
+      status: this.state.reader.status(run.sessionId),
+    };
+  }
+}
+
+/**
+ * The caller's outputSchema, checked before anything else (size, depth, keys,
+ * object root, compiles in ajv): a bad one is `invalid_arguments` with the
+ * reason, and nothing is accepted or changed.
+ */
+function validOutputSchema(schema: unknown): Record<string, unknown> | null {
+  if (schema === undefined) return null;
+  const check = checkOutputSchema(schema);
+  if (!check.ok) {
+    throw new ControllerError('invalid_arguments', check.reason, 'Pass outputSchema as a JSON Schema object with "type": "object" at its root, at most 32 KiB serialized, or omit it.');
+  }
+  return check.schema;
+}
+
+function schemaIntent(schema: Record<string, unknown> | null): Pick<Intent, 'outputSchema'> {
+  return schema ? { outputSchema: canonicalJson(schema) } : {};
+}

@@ -1,0 +1,155 @@
+/**
+ * The bubblewrap arguments of a sandbox (sandbox.ts says what it confines)
+ * and the environment droid gets in it. Pure.
+ *
+ * Each flag is there for a measured reason:
+ * - `--cap-drop ALL`: without it a root droid remounted `/` read-write;
+ * - `--ro-bind /proc/sys /proc/sys`: without it a host kernel setting changed;
+ * - `--remount-ro /proc`: `/proc/<droid>/mem` is writable to droid's children
+ *   otherwise (same user); the read-only mount refuses write opens of /proc's
+ *   own files (reopening `/proc/<pid>/fd/N` follows the target's mount: droid's
+ *   stdio are sockets, ENXIO);
+ * - `--seccomp` (seccomp.ts) and `--disable-userns`: no ptrace, no taking
+ *   droid's file descriptors, no new Unix sockets to the host's daemons;
+ * - `/dev` and `/dev/shm` read-only, an empty read-only tmpfs over the user's
+ *   runtime directory, and no socket addresses in droid's environment
+ *   (confinedEnv);
+ * - an empty read-only tmpfs over the private temp root (turn-paths.ts) but
+ *   this turn's own TMPDIR: same user, so modes do not keep turns apart;
+ * - a private TMPDIR, not `--tmpfs /tmp`: writes under `/tmp` must fail, not
+ *   "succeed" into a throwaway mount;
+ * - `--die-with-parent` and the PID namespace: when the worker's group is
+ *   killed, every Execute child (droid starts each in its own session) dies
+ *   with the namespace;
+ * - never `--new-session`: it would take droid out of the worker's group.
+ * Binds come after `--ro-bind / /` and name real, existing paths.
+ */
+import { dirname, join } from 'node:path';
+
+/**
+ * Entries of droid's home never shown to a sandboxed droid: its scratch
+ * (measured writes, see sandbox.ts), made afresh in the per-turn tmpfs, and
+ * `sessions`, which a turn sees only as its private copy.
+ */
+const FACTORY_UNBOUND = ['cache', 'temp', 'snapshots', 'bin', 'logs', 'sessions'] as const;
+/** The per-turn tmpfs of droid's home is capped: droid's ripgrep is ~5 MB; a turn cannot fill the host's memory through it. */
+const FACTORY_TMPFS_BYTES = 256 * 1024 * 1024;
+
+export interface Confinement {
+  /** The turn's workspace; null for a droid that opens no session (catalog read). */
+  workspace: { path: string; writable: boolean } | null;
+  /** droid's own `.factory` folder. */
+  factoryDir: string;
+  /** Names of its host entries shown read-only (turn-paths.ts listFactoryEntries); the rest of it is a per-turn tmpfs. */
+  factoryEntries: readonly string[];
+  /** The private copy droid sees as `<factoryDir>/sessions`; null: no sessions at all (catalog reads). */
+  sessionsCopy: string | null;
+  /** Private per-turn TMPDIR; also the working directory when there is no workspace. */
+  turnTmp: string;
+  /** The service user's runtime directory (sockets of its daemons), covered when it exists. */
+  runtimeDir: string | null;
+  hiddenDirs: readonly string[];
+  hiddenFiles: readonly string[];
+}
+
+/** The file descriptor bwrap reads the seccomp program from (the spawner hands it over: util/child-fd3.ts). */
+const SECCOMP_FD = 3;
+
+/** The bwrap arguments before the command. Pure. */
+export function bwrapArgs(c: Confinement): string[] {
+  const args = [
+    '--die-with-parent',
+    '--unshare-user',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--disable-userns',
+    '--cap-drop',
+    'ALL',
+    '--ro-bind',
+    '/',
+    '/',
+    '--dev',
+    '/dev',
+    '--tmpfs',
+    '/dev/shm',
+    '--remount-ro',
+    '/dev/shm',
+    // A write under /dev must fail, not "succeed" into the throwaway tmpfs (device nodes still work).
+    '--remount-ro',
+    '/dev',
+    '--proc',
+    '/proc',
+    '--ro-bind',
+    '/proc/sys',
+    '/proc/sys',
+    '--remount-ro',
+    '/proc',
+  ];
+  // Other turns' TMPDIRs and sessions copies sit beside this one: covered, and only ours bound back.
+  const tmpRoot = dirname(c.turnTmp);
+  args.push('--tmpfs', tmpRoot, '--bind', c.turnTmp, c.turnTmp, '--remount-ro', tmpRoot, '--setenv', 'TMPDIR', c.turnTmp);
+  if (c.workspace) args.push(c.workspace.writable ? '--bind' : '--ro-bind', c.workspace.path, c.workspace.path);
+  // droid's home: a throwaway tmpfs, its host entries read-only on top of it.
+  args.push('--size', String(FACTORY_TMPFS_BYTES), '--tmpfs', c.factoryDir);
+  for (const name of c.factoryEntries) args.push('--ro-bind', join(c.factoryDir, name), join(c.factoryDir, name));
+  if (c.sessionsCopy) args.push('--bind', c.sessionsCopy, join(c.factoryDir, 'sessions'));
+  // A runtime directory holding a bound path (an odd host) stays: covering it would hide the turn's own folders;
+  // its sockets are still refused by the seccomp filter.
+  const bound = [c.turnTmp, c.factoryDir, ...(c.workspace ? [c.workspace.path] : [])];
+  const runtimeDir = c.runtimeDir;
+  if (runtimeDir && !bound.some((path) => isAtOrBelow(path, runtimeDir))) args.push('--tmpfs', runtimeDir, '--remount-ro', runtimeDir);
+  // Last, so a secret inside a writable bind is still hidden.
+  // Read-only too: a write there must fail, not "succeed" into a throwaway mount.
+  for (const dir of c.hiddenDirs) args.push('--tmpfs', dir, '--remount-ro', dir);
+  for (const file of c.hiddenFiles) args.push('--ro-bind', '/dev/null', file);
+  args.push('--seccomp', String(SECCOMP_FD), '--chdir', c.workspace?.path ?? c.turnTmp, '--');
+  return args;
+}
+
+/** `path` is `dir` or below it. Pure. */
+export function isAtOrBelow(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+}
+
+/** Which entries of droid's home a sandboxed droid sees (read-only): all but FACTORY_UNBOUND, plus the one holding droid itself. Pure. */
+export function shownFactoryEntries(names: readonly string[], factoryDir: string, droidPath?: string): string[] {
+  const holdsDroid = droidPath !== undefined && isAtOrBelow(droidPath, factoryDir) ? droidPath.slice(factoryDir.length + 1).split('/')[0] : undefined;
+  return names.filter((name) => name === holdsDroid || !(FACTORY_UNBOUND as readonly string[]).includes(name)).sort();
+}
+
+/**
+ * Environment variables that name a way to a daemon of the host (agents,
+ * buses, terminal multiplexers, displays, a unix Docker socket, the runtime
+ * directory): droid's environment goes without them under the sandbox.
+ */
+const SOCKET_VARS = [
+  'SSH_AUTH_SOCK',
+  'SSH_AGENT_PID',
+  'GPG_AGENT_INFO',
+  'DBUS_SESSION_BUS_ADDRESS',
+  'DBUS_SYSTEM_BUS_ADDRESS',
+  'TMUX',
+  'TMUX_PANE',
+  'STY',
+  'DISPLAY',
+  'WAYLAND_DISPLAY',
+  'WAYLAND_SOCKET',
+  'XDG_RUNTIME_DIR',
+  'XAUTHORITY',
+  'NOTIFY_SOCKET',
+  'LISTEN_FDS',
+  'LISTEN_PID',
+  'LISTEN_FDNAMES',
+];
+
+/** droid's environment under the sandbox. Pure. */
+export function confinedEnv(env: Readonly<Record<string, string>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env)) {
+    if (SOCKET_VARS.includes(key)) continue;
+    if (key === 'DOCKER_HOST' && !/^(tcp|ssh|https?):\/\//i.test(value)) continue;
+    out[key] = value;
+  }
+  return out;
+}

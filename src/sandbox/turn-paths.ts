@@ -1,0 +1,80 @@
+/**
+ * The host paths a sandbox is built from, made or found when a droid starts:
+ * the private temp root and each turn's TMPDIR in it (bwrap-args.ts covers
+ * the root and binds back only the turn's own), the entries of droid's home
+ * to show, and the runtime directory to cover.
+ */
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DroidError } from '../droid/errors.js';
+import { removeTree } from '../util/remove-tree.js';
+import { shownFactoryEntries } from './bwrap-args.js';
+
+/**
+ * The one folder every per-turn folder of this user lives in (TMPDIRs,
+ * private sessions copies): `<tmpdir>/droid-mcp-<uid>`, a real directory of
+ * ours with mode 700. Every sandbox covers it with an empty read-only tmpfs
+ * and binds back only its own TMPDIR, so no turn sees another turn's files
+ * (same user: modes do not separate them). Refused when someone else made it.
+ */
+export function privateTmpRoot(): string {
+  const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
+  const root = join(tmpdir(), `droid-mcp-${uid}`);
+  try {
+    mkdirSync(root, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const info = lstatSync(root);
+  if (!info.isDirectory() || info.uid !== uid || (info.mode & 0o077) !== 0) {
+    throw new DroidError('sandbox_unavailable', `${root} is not a private directory of this user (a symlink, another owner or a shared mode); remove it and retry`);
+  }
+  return root;
+}
+
+/** The entries of droid's home a sandbox shows, listed now (bwrap binds only existing paths); the home is made when missing. */
+export function listFactoryEntries(factoryDir: string, droidPath?: string): string[] {
+  mkdirSync(factoryDir, { recursive: true, mode: 0o700 });
+  return shownFactoryEntries(readdirSync(factoryDir), factoryDir, droidPath);
+}
+
+/** A turn's private TMPDIR, `turn-<name>` in the private temp root (a random name when none is given); `dispose` never rejects. */
+export function makeTurnTmp(name?: string): { turnTmp: string; dispose(): Promise<string | null> } {
+  const root = privateTmpRoot();
+  let turnTmp: string;
+  if (name === undefined) turnTmp = mkdtempSync(join(root, 'turn-'));
+  else {
+    turnTmp = join(root, `turn-${name}`);
+    mkdirSync(turnTmp, { mode: 0o700 });
+  }
+  return { turnTmp, dispose: () => removeTree(turnTmp) };
+}
+
+/**
+ * What a short-lived sandbox needs from the host: a private TMPDIR, and the
+ * entries of droid's home to show. `droidPath` inside droid's home keeps
+ * its entry visible.
+ */
+export function prepareTurnPaths(factoryDir: string, droidPath?: string): { turnTmp: string; factoryEntries: string[]; dispose(): Promise<string | null> } {
+  const factoryEntries = listFactoryEntries(factoryDir, droidPath);
+  return { ...makeTurnTmp(), factoryEntries };
+}
+
+/** The service user's runtime directory (XDG_RUNTIME_DIR, else /run/user/<uid>), when it exists. */
+export function runtimeDirOf(env: Readonly<Record<string, string>>): string | null {
+  const uid = typeof process.getuid === 'function' ? process.getuid() : null;
+  const candidates = [env.XDG_RUNTIME_DIR, uid === null ? undefined : `/run/user/${uid}`];
+  for (const dir of candidates) {
+    if (dir && dir.startsWith('/') && isDirectory(dir)) return dir;
+  }
+  return null;
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
