@@ -11,7 +11,7 @@ export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
 
 export const TRANSPORTS = ['stdio', 'http'] as const;
 
-export const SANDBOX_MODES = ['bwrap', 'off'] as const;
+const SANDBOX_MODES = ['bwrap', 'off'] as const;
 export type Transport = (typeof TRANSPORTS)[number];
 
 /**
@@ -59,7 +59,7 @@ export interface AmpMcpConfig {
  * 127.0.0.1 or [::1] with an explicit port, no credentials, no fragment.
  * Loopback only, so the endpoint can never be some other remote host.
  */
-export function isLoopbackRelayUrl(value: string): boolean {
+function isLoopbackRelayUrl(value: string): boolean {
   let url: URL;
   try {
     url = new URL(value);
@@ -78,7 +78,7 @@ export function isLoopbackRelayUrl(value: string): boolean {
 }
 
 /** A reply-back URL names no thread: recipients are per session. */
-export function namesThread(value: string): boolean {
+function namesThread(value: string): boolean {
   return /thread/i.test(value);
 }
 

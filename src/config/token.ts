@@ -8,13 +8,13 @@ import { open } from 'node:fs/promises';
 import { ConfigError } from './errors.js';
 import { errCode, sharedMode } from '../util/errno.js';
 
-export const MIN_TOKEN_LENGTH = 32;
+const MIN_TOKEN_LENGTH = 32;
 /** A token is one line; anything larger is not a token file. */
 const MAX_TOKEN_FILE_BYTES = 4096;
 const TOKEN_SHAPE = /^[A-Za-z0-9_-]*$/;
 
 /** How to make a valid file; appended to every refusal. */
-export function tokenHint(path: string): string {
+function tokenHint(path: string): string {
   return (
     `Create one with: umask 077; node -p "require('crypto').randomBytes(32).toString('base64url')" > ${path}` +
     ' (a private file owned by the service user holding at least 32 characters of A-Z a-z 0-9 _ -).'

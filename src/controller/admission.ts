@@ -23,7 +23,7 @@ export interface QueuedTurn extends LockClaim {
   ready?: boolean;
 }
 
-export function conflicts(a: LockClaim, b: LockClaim): boolean {
+function conflicts(a: LockClaim, b: LockClaim): boolean {
   return (a.writer || b.writer) && treesOverlap(a.workspace, b.workspace);
 }
 
@@ -65,7 +65,7 @@ export interface Blocker {
  * earlier turns in line it may not overtake (the rules of `selectRunnable`).
  * Capacity is not a turn; the caller reports it apart.
  */
-export function blockersOf(
+function blockersOf(
   turn: QueuedTurn,
   held: ReadonlyArray<LockClaim & { runId: string }>,
   ahead: readonly QueuedTurn[],

@@ -11,8 +11,8 @@ import type { RunRecord, RunResultFile, RunState } from '../shared/records.js';
 import { LIVE_STATES } from '../shared/records.js';
 import { ControllerError } from '../shared/public-error.js';
 
-export const PAGE_LIMIT_DEFAULT = 25;
-export const PAGE_LIMIT_MAX = 100;
+const PAGE_LIMIT_DEFAULT = 25;
+const PAGE_LIMIT_MAX = 100;
 const HISTORY_CURSOR_VERSION = 1;
 /** Cursors are small; anything longer is not one of ours. */
 const MAX_CURSOR_CHARS = 1_000;
@@ -132,7 +132,7 @@ export function invalidCursor(message: string, action: string): ControllerError 
 /** States after which droid was (or may have been) given the prompt. */
 const REACHED_DROID: readonly RunState[] = ['succeeded', 'interrupted', 'failed', 'timed_out', 'unknown'];
 
-export function reachedDroid(run: RunRecord): boolean {
+function reachedDroid(run: RunRecord): boolean {
   return REACHED_DROID.includes(run.state) || (run.state === 'cancelled' && run.startedAt !== null);
 }
 

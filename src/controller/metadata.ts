@@ -9,7 +9,7 @@ import { ControllerError } from '../shared/public-error.js';
 import { isWorking } from './views.js';
 
 export const MAX_LABELS = 20;
-export const MAX_TITLE_CHARS = 200;
+const MAX_TITLE_CHARS = 200;
 /** Same rule as the create schema, so a label is valid everywhere or nowhere. */
 export const LABEL_PATTERN = /^[a-z0-9][a-z0-9._:-]{0,49}$/;
 
@@ -27,7 +27,7 @@ function invalid(message: string, action: string): ControllerError {
 }
 
 /** Throws `invalid_arguments` naming the first label that breaks the rule. */
-export function assertLabel(label: unknown): asserts label is string {
+function assertLabel(label: unknown): asserts label is string {
   if (typeof label !== 'string' || !LABEL_PATTERN.test(label)) {
     const shown = typeof label === 'string' ? JSON.stringify(label.slice(0, 60)) : typeof label;
     // Rejected rather than lowercased: the create schema rejects too, and a

@@ -14,8 +14,6 @@
  */
 import { isReplyHandle as isHandle } from '../droid/amp-tools.js';
 
-export type ReplyAction = 'send' | 'read_reply';
-
 export type GateVerdict =
   | { approve: true; action: 'send' }
   | { approve: true; action: 'read_reply'; handle: string }

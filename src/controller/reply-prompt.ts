@@ -19,7 +19,7 @@ export interface ReplyPromptContext {
 }
 
 /** Most read_reply calls the model is told to make for one send. */
-export const MAX_REPLY_READS = 6;
+const MAX_REPLY_READS = 6;
 
 export function replyPrompt(c: ReplyPromptContext): string {
   const send = JSON.stringify({ action: 'send', params: { conversationID: c.replyTo, message: '…' } });

@@ -9,8 +9,8 @@ import { head, tail } from '../util/text.js';
 import { hasChanges } from '../shared/evidence-types.js';
 
 export const MAX_EVENTS = 20;
-export const EVENT_FIELD_CHARS = 4_000;
-export const PREVIEW_CHARS = 2_000;
+const EVENT_FIELD_CHARS = 4_000;
+const PREVIEW_CHARS = 2_000;
 
 function describe(event: ProgressEvent): string {
   switch (event.kind) {

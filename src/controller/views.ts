@@ -66,7 +66,7 @@ export interface SessionView {
   latestRun: RunView;
 }
 
-export function notificationOf(run: RunRecord): Notification {
+function notificationOf(run: RunRecord): Notification {
   const reply = run.reply;
   if (!reply) return 'disabled';
   if (reply.failure) return 'failed';
@@ -78,7 +78,7 @@ export function isWorking(state: RunState): boolean {
   return state === 'queued' || LIVE_STATES.includes(state);
 }
 
-export function runView(run: RunRecord): RunView {
+function runView(run: RunRecord): RunView {
   return {
     run: run.id,
     seq: run.seq,

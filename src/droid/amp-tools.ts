@@ -11,7 +11,7 @@
 
 /** The name the controller attaches the Amp server under. */
 export const AMP_SERVER = 'amp-puck';
-export const PUCK_ID = `mcp_${AMP_SERVER}_puck`;
+const PUCK_ID = `mcp_${AMP_SERVER}_puck`;
 export const PUCK_LLM_ID = `${AMP_SERVER}___puck`;
 const ID_PREFIX = `mcp_${AMP_SERVER}_`;
 const LLM_PREFIX = `${AMP_SERVER}___`;

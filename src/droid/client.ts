@@ -136,7 +136,7 @@ export interface DecisionLog {
   unknownRequests: string[];
 }
 
-export const MAX_DECISIONS = 50;
+const MAX_DECISIONS = 50;
 /**
  * Closing droid: close_session is answered in milliseconds by a healthy droid;
  * after stdin EOF droid lingers ~6 s (cloud sync, measured), so a short exit

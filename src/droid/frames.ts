@@ -4,7 +4,7 @@
  */
 import type { RpcErrorBody } from './errors.js';
 
-export const FACTORY_API_VERSION = '1.0.0';
+const FACTORY_API_VERSION = '1.0.0';
 
 export interface RequestFrame {
   jsonrpc: '2.0';

@@ -1,7 +1,7 @@
 /** Typed views of the `droid.session_notification` payloads we act on. */
 import type { NotificationFrame } from './frames.js';
 
-export const SESSION_NOTIFICATION = 'droid.session_notification';
+const SESSION_NOTIFICATION = 'droid.session_notification';
 
 export interface TokenUsage {
   inputTokens: number;

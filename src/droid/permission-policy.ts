@@ -9,8 +9,8 @@ import { AMP_SERVER, isServerToolId, PUCK_LLM_ID } from './amp-tools.js';
 export const AUTONOMY_LEVELS = ['off', 'low', 'medium', 'high'] as const;
 export type Autonomy = (typeof AUTONOMY_LEVELS)[number];
 
-export const PROCEED_ONCE = 'proceed_once';
-export const CANCEL = 'cancel';
+const PROCEED_ONCE = 'proceed_once';
+const CANCEL = 'cancel';
 const SUMMARY_CHARS = 300;
 
 export interface PermissionRecord {

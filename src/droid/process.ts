@@ -9,8 +9,8 @@ import { DroidConnection } from './connection.js';
 import { DroidError } from './errors.js';
 import { TextTail } from '../util/text.js';
 
-export const DROID_EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
-export const STDERR_TAIL_CHARS = 16_000;
+const DROID_EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
+const STDERR_TAIL_CHARS = 16_000;
 const EXIT_DRAIN_MS = 200;
 
 export interface DroidExit {

@@ -5,11 +5,11 @@
 import { normalizeUsage, textOf, type SessionNotification, type TokenUsage } from './notifications.js';
 import { head, summarize, tail } from '../util/text.js';
 
-export const FINAL_TEXT_CHARS = 16_000;
-export const FIELD_CHARS = 4_000;
-export const MAX_TRANSCRIPT_ENTRIES = 500;
+const FINAL_TEXT_CHARS = 16_000;
+const FIELD_CHARS = 4_000;
+const MAX_TRANSCRIPT_ENTRIES = 500;
 /** Streaming text reaches the controller at most this often. */
-export const PARTIAL_EVERY_MS = 250;
+const PARTIAL_EVERY_MS = 250;
 
 export interface ToolSpan {
   kind: 'tool';

@@ -9,7 +9,7 @@ import { DroidError } from './errors.js';
 import { assertDroidExecutable } from './process.js';
 import { head } from '../util/text.js';
 
-export const VERSION_TIMEOUT_MS = 10_000;
+const VERSION_TIMEOUT_MS = 10_000;
 /** `0.225.2`, `0.215.0`, `1.2.3-beta.1`, `0.225.2-mock`. */
 const VERSION = /^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?$/;
 

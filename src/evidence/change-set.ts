@@ -33,7 +33,7 @@ export interface TreeState {
 export type CommittedChange = 'A' | 'M' | 'D';
 
 
-export const MAX_CHANGED_PATHS = 200;
+const MAX_CHANGED_PATHS = 200;
 
 /**
  * Parses `git status --porcelain=v2 --branch -z --no-renames`: the HEAD
@@ -74,7 +74,7 @@ export function parseNameStatusZ(output: string): Map<string, CommittedChange> {
 }
 
 /** Whether a dirty path (by its status letters) exists at HEAD: untracked and newly added ones do not. */
-export function inHead(xy: string): boolean {
+function inHead(xy: string): boolean {
   return xy !== '??' && xy[0] !== 'A';
 }
 

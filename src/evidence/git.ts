@@ -46,10 +46,10 @@ export interface GitOptions {
 }
 
 /** More dirty paths than this: contents are not hashed and the change set is unknown. */
-export const MAX_DIRTY_PATHS = 20_000;
+const MAX_DIRTY_PATHS = 20_000;
 const MAX_OUTPUT_BYTES = 32 * 1024 * 1024;
 
-export class GitUnavailable extends Error {}
+class GitUnavailable extends Error {}
 
 /** Fixed options: no hooks, no pager, no fsmonitor, no optional locks, no external helpers. */
 const HARDENING = [
@@ -76,7 +76,7 @@ function gitEnv(): Record<string, string> {
 }
 
 /** Runs one git command in the workspace; resolves its stdout, rejects GitUnavailable. */
-export function git(opts: GitOptions, args: readonly string[], stdin?: string): Promise<string> {
+function git(opts: GitOptions, args: readonly string[], stdin?: string): Promise<string> {
   const remaining = opts.deadline - Date.now();
   if (remaining <= 0) return Promise.reject(new GitUnavailable('git time budget exhausted'));
   const gitArgs = [...HARDENING, ...args];

@@ -15,9 +15,9 @@ export const MAX_SCHEMA_DEPTH = 32;
 /** Limit on the number of object keys in a schema, over all levels. */
 export const MAX_SCHEMA_KEYS = 2_000;
 /** Serialized size limit of a structured output we keep and show. */
-export const MAX_OUTPUT_BYTES = 16 * 1024;
+const MAX_OUTPUT_BYTES = 16 * 1024;
 /** How many validation problems a result keeps. */
-export const MAX_PROBLEMS = 10;
+const MAX_PROBLEMS = 10;
 
 export type JsonObject = { [key: string]: unknown };
 

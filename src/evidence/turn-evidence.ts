@@ -13,9 +13,9 @@ import type { TurnResult, TurnSpec } from '../worker/shared/protocol.js';
 import { namesPathOutside, type TreeState } from './change-set.js';
 
 /** Most time one snapshot (before or after) may take; a slower repository reads as unknown. */
-export const SNAPSHOT_BUDGET_MS = 5_000;
+const SNAPSHOT_BUDGET_MS = 5_000;
 /** Most time droid gets to answer get_context_stats. */
-export const CONTEXT_STATS_MS = 2_000;
+const CONTEXT_STATS_MS = 2_000;
 
 export interface EvidenceStart {
   /** The tree before the turn; null when it is not a git work tree or git failed. */

@@ -11,7 +11,7 @@
 import type { SessionController } from '../controller/controller.js';
 import type { SessionView } from '../controller/views.js';
 
-export const PROGRESS_INTERVAL_MS = 3_000;
+const PROGRESS_INTERVAL_MS = 3_000;
 const DETAIL_CHARS = 120;
 
 export interface ProgressUpdate {

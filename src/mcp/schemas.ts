@@ -130,7 +130,7 @@ export const sessionView = z.object({
   latestRun: runView,
 });
 
-export const admission = z
+const admission = z
   .object({
     action: z
       .enum(['started', 'queued', 'interrupting', 'replayed'])

@@ -13,7 +13,7 @@ import { TOOLS, type ToolCall, type ToolContext, type ToolDefinition } from './t
 import type { Log } from '../util/logger.js';
 import type { ProgressSink } from './progress.js';
 
-export const SERVER_NAME = 'droid-mcp';
+const SERVER_NAME = 'droid-mcp';
 export const SERVER_VERSION = '0.1.0';
 
 /** Unexpected tool failures are logged; callers only see a generic error. */
@@ -43,7 +43,7 @@ export function toolListing(def: ToolDefinition) {
  * The rejection travels as JSON text: MCP clients validate any
  * structuredContent against the tool's output schema, errors included.
  */
-export function errorResult(error: PublicError): CallToolResult {
+function errorResult(error: PublicError): CallToolResult {
   return { content: [{ type: 'text', text: JSON.stringify({ error }) }], isError: true };
 }
 

@@ -67,9 +67,9 @@ export const sessionRecordSchema = z
     path: ['replyRouteId'],
   });
 
-export const replyHandleRecord = z.object({ handle: z.string().min(1), routeId: id }).strict();
+const replyHandleRecord = z.object({ handle: z.string().min(1), routeId: id }).strict();
 
-export const runReply = z
+const runReply = z
   .object({
     routeId: id,
     accepted: z.number().int().min(0),

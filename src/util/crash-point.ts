@@ -25,7 +25,7 @@ export const CRASH_POINTS = [
 
 export type CrashPointName = (typeof CRASH_POINTS)[number];
 
-export const CRASH_AT_VAR = 'DROID_MCP_CRASH_AT';
+const CRASH_AT_VAR = 'DROID_MCP_CRASH_AT';
 
 export interface CrashPlan {
   name: CrashPointName;

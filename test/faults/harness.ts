@@ -19,8 +19,6 @@ export interface HistoryItem {
   text?: string;
 }
 
-export const LIVE_OR_QUEUED = ['queued', 'starting', 'running', 'cancelling'];
-
 export async function until(predicate: () => boolean | Promise<boolean>, ms = 20_000, what = 'condition'): Promise<void> {
   const end = Date.now() + ms;
   while (!(await predicate())) {
@@ -30,7 +28,7 @@ export async function until(predicate: () => boolean | Promise<boolean>, ms = 20
 }
 
 /** Whether `pid` is a live (non-zombie) process. */
-export function alive(pid: number): boolean {
+function alive(pid: number): boolean {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);

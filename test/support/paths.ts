@@ -19,9 +19,9 @@ function findRepoRoot(): string {
 
 export const REPO_ROOT = findRepoRoot();
 /** The droid CLI pinned as a dev dependency. */
-export const PINNED_DROID_PATH = join(REPO_ROOT, 'node_modules/@factory/cli-linux-x64/bin/droid');
+const PINNED_DROID_PATH = join(REPO_ROOT, 'node_modules/@factory/cli-linux-x64/bin/droid');
 /** Names another droid binary for the whole test bed (`npm run test:compat` sets it). */
-export const TEST_DROID_VAR = 'DROID_MCP_TEST_DROID';
+const TEST_DROID_VAR = 'DROID_MCP_TEST_DROID';
 
 function testDroidPath(): string {
   const chosen = process.env[TEST_DROID_VAR];

@@ -4,7 +4,7 @@
  */
 import { acceptedRun, type RunRecord, type SessionRecord } from '../../src/shared/records.js';
 
-export const RECORD_AT = '2030-01-01T00:00:00.000Z';
+const RECORD_AT = '2030-01-01T00:00:00.000Z';
 
 export function runRecord(over: Partial<RunRecord> & Pick<RunRecord, 'sessionId' | 'seq'>): RunRecord {
   const { sessionId, seq } = over;

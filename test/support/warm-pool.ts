@@ -4,7 +4,7 @@
  * config a test writes, cold workers in the wire harness); unset or 1 runs
  * with it on, the product default. CI runs both (.ci/run).
  */
-export const WARM_POOL_VAR = 'DROID_MCP_TEST_WARM_POOL';
+const WARM_POOL_VAR = 'DROID_MCP_TEST_WARM_POOL';
 
 export function warmPoolOn(): boolean {
   const value = process.env[WARM_POOL_VAR];

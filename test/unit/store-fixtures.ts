@@ -14,7 +14,7 @@ import { runRecord, sessionRecord } from '../support/records.js';
 import { unsyncedFs, type CrashFs, type ImageKind } from './store-crash-fs.js';
 
 export const T0 = '2030-01-01T00:00:00.000Z';
-export const silent: Log = { info() {}, warn() {}, error() {} };
+const silent: Log = { info() {}, warn() {}, error() {} };
 export const IMAGE_KINDS: ImageKind[] = ['synced', 'metadata-first'];
 /** The errors a disk gives: full, failing, and permissions taken away. */
 export const ERRNOS = ['ENOSPC', 'EIO', 'EACCES'] as const;
@@ -32,7 +32,7 @@ export async function removeTemps(): Promise<void> {
   for (const base of bases.splice(0)) await rm(base, { recursive: true, force: true });
 }
 
-export function session(id: string, headRunId: string, over: Partial<SessionRecord> = {}): SessionRecord {
+function session(id: string, headRunId: string, over: Partial<SessionRecord> = {}): SessionRecord {
   return sessionRecord({ id, createdAt: T0, updatedAt: T0, workspace: '/work/space', headRunId, ...over });
 }
 

@@ -6,7 +6,7 @@
 import { JSONRPCMessageSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
 /** Mirrors the SDK transport's own batch bound. */
-export const MAX_BATCH = 100;
+const MAX_BATCH = 100;
 
 export type Envelope =
   | { ok: true; messages: JSONRPCMessage | JSONRPCMessage[] }

@@ -61,7 +61,7 @@ function header(headers: IncomingHttpHeaders, name: string): string | undefined 
  * The spec's checks of a POST, in the SDK transport's order; pure. Returns
  * the refusal, or the ids of the requests to answer (distinct, in order).
  */
-export function admit(
+function admit(
   headers: IncomingHttpHeaders,
   messages: readonly JSONRPCMessage[],
 ): { ok: true; requestIds: RequestId[] } | { ok: false; refusal: Refusal; reason: string } {

@@ -18,7 +18,7 @@
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 
 /** Idle servers kept; more than this in flight are built for the moment and dropped after. */
-export const MAX_IDLE_SERVERS = 32;
+const MAX_IDLE_SERVERS = 32;
 
 export interface ServerLender {
   /** A server connected to nothing that no client has initialized. */
