@@ -11,9 +11,10 @@ import { isWorking } from './views.js';
 export const MAX_LABELS = 20;
 const MAX_TITLE_CHARS = 200;
 /** Same rule as the create schema, so a label is valid everywhere or nowhere. */
-export const LABEL_PATTERN = /^[a-z0-9][a-z0-9._:-]{0,49}$/;
+export const MAX_LABEL_CHARS = 50;
+export const LABEL_PATTERN = new RegExp(`^[a-z0-9][a-z0-9._:-]{0,${MAX_LABEL_CHARS - 1}}$`);
 
-const LABEL_RULE = 'a label is 1 to 50 characters: lowercase letters, digits and . _ : - (starting with a letter or digit)';
+const LABEL_RULE = `a label is 1 to ${MAX_LABEL_CHARS} characters: lowercase letters, digits and . _ : - (starting with a letter or digit)`;
 
 export interface SessionUpdate {
   /** A new title, or null to clear it. */

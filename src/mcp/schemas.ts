@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { autonomySchema, errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../shared/record-schemas.js';
 import { changeSet, contextStats } from '../shared/evidence-types.js';
+import { MAX_LABEL_CHARS, MAX_LABELS } from '../controller/metadata.js';
 import { CONVERSATION_ID } from '../controller/reply-route.js';
 
 const requestKey = z.string().min(1).max(200).describe('Stable idempotency key: retry with the same key and identical arguments.');
@@ -20,7 +21,7 @@ const outputSchema = z
       'structured_output_missing or structured_output_invalid.',
   );
 const conversation = z.string().regex(CONVERSATION_ID, 'a conversation id is T- followed by a lowercase UUID');
-const label = z.string().min(1).max(50).regex(/^[a-z0-9][a-z0-9._:-]*$/, 'labels are lowercase letters, digits and . _ : -');
+const label = z.string().min(1).max(MAX_LABEL_CHARS).regex(/^[a-z0-9][a-z0-9._:-]*$/, 'labels are lowercase letters, digits and . _ : -');
 
 export const createInput = z.strictObject({
   requestKey,
@@ -35,7 +36,7 @@ export const createInput = z.strictObject({
   autonomy: autonomySchema.optional().describe('off = read-only Spec mode; low/medium/high allow real actions, up to the host ceiling.'),
   reasoningEffort: reasoningEffort.optional(),
   title: z.string().min(1).max(200).optional(),
-  labels: z.array(label).max(20).optional(),
+  labels: z.array(label).max(MAX_LABELS).optional(),
   outputSchema: outputSchema.optional(),
 });
 
@@ -207,7 +208,7 @@ export const findInput = z.strictObject({
   query: z.string().min(1).max(500).optional().describe('Case-insensitive text over title, labels and output preview (never prompts).'),
   state: z.enum(['working', 'idle', 'unknown']).optional(),
   workspace: z.string().min(1).max(4096).optional().describe('That directory and its descendants.'),
-  labels: z.array(label).min(1).max(20).optional().describe('Sessions carrying all of these labels.'),
+  labels: z.array(label).min(1).max(MAX_LABELS).optional().describe('Sessions carrying all of these labels.'),
   after: isoDate.optional().describe('Created at or after this ISO date-time (inclusive).'),
   before: isoDate.optional().describe('Created before this ISO date-time (exclusive).'),
   archived: z.boolean().optional().describe('Archived sessions are hidden unless true, which selects archived ones only.'),
@@ -223,9 +224,9 @@ export const updateInput = z.strictObject({
   session: sessionHandle,
   title: z.string().min(1).max(200).nullable().optional().describe('New title, or null to clear it.'),
   labels: z
-    .strictObject({ add: z.array(label).max(20).optional(), remove: z.array(label).max(20).optional() })
+    .strictObject({ add: z.array(label).max(MAX_LABELS).optional(), remove: z.array(label).max(MAX_LABELS).optional() })
     .optional()
-    .describe('Labels to add and remove (lowercase; at most 20 per session).'),
+    .describe(`Labels to add and remove (lowercase; at most ${MAX_LABELS} per session).`),
   archived: z.boolean().optional(),
 });
 

@@ -7,6 +7,7 @@ import type { z } from 'zod';
 import type { CatalogModel } from '../droid/client.js';
 import type { SessionController } from '../controller/controller.js';
 import type { LaunchDefaults } from '../controller/launch-settings.js';
+import { MAX_LABELS } from '../controller/metadata.js';
 import * as s from './schemas.js';
 import { waitWithProgress, type ProgressSink } from './progress.js';
 
@@ -157,7 +158,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'droid_update_session',
     title: 'Update session metadata',
     description:
-      "Change a session's title, labels ({add, remove}; lowercase, at most 20) or archived flag. Controller metadata only: " +
+      `Change a session's title, labels ({add, remove}; lowercase, at most ${MAX_LABELS}) or archived flag. Controller metadata only: ` +
       'it never cancels work or changes routing or settings. A new title is applied in Factory after the next turn. ' +
       'Archiving a session with queued or running turns is rejected; a new message restores an archived session.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21","title":"Auth refactor","labels":{"add":["backend"]}}',
