@@ -1,7 +1,7 @@
 /**
  * Seeds a controller state directory directly (snapshot file, written by the
  * store's own snapshot writer), so benchmarks measure the system, not the
- * seeding. Records follow src/store/records.ts.
+ * seeding. Records follow src/shared/records.ts.
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';

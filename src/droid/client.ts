@@ -140,7 +140,7 @@ const MAX_DECISIONS = 50;
 /**
  * Closing droid: close_session is answered in milliseconds by a healthy droid;
  * after stdin EOF droid lingers ~6 s (cloud sync, measured), so a short exit
- * wait is followed by SIGKILL. Part of the turn timeline (worker/timeline.ts).
+ * wait is followed by SIGKILL. Part of the turn timeline (worker/shared/timeline.ts).
  */
 export const SHUTDOWN_BUDGET = { closeMs: 500, exitWaitMs: 300 } as const;
 

@@ -18,7 +18,7 @@ export type DroidErrorCode =
   | 'sandbox_unavailable'
   | 'turn_spec_invalid'
   | 'worker_failed'
-  // Reply-back preflight (see worker/amp-preflight.ts): nothing was submitted.
+  // Reply-back preflight (see worker/child/amp-preflight.ts): nothing was submitted.
   | 'amp_mcp_not_started'
   | 'amp_mcp_unreachable'
   | 'amp_mcp_auth_required'

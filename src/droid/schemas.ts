@@ -2,7 +2,7 @@
  * Runtime schemas of the shapes droid's turns produce (errors, usage,
  * permission and question records, transcript entries). They live at the
  * bottom layer because two boundaries check them: worker ↔ controller IPC
- * (worker/ipc.ts) and the state read back from disk (store/schemas.ts).
+ * (worker/shared/ipc.ts) and the state read back from disk (shared/record-schemas.ts).
  * The assertions at the bottom make the compiler fail if a schema and its
  * TypeScript type drift apart.
  */

@@ -1,7 +1,7 @@
 /**
  * What a turn changed in a git work tree, from two snapshots of its state:
  * `git status --porcelain=v2 -z` plus git blob ids of the dirty paths, taken
- * before and after the turn. Pure: the git calls live in git-evidence.ts.
+ * before and after the turn. Pure: the git calls live in git.ts.
  *
  * Comparing content ids (not only status letters) is what catches a file that
  * was already dirty before the turn and was changed again by it. Renames are

@@ -1,6 +1,6 @@
 /**
  * Snapshots of a workspace's git state before and after a turn, for the
- * changed-files evidence (the diff itself is pure, in tree-state.ts).
+ * changed-files evidence (the diff itself is pure, in change-set.ts).
  *
  * Git runs in the worker with a bounded time, never with the caller's hooks,
  * pager, fsmonitor, external diff or textconv, and without system or global

@@ -20,7 +20,7 @@ export function expectRejection(fn: () => unknown, code: string): ControllerErro
 
 /**
  * What a run left in a temp folder: every entry, except the sandbox's
- * private temp root (`droid-mcp-<uid>`, src/worker/sandbox.ts), which stays
+ * private temp root (`droid-mcp-<uid>`, src/sandbox/sandbox.ts), which stays
  * by design but must be empty; its leftovers are listed inside it.
  */
 export function leftBehind(dir: string): string[] {

@@ -240,7 +240,7 @@ describe('SessionController', () => {
     expect(turns[0]!.spec.renameTo).toBe('First');
     turns[0]!.finish({});
     await controller.waitForSessions([a.metadata.session], 5);
-    // The worker reports the rename after the result, as in src/worker/main.ts.
+    // The worker reports the rename after the result, as in src/worker/child/main.ts.
     turns[0]!.options.onRename!({ title: 'First', ok: false, error: 'droid said no' });
     await tick(10);
     const first = store.runs.get(a.metadata.run)!;

@@ -1,5 +1,5 @@
 /**
- * The HTTP transport lends pooled MCP servers to requests (src/mcp/http-pool.ts).
+ * The HTTP transport lends pooled MCP servers to requests (src/mcp/http/idle-servers.ts).
  * These tests check that reuse never mixes requests up: concurrent clients
  * using the same JSON-RPC ids each get their own answers, a request cut off by
  * its client aborts only its own tool call, a server that a client initialized

@@ -1,5 +1,5 @@
 /**
- * The fast record checks used at start-up (src/store/record-guard.ts) may
+ * The fast record checks used at start-up (src/store/formats/record-guard.ts) may
  * speed loading up but never accept what the zod schemas refuse: checked on
  * valid records of every shape and on many damaged copies of them.
  */

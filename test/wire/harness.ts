@@ -48,7 +48,7 @@ export function baseSpec(tag: string, env: Record<string, string>, over: Partial
 }
 
 /**
- * A worker prepared the way the warm pool prepares one (src/worker/pool.ts):
+ * A worker prepared the way the warm pool prepares one (src/worker/parent/warm-pool.ts):
  * forked before its turn and told to warm up, with a pre-spawned droid in a
  * private neutral folder when the turn is unconfined. The turn follows at
  * once, so every worker test runs the warm code path with the pool on.

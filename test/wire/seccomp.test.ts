@@ -1,5 +1,5 @@
 /**
- * The seccomp program (src/worker/seccomp.ts), checked three ways:
+ * The seccomp program (src/sandbox/seccomp.ts), checked three ways:
  * - its syscall numbers against libseccomp's own tables (`scmp_sys_resolver`,
  *   Debian package `seccomp`, installed by .ci/run), for both architectures;
  * - by the kernel, which validates it at load and runs it: under bwrap with

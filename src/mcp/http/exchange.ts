@@ -2,8 +2,8 @@
  * One stateless MCP exchange over HTTP: the Streamable HTTP rules of the
  * spec for a POST (as the SDK's server transport applies them in stateless
  * JSON response mode), then the already-validated messages handed to an MCP
- * server lent by the pool (see http-pool.ts) through a transport of the
- * exchange's own (http-json-transport.ts), and the server handed back closed.
+ * server lent by the idle servers (see idle-servers.ts) through a transport of the
+ * exchange's own (json-transport.ts), and the server handed back closed.
  *
  * Every refusal is decided before a server is taken, so a refused request
  * runs nothing and changes nothing. Every failure comes back to the

@@ -4,7 +4,7 @@
  * handler table and JSON Schema validator) every time.
  *
  * What is per request stays per request: each request gets a transport of
- * its own (http-json-transport.ts) and the server is connected to it alone
+ * its own (json-transport.ts) and the server is connected to it alone
  * for that request. Closing the connection is what
  * makes a server fit for the next one: the SDK's `Protocol` keeps every
  * request's state (abort controllers by request id, progress and response

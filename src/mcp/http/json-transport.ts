@@ -5,7 +5,7 @@
  * builds Web Request/Response objects, checks every message against zod
  * schemas again and can also stream SSE, none of which a stateless JSON
  * endpoint needs: the listener has already read and validated the body as
- * JSON-RPC (http-envelope.ts), so this transport is handed the messages,
+ * JSON-RPC (envelope.ts), so this transport is handed the messages,
  * delivers them to the MCP server it is connected to, and collects exactly
  * one response per request id. Whatever else the server sends (progress and
  * other notifications, requests to the client) has no place in a JSON

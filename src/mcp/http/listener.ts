@@ -43,7 +43,7 @@ export interface HttpListenerOptions {
   port: number;
   publicUrl?: string;
   limits?: Partial<HttpLimits>;
-  /** Builds the MCP servers lent to requests (see http-pool.ts); a seam for tests that inject failures. */
+  /** Builds the MCP servers lent to requests (see idle-servers.ts); a seam for tests that inject failures. */
   newServer?: (ctx: ToolContext, log: HttpLog) => McpServer;
 }
 

@@ -2,7 +2,7 @@
  * The request pipeline of the HTTP transport. Guards run in a fixed order,
  * each before anything costlier: route and method, bearer token, Host and
  * Origin, size, JSON, JSON-RPC envelope, the Streamable HTTP rules (Accept,
- * Content-Type, protocol version, batches: http-mcp.ts), and only then MCP.
+ * Content-Type, protocol version, batches: exchange.ts), and only then MCP.
  * Nothing reaches a tool (or reads a body) without the right token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
