@@ -2,13 +2,13 @@ import { constants } from 'node:fs';
 import { access, readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
+import { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
 import { placementProblems } from './placement.js';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { errCode, sharedMode } from '../util/errno.js';
 import {
   AMP_MCP_URL,
-  AUTONOMY_ORDER,
   CONFIG_DEFAULTS,
   CONFIG_KEYS,
   REMOVED_KEYS,
@@ -57,7 +57,7 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     throw invalid(
       configPath,
       'defaultAutonomy',
-      `"${defaultAutonomy}" is above maxAutonomy "${maxAutonomy}" (order ${AUTONOMY_ORDER.join(' < ')}); lower defaultAutonomy, raise maxAutonomy, or omit defaultAutonomy to inherit the ceiling`,
+      `"${defaultAutonomy}" is above maxAutonomy "${maxAutonomy}" (order ${AUTONOMY_LEVELS.join(' < ')}); lower defaultAutonomy, raise maxAutonomy, or omit defaultAutonomy to inherit the ceiling`,
     );
   }
   if (file.transport === 'http' && file.tokenFile === undefined) {

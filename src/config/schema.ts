@@ -1,10 +1,6 @@
 import { isAbsolute } from 'node:path';
 import { z } from 'zod';
-
 import { AUTONOMY_LEVELS, type Autonomy } from '../droid/permission-policy.js';
-
-export { type Autonomy };
-export const AUTONOMY_ORDER = AUTONOMY_LEVELS;
 
 export const REASONING_EFFORTS = ['off', 'none', 'dynamic', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
 export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
@@ -35,7 +31,7 @@ export const CONFIG_DEFAULTS = {
 const MAX_TIMER_MS = 2_147_483_647;
 
 export function autonomyAtMost(a: Autonomy, ceiling: Autonomy): boolean {
-  return AUTONOMY_ORDER.indexOf(a) <= AUTONOMY_ORDER.indexOf(ceiling);
+  return AUTONOMY_LEVELS.indexOf(a) <= AUTONOMY_LEVELS.indexOf(ceiling);
 }
 
 /**
@@ -206,8 +202,8 @@ export const configFileSchema = z.strictObject(
     stateDirectory: absolutePath('the private (chmod 700) controller state directory'),
     droidPath: absolutePath('the droid CLI executable').optional(),
     transport: oneOf(TRANSPORTS).default(CONFIG_DEFAULTS.transport),
-    maxAutonomy: oneOf(AUTONOMY_ORDER).default(CONFIG_DEFAULTS.maxAutonomy),
-    defaultAutonomy: oneOf(AUTONOMY_ORDER).optional(),
+    maxAutonomy: oneOf(AUTONOMY_LEVELS).default(CONFIG_DEFAULTS.maxAutonomy),
+    defaultAutonomy: oneOf(AUTONOMY_LEVELS).optional(),
     defaultModel: modelId
       .refine((v) => !looksFast(v), {
         error: (issue) =>

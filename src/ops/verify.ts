@@ -8,7 +8,7 @@
  * They run against whatever droid login the calling user has: an operator's
  * real one, or in CI the pinned CLI with the scripted model (src/testbed/).
  */
-import { AUTONOMY_ORDER } from '../config/schema.js';
+import { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -82,7 +82,7 @@ export function verifyOptions(values: OptionValues<typeof SHARED_ARGS>, defaultT
   const model = values.model;
   if (typeof model !== 'string' || model === '') throw new CommandRefusal('--model ID is required (an id from the live catalog)');
   const autonomy = values.autonomy ?? 'low';
-  if (!(AUTONOMY_ORDER as readonly string[]).includes(autonomy)) throw new CommandRefusal('--autonomy must be off, low, medium or high');
+  if (!(AUTONOMY_LEVELS as readonly string[]).includes(autonomy)) throw new CommandRefusal('--autonomy must be off, low, medium or high');
   const timeoutSeconds = Number(values.timeout ?? defaultTimeoutSeconds);
   if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 10) throw new CommandRefusal('--timeout must be a whole number of seconds, at least 10');
   const workspace = need('workspace');

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/errors.js';
 import { loadConfig, type LoadConfigEnv } from '../../src/config/load.js';
-import { AMP_MCP_URL, AUTONOMY_ORDER, autonomyAtMost, looksFast } from '../../src/config/schema.js';
+import { AMP_MCP_URL, autonomyAtMost, looksFast } from '../../src/config/schema.js';
+import { AUTONOMY_LEVELS as AUTONOMY_ORDER } from '../../src/droid/permission-policy.js';
 
 let tmp: string;
 let root: string;
