@@ -16,6 +16,7 @@ import { parseJson, validate, type Refuse } from './formats/refusal.js';
 import { RunEntry } from './formats/run-entry.js';
 import { FLAG_CHANGES, FLAG_PREVIEW, FLAG_STARTED, FLAG_USAGE, INDEX_FILE, readRunIndex, RUN_STATE_CODES, type IndexBody, type SnapshotDigest } from './formats/run-index.js';
 import { HEADER_MAX_BYTES, recordOfLine, STATE_FILE, type RecordKind } from './formats/snapshot.js';
+import { sameFile } from './formats/snapshot-source.js';
 import type { RecordInterner } from './tables/record-interner.js';
 import type { RunTable } from './tables/run-table.js';
 import { STATE_VERSION, type SessionRecord } from '../shared/records.js';
@@ -53,16 +54,17 @@ export interface LoadTarget {
 export async function loadSnapshot(
   dir: string,
   snapshotFile: FileHandle,
-  { sessions, runs, pool, refuse }: LoadTarget,
+  target: LoadTarget,
   log: LoadLog | undefined,
   useIndex: boolean,
 ): Promise<{ header: z.infer<typeof snapshotHeaderSchema>; via: SnapshotRead }> {
+  const { sessions, runs } = target;
   const statePath = join(dir, STATE_FILE);
   let header: z.infer<typeof snapshotHeaderSchema>;
   let via: SnapshotRead;
   let file: FileHandle | undefined = snapshotFile;
   try {
-    const indexed = !useIndex ? { why: 'not used: the state read through it breaks an invariant (the whole read decides)', missing: false } : await readIndexed(dir, file, statePath, sessions, runs, pool, refuse);
+    const indexed = !useIndex ? { why: 'not used: the state read through it breaks an invariant (the whole read decides)', missing: false } : await readIndexed(dir, file, statePath, target);
     let verified: BigIntStats | undefined;
     if ('header' in indexed) {
       header = indexed.header;
@@ -78,7 +80,7 @@ export async function loadSnapshot(
       file = await open(statePath, 'r');
       const hash = createHash('sha256');
       const statBefore = await file.stat({ bigint: true });
-      const whole = await readSnapshot(file, statePath, sessions, runs, pool, refuse, hash);
+      const whole = await readSnapshot(file, statePath, target, hash);
       header = whole.header;
       via = { via: 'whole', why: indexed.why, digest: { seq: header.seq, sessions: header.sessions, runs: header.runs, bytes: whole.bytes, sha256: hash.digest('hex'), runsAt: whole.runsAt } };
       if (sameFile(statBefore, await file.stat({ bigint: true }))) verified = statBefore;
@@ -111,10 +113,7 @@ async function readIndexed(
   dir: string,
   file: FileHandle,
   path: string,
-  sessions: Map<string, SessionRecord>,
-  runs: RunTable,
-  pool: RecordInterner,
-  refuse: Refuse,
+  { sessions, runs, pool, refuse }: LoadTarget,
 ): Promise<{ header: z.infer<typeof snapshotHeaderSchema>; stat: BigIntStats } | { why: string; missing: boolean }> {
   const read = await readRunIndex(dir);
   if ('why' in read) return read;
@@ -153,10 +152,6 @@ async function readIndexed(
   return problem === undefined ? { header: header!, stat: before } : stale(problem);
 }
 
-/** No write reached the file between the two stats (a write changes its size, mtime or ctime). */
-function sameFile(a: BigIntStats, b: BigIntStats): boolean {
-  return a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.ino === b.ino;
-}
 
 /** Adds the index's runs to `runs` as stubs; what is wrong with the index if it cannot. */
 function addStubs(index: IndexBody, sessionList: SessionRecord[], runs: RunTable): string | undefined {
@@ -201,10 +196,7 @@ function addStubs(index: IndexBody, sessionList: SessionRecord[], runs: RunTable
 async function readSnapshot(
   file: FileHandle,
   path: string,
-  sessions: Map<string, SessionRecord>,
-  runs: RunTable,
-  pool: RecordInterner,
-  refuse: Refuse,
+  { sessions, runs, pool, refuse }: LoadTarget,
   hash: Hash,
 ): Promise<{ header: z.infer<typeof snapshotHeaderSchema>; bytes: number; runsAt: number }> {
   let header: z.infer<typeof snapshotHeaderSchema> | undefined;

@@ -26,7 +26,7 @@ export function checkUnchanged(source: SnapshotSource, e?: RunEntry): void {
     throw unreadable(source, e, `it cannot be checked (${err instanceof Error ? err.message : String(err)})`);
   }
   const was = source.stat;
-  if (now.size !== was.size || now.mtimeNs !== was.mtimeNs || now.ctimeNs !== was.ctimeNs || now.ino !== was.ino) {
+  if (!sameFile(was, now)) {
     throw unreadable(source, e, 'the file was written to after start-up checked it');
   }
 }
@@ -38,4 +38,9 @@ export function unreadable(source: SnapshotSource, e: RunEntry | undefined, why:
     `${what} cannot be read back: ${why}`,
     'Nothing was changed and no record was guessed. Stop every other process writing to the state directory, then restart the controller: start-up checks the whole snapshot and refuses damaged state',
   );
+}
+
+/** No write reached the file between the two stats (a write changes its size, mtime or ctime). */
+export function sameFile(a: BigIntStats, b: BigIntStats): boolean {
+  return a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.ino === b.ino;
 }
