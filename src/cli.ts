@@ -24,6 +24,7 @@ import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/parent/wa
 import { createLogger, type Logger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 import { DroidError } from './droid/errors.js';
+import { stringEnv } from './util/string-env.js';
 
 const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json (droid-mcp --help lists the operator commands)';
 
@@ -93,7 +94,7 @@ function serveArgs(log: Logger): string | undefined {
 
 /** The composition root: state, sandbox, catalog, warm pool, controller, transport. */
 async function serve(config: Config, log: Logger): Promise<void> {
-  const droidEnv = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => typeof e[1] === 'string'));
+  const droidEnv = stringEnv(process.env);
   const droidVersion = versionProbe(config, droidEnv, log);
   void droidVersion.current();
   // HTTP refuses a bad token file before any state is opened.

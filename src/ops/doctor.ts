@@ -24,6 +24,7 @@ import { factoryDirOf, SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '
 import { probeSandbox } from '../sandbox/probe.js';
 import { command, CommandRefusal } from './command.js';
 import { out } from './output.js';
+import { stringEnv } from '../util/string-env.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -118,7 +119,7 @@ async function checkCatalog(
   if (!sandbox.usable) return { check: fail('catalog', 'not read: the sandbox its droid runs in failed its trial run (see the sandbox line)', SANDBOX_ACTION), models: null };
   const started = Date.now();
   try {
-    const models = visibleModels(await droidCatalogFetcher(droidPath, stringEnvOf(env), sandbox.spec, 30_000)(), file.excludeModelIds);
+    const models = visibleModels(await droidCatalogFetcher(droidPath, stringEnv(env), sandbox.spec, 30_000)(), file.excludeModelIds);
     return { check: ok('catalog', `droid.list_models answered with ${models.length} usable models in ${Date.now() - started} ms (no session created)`), models };
   } catch (err) {
     return { check: fail('catalog', `droid.list_models failed: ${describe(err)}`, 'Run droid once as the service user (droid --version; droid) and check its login.'), models: null };
@@ -263,10 +264,6 @@ function checkPort(port: number, livePid: number | null): Promise<Check> {
   });
 }
 
-function stringEnvOf(env: NodeJS.ProcessEnv): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => typeof e[1] === 'string'));
-}
-
 /** The sandbox check, and the sandbox doctor's own catalog droid runs in (a failing one: the catalog read fails too). */
 async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; spec: SandboxSpec; usable: boolean }> {
   const off: SandboxSpec = { mode: 'off' };
@@ -291,7 +288,7 @@ async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{
 
 /** droid's `cloudSessionSync` in the service user's Factory home (default true; org settings may override it). */
 async function readCloudSync(env: NodeJS.ProcessEnv): Promise<{ value: boolean; explicit: boolean; path: string }> {
-  const path = join(factoryDirOf(stringEnvOf(env)), 'settings.json');
+  const path = join(factoryDirOf(stringEnv(env)), 'settings.json');
   try {
     const settings = JSON.parse(await readFile(path, 'utf8')) as { cloudSessionSync?: unknown };
     if (typeof settings.cloudSessionSync === 'boolean') return { value: settings.cloudSessionSync, explicit: true, path };

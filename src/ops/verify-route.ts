@@ -30,6 +30,7 @@ import { DroidError } from '../droid/errors.js';
 import { AMP_SERVER, isPuck, isServerTool, listedTools, type ListedTool } from '../droid/amp-tools.js';
 import { dropStaleAmpDisables, preflightAmp } from '../worker/child/amp-preflight.js';
 import { command, CommandRefusal } from './command.js';
+import { stringEnv } from '../util/string-env.js';
 
 interface RouteCheck {
   name: 'fresh' | 'resumed' | 'reattached' | 'detached';
@@ -41,7 +42,8 @@ interface RouteCheck {
 interface VerifyRouteOptions {
   droidPath: string;
   url: string;
-  env: NodeJS.ProcessEnv;
+  /** droid's whole environment (unset entries already dropped). */
+  env: Record<string, string>;
   /** A model id to open sessions with; droid's default when absent (nothing is ever sent to it). */
   modelId?: string;
   /** The host's sandbox: every droid here runs in it, as turns do. */
@@ -67,8 +69,7 @@ function onlyPuck(tools: readonly ListedTool[]): boolean {
 }
 
 function withDroid<T>(options: VerifyRouteOptions, cwd: string, sessionsCopy: string, use: (client: DroidClient) => Promise<T>): Promise<T> {
-  const env = Object.fromEntries(Object.entries(options.env).filter((e): e is [string, string] => typeof e[1] === 'string'));
-  return withShortLivedDroid({ droidPath: options.droidPath, env, sandbox: options.sandbox, cwd, sessionsCopy }, use);
+  return withShortLivedDroid({ droidPath: options.droidPath, env: options.env, sandbox: options.sandbox, cwd, sessionsCopy }, use);
 }
 
 async function check(name: RouteCheck['name'], run: () => Promise<{ ok: boolean; detail: string }>): Promise<RouteCheck> {
@@ -173,7 +174,7 @@ export const verifyRouteCommand = command({
       // reported below by the checks themselves
     }
     say(`verify-route: droid ${version} at ${droidPath}; endpoint ${url}`);
-    const checks = await verifyRoute({ droidPath, url, env: process.env, sandbox, ...(values.model && { modelId: values.model }) });
+    const checks = await verifyRoute({ droidPath, url, env: stringEnv(process.env), sandbox, ...(values.model && { modelId: values.model }) });
     for (const c of checks) say(`${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`);
     const failed = checks.filter((c) => !c.ok).length;
     say(failed === 0 ? 'verify-route: all checks passed' : `verify-route: ${failed} check(s) failed`);

@@ -21,6 +21,7 @@ import { waitUntilNoneTagged } from '../testbed/processes.js';
 import { freePort, readyPort, spawnServer, stopServer } from '../testbed/server-process.js';
 import { CommandRefusal, type OptionValues } from './command.js';
 import { out } from './output.js';
+import { stringEnv } from '../util/string-env.js';
 
 const TAG_VAR = 'DROID_MCP_VERIFY_TAG';
 /** Written into every folder a script creates; nothing without it is ever removed. */
@@ -153,7 +154,7 @@ async function startInstance(options: VerifyOptions, transport: 'stdio' | 'http'
   }
   const configPath = join(base, 'config.json');
   writeFileSync(configPath, JSON.stringify(config, null, 2), { mode: 0o600 });
-  const env = Object.fromEntries(Object.entries({ ...process.env, [TAG_VAR]: tag }).filter((e): e is [string, string] => typeof e[1] === 'string'));
+  const env = stringEnv({ ...process.env, [TAG_VAR]: tag });
   const log: string[] = [];
   const keep = (chunk: string) => {
     log.push(chunk);
