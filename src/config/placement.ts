@@ -11,6 +11,7 @@
  * droid's settings (or rename its home away) and other turns' TMPDIRs.
  * Pure: the caller resolves every path first.
  */
+import { isAtOrBelow, overlaps } from '../util/paths.js';
 
 export interface Reach {
   /** Canonical approved roots. */
@@ -30,26 +31,20 @@ export interface PlacementProblem {
   message: string;
 }
 
-function atOrBelow(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir === '/' ? '/' : `${dir}/`);
-}
-
-const overlaps = (a: string, b: string) => atOrBelow(a, b) || atOrBelow(b, a);
-
 export function placementProblems(paths: { stateDirectory: string; tokenFile?: string | undefined }, reach: Reach): PlacementProblem[] {
   const problems: PlacementProblem[] = [];
   for (const root of reach.approvedRoots) {
     if (overlaps(root, reach.factoryDir)) {
       problems.push({ key: 'approvedDirectories', message: `${root} is ${relation(root, reach.factoryDir)} droid's home ${reach.factoryDir}: a writer turn there could change what every later droid runs. Approve project folders only, none holding droid's home` });
     }
-    if (atOrBelow(reach.tmpDir, root)) {
+    if (isAtOrBelow(reach.tmpDir, root)) {
       problems.push({ key: 'approvedDirectories', message: `${root} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives: a writer turn there could write other turns' files. Approve project folders only` });
     } else if (overlaps(root, reach.privateTmpRoot)) {
       problems.push({ key: 'approvedDirectories', message: `${root} is ${relation(root, reach.privateTmpRoot)} the sandbox's private temp folder ${reach.privateTmpRoot}, where every turn's TMPDIR and sessions copy live. Approve project folders only` });
     }
     // droid's home is read-only to a turn, but not what its links point at.
     for (const link of reach.factoryLinks) {
-      if (atOrBelow(link.target, root)) {
+      if (isAtOrBelow(link.target, root)) {
         problems.push({ key: 'approvedDirectories', message: `droid's home entry ${link.path} links to ${link.target}, inside the approved root ${root}: a writer turn there could change what every later droid runs. Replace the link with a copy, or approve another root` });
       }
     }
@@ -60,18 +55,18 @@ export function placementProblems(paths: { stateDirectory: string; tokenFile?: s
     if (overlaps(state, root)) problems.push({ key: 'stateDirectory', message: `${state} is ${relation(state, root)} the approved root ${root}, where a writer turn can rename its way to it. ${move}` });
   }
   if (overlaps(state, reach.factoryDir)) problems.push({ key: 'stateDirectory', message: `${state} is ${relation(state, reach.factoryDir)} droid's home ${reach.factoryDir}, which turns write. ${move}` });
-  if (atOrBelow(reach.tmpDir, state)) problems.push({ key: 'stateDirectory', message: `${state} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives. ${move}` });
+  if (isAtOrBelow(reach.tmpDir, state)) problems.push({ key: 'stateDirectory', message: `${state} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives. ${move}` });
   const token = paths.tokenFile;
   if (token !== undefined) {
     for (const root of reach.approvedRoots) {
-      if (atOrBelow(token, root)) problems.push({ key: 'tokenFile', message: `${token} is inside the approved root ${root}, where a writer turn can rename its way to it. ${move}` });
+      if (isAtOrBelow(token, root)) problems.push({ key: 'tokenFile', message: `${token} is inside the approved root ${root}, where a writer turn can rename its way to it. ${move}` });
     }
-    if (atOrBelow(token, reach.factoryDir)) problems.push({ key: 'tokenFile', message: `${token} is inside droid's home ${reach.factoryDir}, which turns write. ${move}` });
+    if (isAtOrBelow(token, reach.factoryDir)) problems.push({ key: 'tokenFile', message: `${token} is inside droid's home ${reach.factoryDir}, which turns write. ${move}` });
   }
   return problems;
 }
 
 function relation(path: string, dir: string): string {
   if (path === dir) return 'the same folder as';
-  return atOrBelow(path, dir) ? 'inside' : 'above';
+  return isAtOrBelow(path, dir) ? 'inside' : 'above';
 }

@@ -11,7 +11,7 @@ import { ControllerError } from '../shared/public-error.js';
 import { decodeCursor, encodeCursor, invalidCursor, pageLimit } from './history.js';
 import { LABEL_PATTERN } from './metadata.js';
 import type { AgentState } from './views.js';
-import { isWithinCanonical } from './workspaces.js';
+import { isAtOrBelow } from '../util/paths.js';
 
 const FIND_CURSOR_VERSION = 1;
 
@@ -350,7 +350,7 @@ function compileQuery(q: string): (text: string) => boolean {
 /** Cheap record filters first; the summary (which reads runs) only when needed. */
 function matches(s: SessionRecord, f: NormalizedFilters, query: ((text: string) => boolean) | null, view: (s: SessionRecord) => SessionSummary): boolean {
   if (s.archived !== f.archived) return false;
-  if (f.workspace !== null && !isWithinCanonical(s.workspace, f.workspace)) return false;
+  if (f.workspace !== null && !isAtOrBelow(s.workspace, f.workspace)) return false;
   for (const label of f.labels) if (!s.labels.includes(label)) return false;
   let summary: SessionSummary | undefined;
   if (f.state !== null) {

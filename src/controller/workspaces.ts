@@ -1,6 +1,7 @@
 import { realpath, stat } from 'node:fs/promises';
 import { isAbsolute, normalize, sep } from 'node:path';
 import { ControllerError } from '../shared/public-error.js';
+import { isAtOrBelow } from '../util/paths.js';
 
 /**
  * True when `child` is `parent` or below it, compared by whole path segments
@@ -10,13 +11,7 @@ import { ControllerError } from '../shared/public-error.js';
  */
 export function isSameOrInside(child: string, parent: string): boolean {
   if (!isAbsolute(child) || !isAbsolute(parent)) return false;
-  return isWithinCanonical(lexical(child), lexical(parent));
-}
-
-/** The same segment rule for paths already canonical (no trailing separator): the hot path of find. */
-export function isWithinCanonical(child: string, parent: string): boolean {
-  if (child === parent) return true;
-  return child.startsWith(parent === sep ? sep : parent + sep);
+  return isAtOrBelow(lexical(child), lexical(parent));
 }
 
 /** Two trees overlap when one is an ancestor of, descendant of, or equal to the other. */

@@ -25,6 +25,7 @@
  * Binds come after `--ro-bind / /` and name real, existing paths.
  */
 import { dirname, join } from 'node:path';
+import { isAtOrBelow } from '../util/paths.js';
 
 /**
  * Entries of droid's home never shown to a sandboxed droid: its scratch
@@ -105,11 +106,6 @@ export function bwrapArgs(c: Confinement): string[] {
   for (const file of c.hiddenFiles) args.push('--ro-bind', '/dev/null', file);
   args.push('--seccomp', String(SECCOMP_FD), '--chdir', c.workspace?.path ?? c.turnTmp, '--');
   return args;
-}
-
-/** `path` is `dir` or below it. Pure. */
-export function isAtOrBelow(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
 }
 
 /** Which entries of droid's home a sandboxed droid sees (read-only): all but FACTORY_UNBOUND, plus the one holding droid itself. Pure. */

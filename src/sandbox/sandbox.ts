@@ -37,7 +37,8 @@ import { accessSync, constants, existsSync, realpathSync, statSync } from 'node:
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { DroidError } from '../droid/errors.js';
-import { bwrapArgs, isAtOrBelow, type Confinement } from './bwrap-args.js';
+import { bwrapArgs, type Confinement } from './bwrap-args.js';
+import { isAtOrBelow, overlaps } from '../util/paths.js';
 import { hostSeccompFilter } from './seccomp.js';
 
 /** What the controller tells a worker about confinement. */
@@ -78,7 +79,7 @@ export function sandboxLauncher(bwrapPath: string, confinement: Confinement): Sa
   const workspace = confinement.workspace?.path;
   const real = (path: string) => (existsSync(path) ? realpathSync(path) : path);
   const guarded = [confinement.factoryDir, dirname(confinement.turnTmp), ...(confinement.sessionsCopy ? [confinement.sessionsCopy] : [])].map(real);
-  if (workspace && guarded.some((path) => isAtOrBelow(path, workspace) || isAtOrBelow(workspace, path))) {
+  if (workspace && guarded.some((path) => overlaps(path, workspace))) {
     throw new DroidError('sandbox_unavailable', `the workspace ${workspace} overlaps droid's home or the sandbox's private folders; nothing was started. Approve project folders only`);
   }
   const filter = hostSeccompFilter();
