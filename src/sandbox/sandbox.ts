@@ -74,6 +74,16 @@ export interface SandboxLauncher {
 
 /** bwrap with these binds, and this host's seccomp filter; `sandbox_unavailable` when either is missing. */
 export function sandboxLauncher(bwrapPath: string, confinement: Confinement): SandboxLauncher {
+  return checkConfinement(bwrapPath, confinement).launcher(confinement.workspace);
+}
+
+/**
+ * The host checks of a confinement, made once: bwrap runs, the workspace
+ * overlaps none of the private folders, a filter exists, which hidden paths
+ * exist. `launcher` then builds the bwrap line for a workspace bind (a turn's
+ * own, or the read-only one its git calls get) without checking again.
+ */
+export function checkConfinement(bwrapPath: string, confinement: Confinement): { launcher(workspace: Confinement['workspace']): SandboxLauncher } {
   assertBwrapExecutable(bwrapPath);
   // Fail closed: a writable workspace that holds (or sits in) droid's home or the per-turn folders would undo their binds.
   const workspace = confinement.workspace?.path;
@@ -92,7 +102,7 @@ export function sandboxLauncher(bwrapPath: string, confinement: Confinement): Sa
   const sessionsTarget = existsSync(sessions) ? realpathSync(sessions) : sessions;
   const hiddenDirs = [...confinement.hiddenDirs, ...(sessionsTarget !== sessions && !isAtOrBelow(sessionsTarget, confinement.factoryDir) ? [sessionsTarget] : [])];
   const hidden = { hiddenDirs: existing(hiddenDirs), hiddenFiles: existing(confinement.hiddenFiles) };
-  return { command: bwrapPath, args: bwrapArgs({ ...confinement, ...hidden }), fd3: filter };
+  return { launcher: (bind) => ({ command: bwrapPath, args: bwrapArgs({ ...confinement, ...hidden, workspace: bind }), fd3: filter }) };
 }
 
 /** Fails before anything starts when the configured bwrap cannot be run. */

@@ -15,7 +15,7 @@ import { RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, ty
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
-import { assertBwrapExecutable, factoryDirOf, sandboxLauncher, type SandboxLauncher } from '../../sandbox/sandbox.js';
+import { assertBwrapExecutable, factoryDirOf, checkConfinement, type SandboxLauncher } from '../../sandbox/sandbox.js';
 import { confinedEnv } from '../../sandbox/bwrap-args.js';
 import { listFactoryEntries, runtimeDirOf } from '../../sandbox/turn-paths.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.js';
@@ -293,10 +293,11 @@ function confine(spec: TurnSpec, state: TurnState): SandboxLauncher | null {
     hiddenFiles: sandbox.hiddenFiles,
   };
   // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
-  const launcher = sandboxLauncher(sandbox.bwrapPath, { ...confinement, workspace: { path: spec.workspace, writable: spec.autonomy !== 'off' } });
+  const workspace = { path: spec.workspace, writable: spec.autonomy !== 'off' };
+  const checked = checkConfinement(sandbox.bwrapPath, { ...confinement, workspace });
   // git reads a repository the turn may have rigged (config, attributes): it gets no more rights than the turn.
-  state.gitLauncher = sandboxLauncher(sandbox.bwrapPath, { ...confinement, workspace: { path: spec.workspace, writable: false } });
-  return launcher;
+  state.gitLauncher = checked.launcher({ path: spec.workspace, writable: false });
+  return checked.launcher(workspace);
 }
 
 /**
