@@ -142,6 +142,21 @@ describe('changed files', () => {
     expect(existsSync(outside), 'the filter wrote outside the workspace').toBe(false);
   });
 
+  it("in a read-only turn, git runs on a read-only workspace: a clean filter the repository configures cannot write into it", async () => {
+    const s = spec({ autonomy: 'off' });
+    gitRepo(s.workspace, { 'a.txt': 'a\n' });
+    s.sandbox = { mode: 'bwrap', bwrapPath: BWRAP, hiddenDirs: [], hiddenFiles: [] };
+    // Rigged before the turn (by an earlier writer turn, say); the file is dirty at the same size, so git re-reads it through the filter.
+    const inside = join(s.workspace, 'filter-ran-inside');
+    execFileSync('git', ['config', 'filter.rigged.clean', `sh -c 'touch ${inside}; cat'`], { cwd: s.workspace });
+    writeFileSync(join(s.workspace, '.gitattributes'), '* filter=rigged\n');
+    writeFileSync(join(s.workspace, 'a.txt'), 'b\n');
+    s.prompt = 'say hello';
+    const r = await runWorkerTurn(s, tag).done;
+    expect(r.outcome).toBe('succeeded');
+    expect(existsSync(inside), 'git wrote into the read-only workspace').toBe(false);
+  });
+
   it("never runs the fsmonitor hook a repository's config names", async () => {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), 'droid-ev-fsm-')));
     try {
