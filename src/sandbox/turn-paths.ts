@@ -39,8 +39,14 @@ export function listFactoryEntries(factoryDir: string, droidPath?: string): stri
   return shownFactoryEntries(readdirSync(factoryDir), factoryDir, droidPath);
 }
 
-/** A turn's private TMPDIR, `turn-<name>` in the private temp root (a random name when none is given); `dispose` never rejects. */
-export function makeTurnTmp(name?: string): { turnTmp: string; dispose(): Promise<string | null> } {
+/** A turn's private TMPDIR; `dispose` removes it, never rejects, and resolves what it could not remove (or null). */
+export interface TurnTmp {
+  turnTmp: string;
+  dispose(): Promise<string | null>;
+}
+
+/** A turn's private TMPDIR, `turn-<name>` in the private temp root (a random name when none is given). */
+export function makeTurnTmp(name?: string): TurnTmp {
   const root = privateTmpRoot();
   let turnTmp: string;
   if (name === undefined) turnTmp = mkdtempSync(join(root, 'turn-'));

@@ -2,7 +2,7 @@
 // DROID_MCP_TEST_TAG=<tag> in its env, and children inherit it, so scanning
 // /proc finds whatever outlived the test, however it was started.
 import { readFileSync } from 'node:fs';
-import { processesTagged } from '../../src/testbed/processes.js';
+import { processesTagged, waitUntilNoneTagged } from '../../src/testbed/processes.js';
 import { POOL_ARG, WARM_IDLE_TITLE } from '../../src/worker/shared/protocol.js';
 
 export const TAG_VAR = 'DROID_MCP_TEST_TAG';
@@ -56,13 +56,6 @@ function describe(pid: number): string {
 
 /** Polls until no tagged process is left; throws naming the survivors. */
 export async function waitForNoProcesses(tag: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const left = pidsWithEnvTag(tag);
-    if (left.length === 0) return;
-    if (Date.now() >= deadline) {
-      throw new Error(`processes tagged ${tag} still alive after ${timeoutMs} ms:\n${left.map(describe).join('\n')}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const left = await waitUntilNoneTagged(TAG_VAR, tag, timeoutMs);
+  if (left.length > 0) throw new Error(`processes tagged ${tag} still alive after ${timeoutMs} ms:\n${left.map(describe).join('\n')}`);
 }

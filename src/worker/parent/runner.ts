@@ -13,7 +13,7 @@ import { TextTail } from '../../util/text.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from '../shared/timeline.js';
 import { factoryDirOf } from '../../sandbox/sandbox.js';
-import { makeTurnTmp } from '../../sandbox/turn-paths.js';
+import { makeTurnTmp, type TurnTmp } from '../../sandbox/turn-paths.js';
 import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
 
 /** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
@@ -218,7 +218,7 @@ function withIpcProblems(r: TurnResult, watch: TurnWatch): TurnResult {
 /** A sandboxed turn's private folders; `dispose` removes them in the background. */
 interface ConfinedTurn {
   sessions: SessionCopy;
-  tmp: { turnTmp: string; dispose(): Promise<string | null> };
+  tmp: TurnTmp;
   dispose(): void;
 }
 
@@ -237,7 +237,7 @@ function confineTurn(turnSpec: TurnSpec): { resumeId: string | null; confined: C
 /** A sandboxed turn's private folders, named after its run (so a restart finds what a dead controller left). */
 function prepareConfinedTurn(spec: TurnSpec, resumeId: string | null): ConfinedTurn {
   const sessions = prepareSessionCopy(factoryDirOf(spec.droidEnv), spec.workspace, resumeId, spec.runId);
-  let tmp: { turnTmp: string; dispose(): Promise<string | null> };
+  let tmp: TurnTmp;
   try {
     tmp = makeTurnTmp(spec.runId);
   } catch (err) {
