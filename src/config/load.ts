@@ -3,6 +3,7 @@ import { access, readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
+import { currentUid, factoryDirOf, FACTORY_UNBOUND, privateTmpRootIn } from '../shared/host-paths.js';
 import { placementProblems } from './placement.js';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
@@ -127,18 +128,16 @@ async function resolveExisting(path: string): Promise<string> {
   }
 }
 
-/** Entries droid's home holds but no sandbox shows (sandbox/bwrap-args.ts FACTORY_UNBOUND): their links are not followed by a turn's droid. */
-const UNSHOWN = new Set(['cache', 'temp', 'snapshots', 'bin', 'logs', 'sessions']);
 const LINK_WALK_LIMIT = 20_000;
 
-/** Every symlink in droid's home (but its unshown entries), resolved; a bounded walk that follows none of them. */
+/** Every symlink in droid's home (but the entries no sandbox shows, FACTORY_UNBOUND: a turn's droid follows none of their links), resolved; a bounded walk that follows none of them. */
 async function linksIn(factoryDir: string): Promise<Array<{ path: string; target: string }>> {
   const links: Array<{ path: string; target: string }> = [];
   let seen = 0;
   const walk = async (dir: string, top: boolean): Promise<void> => {
     const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
     for (const entry of entries) {
-      if (++seen > LINK_WALK_LIMIT || (top && UNSHOWN.has(entry.name))) continue;
+      if (++seen > LINK_WALK_LIMIT || (top && FACTORY_UNBOUND.includes(entry.name))) continue;
       const path = join(dir, entry.name);
       if (entry.isSymbolicLink()) {
         const target = await realpath(path).catch(() => null);
@@ -152,15 +151,14 @@ async function linksIn(factoryDir: string): Promise<Array<{ path: string; target
 
 /** The state directory and the token file never where a turn writes (placement.ts). */
 async function checkPlacement(configPath: string, paths: { stateDirectory: string; tokenFile?: string | undefined }, approvedRoots: readonly string[], env: LoadConfigEnv): Promise<void> {
-  const factoryDir = env.factoryDir ?? join(process.env.FACTORY_HOME_OVERRIDE || env.home || process.env.HOME || homedir(), '.factory');
+  const factoryDir = env.factoryDir ?? factoryDirOf({ FACTORY_HOME_OVERRIDE: process.env.FACTORY_HOME_OVERRIDE, HOME: env.home || process.env.HOME });
   const resolved = {
     stateDirectory: await resolveExisting(paths.stateDirectory),
     ...(paths.tokenFile !== undefined && { tokenFile: await resolveExisting(paths.tokenFile) }),
   };
   const resolvedFactory = await resolveExisting(factoryDir);
   const tmpDir = await resolveExisting(tmpdir());
-  const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
-  const reach = { approvedRoots, factoryDir: resolvedFactory, tmpDir, privateTmpRoot: join(tmpDir, `droid-mcp-${uid}`), factoryLinks: await linksIn(resolvedFactory) };
+  const reach = { approvedRoots, factoryDir: resolvedFactory, tmpDir, privateTmpRoot: privateTmpRootIn(tmpDir, currentUid()), factoryLinks: await linksIn(resolvedFactory) };
   const problem = placementProblems(resolved, reach)[0];
   if (problem) throw invalid(configPath, problem.key, problem.message);
 }

@@ -25,14 +25,9 @@
  * Binds come after `--ro-bind / /` and name real, existing paths.
  */
 import { dirname, join } from 'node:path';
+import { FACTORY_UNBOUND } from '../shared/host-paths.js';
 import { isAtOrBelow } from '../util/paths.js';
 
-/**
- * Entries of droid's home never shown to a sandboxed droid: its scratch
- * (measured writes, see sandbox.ts), made afresh in the per-turn tmpfs, and
- * `sessions`, which a turn sees only as its private copy.
- */
-const FACTORY_UNBOUND = ['cache', 'temp', 'snapshots', 'bin', 'logs', 'sessions'] as const;
 /** The per-turn tmpfs of droid's home is capped: droid's ripgrep is ~5 MB; a turn cannot fill the host's memory through it. */
 const FACTORY_TMPFS_BYTES = 256 * 1024 * 1024;
 
@@ -111,7 +106,7 @@ export function bwrapArgs(c: Confinement): string[] {
 /** Which entries of droid's home a sandboxed droid sees (read-only): all but FACTORY_UNBOUND, plus the one holding droid itself. Pure. */
 export function shownFactoryEntries(names: readonly string[], factoryDir: string, droidPath?: string): string[] {
   const holdsDroid = droidPath !== undefined && isAtOrBelow(droidPath, factoryDir) ? droidPath.slice(factoryDir.length + 1).split('/')[0] : undefined;
-  return names.filter((name) => name === holdsDroid || !(FACTORY_UNBOUND as readonly string[]).includes(name)).sort();
+  return names.filter((name) => name === holdsDroid || !FACTORY_UNBOUND.includes(name)).sort();
 }
 
 /**

@@ -34,7 +34,6 @@
  * (the trial run at start-up), session-copy.ts (a turn's sessions folder).
  */
 import { accessSync, constants, existsSync, realpathSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { DroidError } from '../droid/errors.js';
 import { bwrapArgs, type Confinement } from './bwrap-args.js';
@@ -113,9 +112,4 @@ export function assertBwrapExecutable(bwrapPath: string): void {
   } catch {
     throw new DroidError('sandbox_unavailable', `the sandbox program (bubblewrap) is not an executable file at ${bwrapPath}. ${SANDBOX_ACTION}`);
   }
-}
-
-/** droid's own folder, as droid finds it: FACTORY_HOME_OVERRIDE, else HOME. */
-export function factoryDirOf(env: Readonly<Record<string, string>>): string {
-  return join(env.FACTORY_HOME_OVERRIDE || env.HOME || homedir(), '.factory');
 }

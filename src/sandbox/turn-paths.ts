@@ -8,6 +8,7 @@ import { lstatSync, mkdirSync, mkdtempSync, readdirSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DroidError } from '../droid/errors.js';
+import { currentUid, privateTmpRootIn } from '../shared/host-paths.js';
 import { removeTree } from '../util/remove-tree.js';
 import { shownFactoryEntries } from './bwrap-args.js';
 
@@ -19,8 +20,8 @@ import { shownFactoryEntries } from './bwrap-args.js';
  * (same user: modes do not separate them). Refused when someone else made it.
  */
 export function privateTmpRoot(): string {
-  const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
-  const root = join(tmpdir(), `droid-mcp-${uid}`);
+  const uid = currentUid();
+  const root = privateTmpRootIn(tmpdir(), uid);
   try {
     mkdirSync(root, { mode: 0o700 });
   } catch (err) {

@@ -15,7 +15,8 @@ import { RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, ty
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
-import { assertBwrapExecutable, factoryDirOf, checkConfinement, type SandboxLauncher } from '../../sandbox/sandbox.js';
+import { assertBwrapExecutable, checkConfinement, type SandboxLauncher } from '../../sandbox/sandbox.js';
+import { factoryDirOf } from '../../shared/host-paths.js';
 import { confinedEnv } from '../../sandbox/bwrap-args.js';
 import { listFactoryEntries, runtimeDirOf } from '../../sandbox/turn-paths.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.js';

@@ -22,7 +22,7 @@ import { statSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { DroidClient } from '../../droid/client.js';
-import { factoryDirOf } from '../../sandbox/sandbox.js';
+import { factoryDirOf } from '../../shared/host-paths.js';
 import type { TurnSpec, WarmDroidSpec } from '../shared/protocol.js';
 
 export interface WarmDroid {

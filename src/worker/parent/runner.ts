@@ -12,7 +12,7 @@ import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, 
 import { TextTail } from '../../util/text.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from '../shared/timeline.js';
-import { factoryDirOf } from '../../sandbox/sandbox.js';
+import { factoryDirOf } from '../../shared/host-paths.js';
 import { makeTurnTmp, type TurnTmp } from '../../sandbox/turn-paths.js';
 import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
 

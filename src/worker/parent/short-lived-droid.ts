@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DroidClient, SHUTDOWN_BUDGET } from '../../droid/client.js';
 import { killGroupAndWait } from './process-group.js';
-import { factoryDirOf, sandboxLauncher, type SandboxSpec } from '../../sandbox/sandbox.js';
+import { sandboxLauncher, type SandboxSpec } from '../../sandbox/sandbox.js';
+import { factoryDirOf } from '../../shared/host-paths.js';
 import { confinedEnv } from '../../sandbox/bwrap-args.js';
 import { prepareTurnPaths, runtimeDirOf } from '../../sandbox/turn-paths.js';
 
