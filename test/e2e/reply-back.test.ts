@@ -351,7 +351,9 @@ describe('what a routed turn may still do', () => {
     const hinted = await startFakeAmp({ puckReadOnlyHint: true });
     extraAmps.push(hinted);
     server = await start(hinted.url);
-    const a = await create(server, { workspace: ctx.workspace('hinted'), replyTo: A, autonomy: 'low', prompt: `hinted ${steps(sendTo(A, 'unasked'), sendTo(A, 'again'))}` });
+    const a = await create(server, { workspace: ctx.workspace('hinted'), replyTo: A, autonomy: 'low', prompt: `hinted ${script({ steps: [sendTo(A, 'unasked'), sendTo(A, 'again')], slowMs: 1_500 })}` });
+    // Each model answer takes 1.5 s, as a real model's does: the interrupt sent at the first unasked call lands
+    // while droid waits for the next answer. With instant answers droid could start the second call first.
     const [done] = await settle(server, a.metadata.session);
     expect(done).toMatchObject({ notification: 'failed', notificationError: { code: 'reply_gate_bypassed' }, needsAttention: true });
     // The first call could not be stopped (droid never asked); the turn was stopped after it.
