@@ -19,7 +19,8 @@ import { SANDBOX_ACTION } from '../sandbox/sandbox.js';
 import { ControllerError } from '../shared/public-error.js';
 import { TERMINAL_STATES, type ErrorInfo, type RunRecord } from '../shared/records.js';
 import { crashPoint } from '../util/crash-point.js';
-import type { WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
+import type { StartTimeline, WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
+import { epochMs } from '../util/epoch.js';
 import { emptyFailure, RENAME_SKIPPED, type RenameOutcome, type TurnResult } from '../worker/shared/protocol.js';
 import { workspaceChanged, type ControllerState } from './controller-state.js';
 import type { ReplyBack } from './reply-back.js';
@@ -58,6 +59,8 @@ export class TurnOwner {
   }
 
   private async launch(turn: Turn): Promise<void> {
+    // The turn's start, stage by stage, logged once droid has the prompt.
+    const marks: Record<string, number> = { launch_began: epochMs() };
     const refused = await this.refusal(turn);
     if (refused) {
       await this.settle(turn, emptyFailure(refused));
@@ -74,6 +77,7 @@ export class TurnOwner {
       return;
     }
     if (!run) return;
+    marks.starting_committed = epochMs();
 
     // Nothing may start once a stop was asked for; nothing was submitted.
     if (this.state.stopped || this.state.halted || turn.cancelRequested) {
@@ -86,7 +90,7 @@ export class TurnOwner {
 
     const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.state.deps);
     if (turn.outputSchema) spec.outputSchema = turn.outputSchema;
-    const reports = this.reports(turn);
+    const reports = this.reports(turn, marks);
     let handle: WorkerHandle;
     try {
       handle = this.state.deps.startWorker(spec, reports.options);
@@ -150,13 +154,13 @@ export class TurnOwner {
   }
 
   /** What the worker reports while it runs; `started` settles once droid's start is recorded (or could not be). */
-  private reports(turn: Turn): { options: WorkerOptions; started: () => Promise<void> } {
+  private reports(turn: Turn, marks: StartTimeline): { options: WorkerOptions; started: () => Promise<void> } {
     const { state } = this;
     const log = state.deps.log;
     let started: Promise<void> = Promise.resolve();
     const options: WorkerOptions = {
-      onStarted: (droidSessionId) => {
-        started = state.serialized(() => this.onStarted(turn.runId, droidSessionId)).catch((err) =>
+      onStarted: (droidSessionId, stages) => {
+        started = state.serialized(() => this.onStarted(turn.runId, droidSessionId, { ...marks, ...stages })).catch((err) =>
           log.error({ err, run: turn.runId }, 'could not record that the turn started; its result will record it'),
         );
       },
@@ -174,13 +178,13 @@ export class TurnOwner {
     return { options, started: () => started };
   }
 
-  private async onStarted(runId: string, droidSessionId: string): Promise<void> {
+  private async onStarted(runId: string, droidSessionId: string, stages: StartTimeline): Promise<void> {
     const run = this.state.run(runId);
     const session = this.state.session(run.sessionId);
     const next: RunRecord = run.state === 'starting' ? { ...run, state: 'running' } : run;
     const sessions = session.droidSessionId === droidSessionId ? [] : [{ ...session, droidSessionId }];
     await this.state.commit({ runs: [next], sessions });
-    this.state.deps.log.info({ session: run.sessionId, run: runId }, 'turn running: prompt submitted to droid');
+    this.state.deps.log.info({ session: run.sessionId, run: runId, start: startTimeline(stages) }, 'turn running: prompt submitted to droid');
     crashPoint('started');
     this.state.changed();
   }
@@ -255,4 +259,15 @@ export class TurnOwner {
     state.deps.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
     state.changed();
   }
+}
+
+/**
+ * A turn's start as the log shows it: when the launch began (epoch ms) and
+ * each later stage in ms after it, in the order they happened.
+ */
+export function startTimeline(stages: StartTimeline): { at: number; ms: Record<string, number> } {
+  const at = stages.launch_began ?? Math.min(...Object.values(stages));
+  const ms: Record<string, number> = {};
+  for (const [stage, when] of Object.entries(stages).sort((a, b) => a[1] - b[1])) ms[stage] = Math.round((when - at) * 10) / 10;
+  return { at, ms };
 }

@@ -8,6 +8,7 @@ import { accessSync, constants, statSync } from 'node:fs';
 import { DroidConnection } from './connection.js';
 import { DroidError } from './errors.js';
 import { TextTail } from '../util/text.js';
+import { epochMs } from '../util/epoch.js';
 
 const DROID_EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
 const STDERR_TAIL_CHARS = 16_000;
@@ -24,6 +25,8 @@ export interface DroidProcess {
   readonly stderr: TextTail;
   /** Settles once the process has exited and its pipes are closed. */
   readonly exited: Promise<DroidExit>;
+  /** When droid's first output arrived (epoch ms), or null before it: a turn's start timeline. */
+  readonly firstOutputAt: number | null;
   kill(signal?: NodeJS.Signals): void;
 }
 
@@ -73,6 +76,8 @@ export function spawnDroid(options: SpawnDroidOptions): DroidProcess {
     output: child.stdin,
     defaultTimeoutMs: options.requestTimeoutMs,
   });
+  let firstOutputAt: number | null = null;
+  child.stdout.once('data', () => (firstOutputAt = epochMs()));
   const stderr = new TextTail(STDERR_TAIL_CHARS);
   child.stderr.setEncoding('utf8');
   child.stderr.on('data', (chunk: string) => stderr.push(chunk));
@@ -107,6 +112,9 @@ export function spawnDroid(options: SpawnDroidOptions): DroidProcess {
     connection,
     stderr,
     exited,
+    get firstOutputAt() {
+      return firstOutputAt;
+    },
     kill(signal: NodeJS.Signals = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     },

@@ -75,6 +75,7 @@ async function readyPool(s: TurnSpec, droid = true): Promise<WarmPool> {
     env: { ...process.env, DROID_MCP_TEST_TAG: tag },
     workerEntry: WORKER_ENTRY,
     refillDelayMs: 60_000,
+    refillAfterSubmitMs: 60_000,
   });
   pools.push(pool);
   pool.start();
@@ -341,6 +342,40 @@ describe('warm pool: life of the pool itself', () => {
     }
     expect(events).toContain('retired');
     expect(pool.counts.held).toBe(1);
+  });
+
+  it("after a take the pool refills only once the turn's droid has its prompt, not during droid's start", async () => {
+    tag = newTag();
+    const { workspace } = project(false);
+    const pool = new WarmPool({
+      size: 1,
+      droid: null, // a Node-only warm worker, as under the sandbox: the turn's droid starts after the take
+      env: { ...process.env, DROID_MCP_TEST_TAG: tag },
+      workerEntry: WORKER_ENTRY,
+      refillDelayMs: 30_000, // the cap: far beyond this test's waits
+      refillAfterSubmitMs: 300,
+    });
+    pools.push(pool);
+    pool.start();
+    const end = Date.now() + 20_000;
+    while (pool.counts.ready < 1) {
+      if (Date.now() > end) throw new Error('the warm worker did not become ready');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    let heldAtStart = -1;
+    const handle = startPooledWorker(pool, spec(workspace, { prompt: `refill ${script({ text: 'ok' })}` }), { onStarted: () => (heldAtStart = pool.counts.held) });
+    const heldAtTake = pool.counts.held;
+    const result = await handle.result;
+    handle.acknowledge();
+    await handle.cleanedUp;
+    expect(result.outcome).toBe('succeeded');
+    // Nothing forked while droid started (take → prompt submitted) …
+    expect([heldAtTake, heldAtStart]).toEqual([0, 0]);
+    // … and the refill came soon after, long before the cap.
+    while (pool.counts.ready < 1) {
+      if (Date.now() > end) throw new Error('the pool did not refill after the turn had its prompt');
+      await new Promise((r) => setTimeout(r, 20));
+    }
   });
 
   it('a dropped worker still being killed counts toward the size: no refill until its group is gone', async () => {

@@ -134,7 +134,7 @@ async function execute(rawSpec: unknown): Promise<void> {
     try {
       ({ result, release } = await runTurn(parsed.data, {
         cancelled,
-        onStarted: (droidSessionId) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString() }),
+        onStarted: (droidSessionId, stages) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString(), stages }),
         onProgress: (event) => void send({ type: 'progress', event }),
         replyGate: askGate,
         onReply: (event) => void send({ type: 'reply_event', event }),

@@ -11,7 +11,8 @@ import { AMP_SERVER } from '../../droid/amp-tools.js';
 import { droidAutonomy } from '../../droid/permission-policy.js';
 import { assertDroidExecutable } from '../../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../../droid/turn-collector.js';
-import { RENAME_SKIPPED, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnOutcome, type TurnResult, type TurnSpec } from '../shared/protocol.js';
+import { epochMs } from '../../util/epoch.js';
+import { RENAME_SKIPPED, type StartMarks, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnOutcome, type TurnResult, type TurnSpec } from '../shared/protocol.js';
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
@@ -24,7 +25,8 @@ import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '
 import type { Launcher } from '../../evidence/git.js';
 
 export interface TurnHooks {
-  onStarted(droidSessionId: string): void;
+  /** The prompt is submitted; `stages` says when each step of the start happened. */
+  onStarted(droidSessionId: string, stages: StartMarks): void;
   onProgress(event: ProgressEvent): void;
   /** Resolves when the controller asks to stop this turn. */
   cancelled: Promise<void>;
@@ -44,6 +46,8 @@ interface TurnState {
   /** The same confinement as droid's, with a read-only workspace: where git runs (evidence/git.ts). */
   gitLauncher?: Launcher | null;
   evidence?: EvidenceStart;
+  /** The start, stage by stage (protocol.ts START_STAGES). */
+  marks: StartMarks;
 }
 
 const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
@@ -73,7 +77,7 @@ const RENAMABLE: readonly TurnOutcome[] = ['succeeded', 'interrupted'];
  */
 export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid): Promise<FinishedTurn> {
   const startedAt = Date.now();
-  const state: TurnState = { droidSessionId: null, submitted: false };
+  const state: TurnState = { droidSessionId: null, submitted: false, marks: { spec_received: epochMs() } };
   let deadlineTimer: NodeJS.Timeout | undefined;
   let cancelledAt: number | null = null;
   void hooks.cancelled.then(() => (cancelledAt ??= Date.now()));
@@ -149,10 +153,12 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
     const launcher = confine(spec, state);
     const env = launcher ? confinedEnv(spec.droidEnv) : spec.droidEnv;
     client = DroidClient.spawn({ droidPath: spec.droidPath, env, cwd: spec.workspace, ...(launcher && { launcher }) });
+    state.marks.droid_spawned = epochMs();
   }
   state.client = client;
   // droid writes nothing before the prompt is submitted: the "before" snapshot runs during setup.
   state.evidence = beginEvidence(spec, state.gitLauncher ?? null);
+  void state.evidence.before.then(() => (state.marks.before_snapshot = epochMs()), () => undefined);
   if (spec.replyBack) {
     client.routeReplies({
       caller: spec.autonomy,
@@ -167,8 +173,9 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
-  const setup = openSession(spec, client).then((id) => {
+  const setup = openSession(spec, client, state.marks).then((id) => {
     state.droidSessionId = id;
+    state.marks.session_ready = epochMs();
     return null;
   });
   const exitDuringSetup = exited.then((e) => Promise.reject(e));
@@ -179,10 +186,13 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   if (early) return stoppedBeforeSubmit(early);
 
   await state.evidence.before;
+  state.marks.submit_sent = epochMs();
   const collector = await client.submit(spec.prompt, hooks.onProgress);
+  state.marks.submit_answered = epochMs();
   state.collector = collector;
   state.submitted = true;
-  hooks.onStarted(state.droidSessionId!);
+  const firstByte = client.process.firstOutputAt;
+  hooks.onStarted(state.droidSessionId!, firstByte === null ? state.marks : { ...state.marks, droid_first_byte: firstByte });
 
   const first = await Promise.race([collector.ended, stop, exited]);
   if (first instanceof Error) return diedMidTurn(first);
@@ -230,7 +240,7 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number, 
   }
 }
 
-async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
+async function openSession(spec: TurnSpec, client: DroidClient, marks: StartMarks): Promise<string> {
   // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
   const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
   // Held by the droid process, not the session: given on this turn's initialize or load (docs/PROTOCOL-NOTES.md).
@@ -248,10 +258,12 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
       ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
       ...(mcpServers && { mcpServers }),
     });
+    marks.initialized = epochMs();
     await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
     return created.sessionId;
   }
   const loaded = await client.loadSession(spec.session.droidSessionId, { ...format, ...(mcpServers && { mcpServers }) });
+  marks.initialized = epochMs();
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
     throw new DroidError(

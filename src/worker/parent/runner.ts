@@ -10,6 +10,7 @@ import type { ErrorInfo } from '../../droid/errors.js';
 import { parseWorkerMessage } from '../shared/ipc.js';
 import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from '../shared/protocol.js';
 import { TextTail } from '../../util/text.js';
+import { epochMs } from '../../util/epoch.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from '../shared/timeline.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
@@ -22,7 +23,8 @@ const WORKER_ENTRY = fileURLToPath(new URL('../child/main.js', import.meta.url))
 const MAX_IPC_PROBLEMS = 10;
 
 export interface WorkerOptions {
-  onStarted?(droidSessionId: string): void;
+  /** The prompt is submitted; `stages`: when each step of the start happened (epoch ms), the worker's and the runner's. */
+  onStarted?(droidSessionId: string, stages: StartTimeline): void;
   onProgress?(event: ProgressEvent): void;
   /** After the result: whether the pending Factory title was applied. */
   onRename?(outcome: RenameOutcome): void;
@@ -57,6 +59,9 @@ export function forkWorker(options: Pick<WorkerOptions, 'env' | 'workerEntry'> =
   });
 }
 
+/** Stage name → epoch ms (worker/shared/protocol.ts START_STAGES, plus the runner's `worker_ready`). */
+export type StartTimeline = Readonly<Record<string, number>>;
+
 export interface WorkerHandle {
   readonly pid: number;
   /** The turn's one result; synthesized if the worker dies without one. */
@@ -85,6 +90,8 @@ interface TurnWatch {
   invalidMessages: number;
   /** The first MAX_IPC_PROBLEMS invalid messages, kept as diagnostics. */
   ipcProblems: string[];
+  /** When the worker was forked (or taken from the pool) and given its turn (epoch ms). */
+  readyAt: number;
 }
 
 export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): WorkerHandle {
@@ -104,7 +111,7 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   const pid = child.pid ?? -1;
 
   let settle!: (result: TurnResult) => void;
-  const watch: TurnWatch = { gotResult: false, cancelRequested: false, startedSession: null, reportedSession: null, firedBackstop: null, invalidMessages: 0, ipcProblems: [] };
+  const watch: TurnWatch = { gotResult: false, cancelRequested: false, startedSession: null, reportedSession: null, firedBackstop: null, invalidMessages: 0, ipcProblems: [], readyAt: 0 };
   const result = new Promise<TurnResult>((resolve) => (settle = resolve));
 
   const backstop = backstopTimer(pid, watch);
@@ -143,6 +150,7 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   });
 
   post({ type: 'run', spec });
+  watch.readyAt = epochMs();
 
   return {
     pid,
@@ -196,7 +204,7 @@ function relayMessage(raw: unknown, watch: TurnWatch, options: WorkerOptions, po
   const message = parsed.message;
   if (message.type === 'started') {
     watch.startedSession = message.droidSessionId;
-    options.onStarted?.(message.droidSessionId);
+    options.onStarted?.(message.droidSessionId, { worker_ready: watch.readyAt, ...message.stages });
   } else if (message.type === 'progress') options.onProgress?.(message.event);
   else if (message.type === 'rename') options.onRename?.(message.outcome);
   else if (message.type === 'reply_call') {

@@ -9,7 +9,9 @@
  *   that one turn and is never given another; the pool forgets it.
  * - The pool refills in the background after a take, a loss or a retirement,
  *   and never holds more than `size` workers (starting, ready, or dropped
- *   and still being killed).
+ *   and still being killed). After a take it waits until the turn's droid
+ *   has its prompt (or the turn ended, or a cap passed): a worker forked
+ *   meanwhile would take CPU from that droid's start on a small host.
  * - A worker whose droid died, or that reached `maxAgeMs`, is dropped: its
  *   whole process group is killed and waited for, and it is replaced.
  *   Repeated losses before ready back off (a broken droid must not spin).
@@ -33,8 +35,16 @@ import { sweepWarmFolders, WARM_DIR_PREFIX } from './warm-folders.js';
 
 /** Warm droids are retired after this long, so a changed droid install or settings file is picked up. */
 const WARM_MAX_AGE_MS = 10 * 60_000;
-/** A take is followed by a refill this much later, so the refill does not compete with the turn's own start. */
+/** The server's start-up is followed by the first fill this much later, so they do not compete. */
 export const REFILL_DELAY_MS = 1_000;
+/**
+ * After a take, the refill waits for the turn's droid to have its prompt and
+ * then this long more (droid's own work before its first model request,
+ * ≈ 200–360 ms: docs/PROTOCOL-NOTES.md), or the turn's end…
+ */
+const REFILL_AFTER_SUBMIT_MS = 500;
+/** …and never longer than this after the take (a turn whose start is slow or never reported). */
+const REFILL_AFTER_TAKE_CAP_MS = 5_000;
 
 export interface WarmPoolOptions {
   /** At most this many workers, starting or ready; 0: no pool. */
@@ -44,7 +54,10 @@ export interface WarmPoolOptions {
   env?: NodeJS.ProcessEnv;
   workerEntry?: string;
   maxAgeMs?: number;
+  /** The refill after a take: at most this long after it (default REFILL_AFTER_TAKE_CAP_MS)… */
   refillDelayMs?: number;
+  /** …or this long after the turn's prompt was submitted, if sooner (default REFILL_AFTER_SUBMIT_MS). */
+  refillAfterSubmitMs?: number;
   /** Diagnostics (a worker lost, a refill backing off). */
   onEvent?(event: PoolEvent): void;
   /** Kills a dropped worker's group and resolves once it is gone (default killGroupAndWait; tests hold it open). */
@@ -57,10 +70,16 @@ export type PoolEvent =
   | { kind: 'backoff'; failures: number; delayMs: number }
   | { kind: 'swept'; folders: string[] };
 
-/** A worker handed to a turn: the turn owns it from here. `dispose` removes its neutral folder once its group is gone. */
+/**
+ * A worker handed to a turn: the turn owns it from here. `dispose` removes
+ * its neutral folder once its group is gone; `submitted` / `ended` tell the
+ * pool when its refill no longer competes with the turn's start.
+ */
 export interface TakenWorker {
   readonly child: ChildProcess;
   dispose(): void;
+  submitted(): void;
+  ended(): void;
 }
 
 /** How many workers to start now. Pure. */
@@ -92,12 +111,17 @@ export class WarmPool {
   private closed = false;
   private failures = 0;
   private refillTimer: NodeJS.Timeout | undefined;
+  /** The pending refill is the one after a take (a turn's start may bring it forward; a back-off may not be). */
+  private refillAfterTake = false;
+  private refillDueAt = 0;
   private readonly maxAgeMs: number;
   private readonly refillDelayMs: number;
+  private readonly refillAfterSubmitMs: number;
 
   constructor(private readonly options: WarmPoolOptions) {
     this.maxAgeMs = options.maxAgeMs ?? WARM_MAX_AGE_MS;
-    this.refillDelayMs = options.refillDelayMs ?? REFILL_DELAY_MS;
+    this.refillDelayMs = options.refillDelayMs ?? REFILL_AFTER_TAKE_CAP_MS;
+    this.refillAfterSubmitMs = options.refillAfterSubmitMs ?? REFILL_AFTER_SUBMIT_MS;
   }
 
   /**
@@ -134,9 +158,17 @@ export class WarmPool {
       if (!member.ready || member.child.exitCode !== null || member.child.signalCode !== null || !member.child.connected) continue;
       this.members.delete(member);
       member.detach();
-      this.scheduleRefill(this.refillDelayMs);
+      if (!this.refillTimer) {
+        this.scheduleRefill(this.refillDelayMs);
+        this.refillAfterTake = true;
+      }
       const dir = member.dir;
-      return { child: member.child, dispose: () => dir && rmSync(dir, { recursive: true, force: true }) };
+      return {
+        child: member.child,
+        dispose: () => dir && rmSync(dir, { recursive: true, force: true }),
+        submitted: () => this.refillSooner(this.refillAfterSubmitMs),
+        ended: () => this.refillSooner(0),
+      };
     }
     return null;
   }
@@ -149,8 +181,18 @@ export class WarmPool {
     while (this.dying.size) await Promise.all([...this.dying]);
   }
 
+  /** Brings a take's pending refill forward to `delayMs` from now (never a back-off's, never later). */
+  private refillSooner(delayMs: number): void {
+    if (this.closed || !this.refillAfterTake || this.refillDueAt <= Date.now() + delayMs) return;
+    clearTimeout(this.refillTimer);
+    this.refillTimer = undefined;
+    this.scheduleRefill(delayMs);
+  }
+
   private scheduleRefill(delayMs: number): void {
     if (this.closed || this.refillTimer) return;
+    this.refillAfterTake = false;
+    this.refillDueAt = Date.now() + delayMs;
     this.refillTimer = setTimeout(() => {
       this.refillTimer = undefined;
       this.refill();
@@ -262,12 +304,18 @@ export function startPooledWorker(pool: WarmPool | null, spec: TurnSpec, options
   const warm = pool?.take() ?? null;
   if (!warm) return startWorker(spec, options);
   let handle: WorkerHandle;
+  const onStarted: WorkerOptions['onStarted'] = (droidSessionId, stages) => {
+    warm.submitted();
+    options.onStarted?.(droidSessionId, stages);
+  };
   try {
-    handle = startWorker(spec, { ...options, worker: warm.child });
+    handle = startWorker(spec, { ...options, onStarted, worker: warm.child });
   } catch (err) {
+    warm.ended();
     void killGroupAndWait(warm.child.pid ?? -1).finally(() => warm.dispose());
     throw err;
   }
+  void handle.result.finally(() => warm.ended());
   void handle.cleanedUp.finally(() => warm.dispose());
   return handle;
 }

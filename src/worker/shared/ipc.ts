@@ -14,6 +14,7 @@ import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcr
 import { head } from '../../util/text.js';
 import { changeSet, contextStats, type ChangeSet, type ContextStats } from '../../shared/evidence-types.js';
 import {
+  START_STAGES,
   turnSpecSchema,
   type ParentToWorker,
   type RenameOutcome,
@@ -77,8 +78,10 @@ const replyEventSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('bypass'), tool: z.string(), toolUseId: z.string().min(1) }).strict(),
 ]);
 
+const startMarks = z.partialRecord(z.enum(START_STAGES), z.number().finite());
+
 const workerToParentSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('started'), droidSessionId: z.string().min(1), submittedAt: z.iso.datetime() }).strict(),
+  z.object({ type: z.literal('started'), droidSessionId: z.string().min(1), submittedAt: z.iso.datetime(), stages: startMarks.optional() }).strict(),
   z.object({ type: z.literal('progress'), event: progressEventSchema }).strict(),
   z.object({ type: z.literal('terminal'), result: turnResultSchema }).strict(),
   z.object({ type: z.literal('rename'), outcome: renameOutcome }).strict(),

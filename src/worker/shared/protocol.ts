@@ -141,8 +141,17 @@ export const WORKER_TITLE = 'droid-mcp worker';
 /** Argument of a worker forked for the pool: it is idle (WARM_IDLE_TITLE) from its first moment. */
 export const POOL_ARG = '--pool';
 
+/**
+ * A turn's start, stage by stage, in the worker (epoch ms, sub-ms): where
+ * the time between the controller's take and droid's first model request
+ * goes. Logged by the controller and printed by bench/latency.ts.
+ */
+export const START_STAGES = ['spec_received', 'droid_spawned', 'droid_first_byte', 'initialized', 'session_ready', 'before_snapshot', 'submit_sent', 'submit_answered'] as const;
+export type StartStage = (typeof START_STAGES)[number];
+export type StartMarks = Partial<Record<StartStage, number>>;
+
 export type WorkerToParent =
-  | { type: 'started'; droidSessionId: string; submittedAt: string }
+  | { type: 'started'; droidSessionId: string; submittedAt: string; stages?: StartMarks }
   /** A warm worker is ready to take a turn (its droid, if any, is spawned). */
   | { type: 'warm_ready' }
   /** A warm worker's droid died (or could not start) before any turn: the pool drops it. */
