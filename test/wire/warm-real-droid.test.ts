@@ -363,19 +363,22 @@ describe('warm pool: life of the pool itself', () => {
       await new Promise((r) => setTimeout(r, 20));
     }
     let heldAtStart = -1;
-    const handle = startPooledWorker(pool, spec(workspace, { prompt: `refill ${script({ text: 'ok' })}` }), { onStarted: () => (heldAtStart = pool.counts.held) });
+    // The model answers after 4 s: the turn is still running when the refill is due.
+    const prompt = `refill ${script({ text: 'ok', slowMs: 4_000 })}`;
+    const handle = startPooledWorker(pool, spec(workspace, { prompt }), { onStarted: () => (heldAtStart = pool.counts.held) });
     const heldAtTake = pool.counts.held;
-    const result = await handle.result;
-    handle.acknowledge();
-    await handle.cleanedUp;
-    expect(result.outcome).toBe('succeeded');
-    // Nothing forked while droid started (take → prompt submitted) …
-    expect([heldAtTake, heldAtStart]).toEqual([0, 0]);
-    // … and the refill came soon after, long before the cap.
+    let ended = false;
+    void handle.result.then(() => (ended = true));
     while (pool.counts.ready < 1) {
       if (Date.now() > end) throw new Error('the pool did not refill after the turn had its prompt');
       await new Promise((r) => setTimeout(r, 20));
     }
+    // Nothing forked while droid started (take → prompt submitted); the refill came after that, before the turn's end and long before the cap.
+    expect([heldAtTake, heldAtStart, ended]).toEqual([0, 0, false]);
+    const result = await handle.result;
+    handle.acknowledge();
+    await handle.cleanedUp;
+    expect(result.outcome).toBe('succeeded');
   });
 
   it('a dropped worker still being killed counts toward the size: no refill until its group is gone', async () => {
