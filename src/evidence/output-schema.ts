@@ -5,7 +5,7 @@
  * messages look like ajv's, but a caller should not have to trust that).
  * No I/O.
  */
-import AjvModule from 'ajv';
+import { createRequire } from 'node:module';
 import type { ValidateFunction } from 'ajv';
 
 /** Serialized size limit of a schema. */
@@ -23,12 +23,21 @@ export type JsonObject = { [key: string]: unknown };
 
 export type SchemaCheck = { ok: true; schema: JsonObject; bytes: number } | { ok: false; reason: string };
 
-// ajv is CommonJS: under NodeNext its class is the default export's `default`.
 type AjvConstructor = new (options: { allErrors: boolean; strict: boolean }) => { compile(schema: object): ValidateFunction };
-const Ajv: AjvConstructor =
-  (AjvModule as unknown as { default?: AjvConstructor }).default ?? (AjvModule as unknown as AjvConstructor);
+let Ajv: AjvConstructor | undefined;
 
+/**
+ * ajv is loaded at its first use, not with this module: it is a quarter of
+ * the worker's bundle, which every cold turn loads before it spawns droid,
+ * and only turns that ask for structured output need it (after their end).
+ * It stays a plain dependency: the bundle leaves this require to Node.
+ */
 function newAjv() {
+  if (!Ajv) {
+    // ajv is CommonJS: its class is the module's `default` (or the module itself).
+    const loaded = createRequire(import.meta.url)('ajv') as { default?: AjvConstructor } & AjvConstructor;
+    Ajv = loaded.default ?? loaded;
+  }
   // strict: false — droid accepts annotations and unknown keywords; a schema
   // that is actually invalid (bad types, unresolvable $ref) still fails to compile.
   return new Ajv({ allErrors: true, strict: false });
