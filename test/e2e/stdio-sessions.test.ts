@@ -221,6 +221,22 @@ describe('lifecycle', () => {
     expect(status!.latestRun.usage!.inputTokens).toBeGreaterThan(0);
     expect(status!.preview).toContain('tool said:');
     expect(readFileSync(file, 'utf8')).toBe('e2e\n');
+    // The log says where the turn's start went, stage by stage, in order (bench/latency.ts reads it).
+    const started = server
+      .stderr()
+      .split('\n')
+      .filter((line) => line.includes('"msg":"turn running') && line.includes(accepted.metadata.session))
+      .map((line) => (JSON.parse(line) as { start: { at: number; ms: Record<string, number> } }).start);
+    expect(started).toHaveLength(1);
+    const stages = Object.keys(started[0]!.ms);
+    for (const stage of ['launch_began', 'starting_committed', 'worker_ready', 'spec_received', 'droid_spawned', 'droid_first_byte', 'initialized', 'session_ready', 'submit_sent', 'submit_answered']) {
+      expect(stages).toContain(stage);
+    }
+    // Listed in the order they happened: droid answered before it was asked to submit.
+    const order = (a: string, b: string) => expect(stages.indexOf(a)).toBeLessThan(stages.indexOf(b));
+    order('worker_ready', 'droid_spawned');
+    order('droid_first_byte', 'initialized');
+    order('initialized', 'submit_sent');
   });
 
   it('replays a request key, rejects a conflicting one, and still does across a restart', async () => {

@@ -162,7 +162,7 @@ describe('SessionController', () => {
     const { controller, turns } = setup();
     const a = await create(controller, 'k1');
     await tick();
-    turns[0]!.options.onStarted!('droid-1');
+    turns[0]!.options.onStarted!('droid-1', {});
     await tick();
     const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
     expect(f.status.latestRun.state).toBe('queued');
@@ -640,7 +640,7 @@ describe('SessionController: the acceptance says what was done with the turn', (
   it('a follow-up behind a running turn is queued behind that run', async () => {
     const { controller, turns } = setup();
     const a = await create(controller, 'k1');
-    turns[0]!.options.onStarted!('droid-1');
+    turns[0]!.options.onStarted!('droid-1', {});
     await tick();
     const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
     expect(f.admission).toMatchObject({
