@@ -1,27 +1,37 @@
 /**
- * Bundles the compiled worker (dist/src/worker/child/main.js and everything it
- * imports, zod and ajv included) into one file in its place. Every turn forks
- * a fresh worker, and Node's ESM loader spent about 1.5 ms on each of the
- * ~165 files it loaded: the one file is imported in ~100 ms instead of
- * ~300 ms on this host (issue 12, a cold turn start). The other compiled
- * modules stay as they are. The server is not bundled: measured here, its
- * bundle started ~150 ms of CPU sooner but answered HTTP status calls with
- * ~40% more CPU per call (0.39 vs 0.28 ms). Runs after tsc (npm run build).
+ * Bundles the compiled worker into two files in place. Every turn forks a
+ * fresh worker, and Node's ESM loader spent about 1.5 ms on each of the
+ * ~165 files it loaded: one file is imported in ~100 ms instead of ~300 ms
+ * on this host (issue 12, a cold turn start).
+ *  - dist/src/worker/child/worker.js: the worker proper and everything it
+ *    imports, zod included (ajv is left to Node: output-schema.ts loads it
+ *    at its first use).
+ *  - dist/src/worker/child/main.js: the entry, which spawns a cold turn's
+ *    droid before it imports worker.js (main.ts); a few small modules.
+ * The other compiled modules stay as they are. The server is not bundled:
+ * measured here, its bundle started ~150 ms of CPU sooner but answered HTTP
+ * status calls with ~40% more CPU per call (0.39 vs 0.28 ms). Runs after
+ * tsc (npm run build).
  */
 import { build } from 'esbuild';
 import { fileURLToPath } from 'node:url';
 
-const main = fileURLToPath(new URL('../dist/src/worker/child/main.js', import.meta.url));
-await build({
-  entryPoints: [main],
-  outfile: main,
+const inPlace = (name) => fileURLToPath(new URL(`../dist/src/worker/child/${name}`, import.meta.url));
+const common = {
   allowOverwrite: true,
   bundle: true,
   platform: 'node',
   target: 'node20',
   format: 'esm',
-  // Bundled CommonJS packages (ajv) call require(); an ES module has none of its own.
-  banner: { js: "import { createRequire as __droidMcpRequire } from 'node:module'; const require = __droidMcpRequire(import.meta.url);" },
   legalComments: 'none',
   logLevel: 'warning',
+};
+await build({
+  ...common,
+  entryPoints: [inPlace('worker.js')],
+  outfile: inPlace('worker.js'),
+  // Bundled CommonJS code calls require(); an ES module has none of its own.
+  banner: { js: "import { createRequire as __droidMcpRequire } from 'node:module'; const require = __droidMcpRequire(import.meta.url);" },
 });
+// The entry stays small: the worker proper is imported at run time, from its own bundle.
+await build({ ...common, entryPoints: [inPlace('main.js')], outfile: inPlace('main.js'), external: ['./worker.js'] });

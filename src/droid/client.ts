@@ -18,7 +18,8 @@ import {
   type PermissionRecord,
   type QuestionRecord,
 } from './permission-policy.js';
-import { spawnDroid, type DroidProcess, type SpawnDroidOptions } from './process.js';
+import { adoptDroid, spawnDroid, type DroidProcess, type SpawnDroidOptions } from './process.js';
+import type { StartedDroid } from './launch.js';
 import { TurnCollector, type ProgressEvent } from './turn-collector.js';
 
 export interface CatalogModel {
@@ -167,6 +168,11 @@ export class DroidClient {
 
   static spawn(options: SpawnDroidOptions): DroidClient {
     return new DroidClient(spawnDroid(options));
+  }
+
+  /** A client for a droid started earlier (droid/launch.ts startDroid). */
+  static adopt(started: StartedDroid): DroidClient {
+    return new DroidClient(adoptDroid(started));
   }
 
   /** The policy answers at the autonomy of the turn being run. */

@@ -3,6 +3,9 @@
  * both sides: an invalid one is counted and reported, never acted on.
  */
 import { fork } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
@@ -100,5 +103,83 @@ describe('worker side (main)', () => {
     expect(early).toBe('still running');
     child.send({ type: 'ack' });
     expect(await exited).toBe(0);
+  });
+});
+
+describe('worker entry (main.ts): a cold worker spawns droid before it loads itself', () => {
+  const dirs: string[] = [];
+  afterEach(() => {
+    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+  const workspace = () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'early-')));
+    dirs.push(dir);
+    return dir;
+  };
+  /** A launch that is not droid: a shell that writes its pid to `marker`, then sleeps. */
+  const impostor = (cwd: string, marker: string) => ({
+    droidPath: '/bin/sh',
+    env: { PATH: '/usr/bin:/bin', DROID_MCP_TEST_TAG: tag },
+    cwd,
+    launcher: { command: '/bin/sh', args: ['-c', `echo $$ > ${marker}; exec sleep 30`], fd3: '' },
+  });
+  const alive = (pid: number) => {
+    try {
+      return !readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
+    } catch {
+      return false;
+    }
+  };
+
+  /** Forks the entry and sends one run message; resolves with the result (acknowledged). */
+  function runDirect(message: Record<string, unknown>): Promise<{ result: TurnResult }> {
+    const child = fork(WORKER_ENTRY, [], { env: { ...process.env, DROID_MCP_TEST_TAG: tag }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    child.stderr!.resume();
+    return new Promise((resolve) => {
+      child.on('message', (m: { type?: string; result?: TurnResult }) => {
+        if (m.type === 'terminal') {
+          child.send({ type: 'ack' });
+          resolve({ result: m.result! });
+        }
+      });
+      child.send(message);
+    });
+  }
+
+  it("the runner's launch is spawned before the worker has its spec, and is the turn's droid", async () => {
+    let stages: Record<string, number> = {};
+    const handle = startWorker(baseSpec(tag, {}, { workspace: workspace() }), {
+      workerEntry: WORKER_ENTRY,
+      env: { ...process.env, DROID_MCP_TEST_TAG: tag },
+      onStarted: (_id, s) => (stages = { ...s }),
+    });
+    const result = await handle.result;
+    handle.acknowledge();
+    await handle.cleanedUp;
+    expect(result.outcome).toBe('succeeded');
+    expect(stages.droid_spawned).toBeLessThan(stages.spec_received!);
+  });
+
+  it('a launch that is not the one the worker makes for the turn is killed unused; the turn runs on its own droid', async () => {
+    const ws = workspace();
+    const marker = join(ws, 'early.pid');
+    const spec = baseSpec(tag, {}, { workspace: ws });
+    const { result } = await runDirect({ type: 'run', spec, launch: impostor(ws, marker) });
+    expect(result.outcome).toBe('succeeded');
+    const pid = Number(readFileSync(marker, 'utf8'));
+    expect(pid).toBeGreaterThan(0);
+    expect(alive(pid)).toBe(false);
+  });
+
+  it('a launch whose cwd is no longer the directory it names is never spawned', async () => {
+    const ws = workspace();
+    const link = join(ws, 'link');
+    mkdirSync(join(ws, 'real'));
+    symlinkSync(join(ws, 'real'), link);
+    const marker = join(ws, 'early.pid');
+    const spec = baseSpec(tag, {}, { workspace: link });
+    const { result } = await runDirect({ type: 'run', spec, launch: impostor(link, marker) });
+    expect(result).toMatchObject({ outcome: 'failed', submitted: false, error: { code: 'workspace_changed' } });
+    expect(existsSync(marker)).toBe(false);
   });
 });

@@ -1,152 +1,61 @@
 /**
- * Worker process entry: receives one turn over IPC, runs it, reports, waits
- * for the controller to acknowledge the durable result, and exits.
+ * Worker process entry. A cold worker's first message is its `run`, which
+ * carries the droid launch the runner computed (sandbox/turn-launch.ts):
+ * this entry spawns that droid first thing, and only then loads the worker
+ * proper (worker.ts, a bundle mostly made of zod), so droid's own start
+ * overlaps the worker's. The worker validates the message in full, makes
+ * its own launch for the turn and uses this droid only if the two are the
+ * same; otherwise it kills it and starts its own (run-turn.ts turnDroid).
+ * A pool worker loads everything at once: its turn comes later.
+ *
+ * Only Node built-ins and two small modules are imported here, by design.
  */
-import { toErrorInfo } from '../../droid/errors.js';
-import { parseParentMessage, runEnvelopeSchema } from '../shared/ipc.js';
-import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent, POOL_ARG, WARM_IDLE_TITLE, WORKER_TITLE } from '../shared/protocol.js';
-import { stopOrphanedGroup } from './orphan.js';
-import { runTurn } from './run-turn.js';
-import { spawnWarmDroid, type WarmDroid } from './warm-droid.js';
-import { ACK_WAIT_MS } from '../shared/timeline.js';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { realpathSync, statSync } from 'node:fs';
+import { startDroid } from '../../droid/launch.js';
+import { fromWireLaunch, launchOfRun, POOL_ARG, WARM_IDLE_TITLE } from '../shared/worker-process.js';
+import type { EarlyDroid } from './run-turn.js';
 
-
-function send(message: WorkerToParent): Promise<void> {
-  return new Promise((resolve) => {
-    if (!process.connected || !process.send) return resolve();
-    process.send(message, (err: Error | null) => {
-      if (err) process.stderr.write(`worker: IPC send failed: ${err.message}\n`);
-      resolve();
-    });
-  });
-}
-
+const pool = process.argv.includes(POOL_ARG);
 // A pool worker is idle until its turn comes, and says so from its first moment.
-if (process.argv.includes(POOL_ARG)) process.title = WARM_IDLE_TITLE;
+if (pool) process.title = WARM_IDLE_TITLE;
 
-let cancel!: () => void;
-const cancelled = new Promise<void>((resolve) => (cancel = resolve));
-let acknowledge!: () => void;
-const acknowledged = new Promise<void>((resolve) => (acknowledge = resolve));
-let running = false;
-/** Set by `warm` (pool workers only): prepared before the turn is known. */
-let warmed = false;
-let warm: WarmDroid | undefined;
-/** Aborted when a follow-up waits for this turn's slot: the Factory title is left for a later turn. */
-const skipRename = new AbortController();
+/** Messages that come before the worker proper has loaded, in order: it gets them all. */
+const held: unknown[] = [];
+const hold = (raw: unknown) => void held.push(raw);
+process.on('message', hold);
 
-/** Puck calls waiting for the controller's reply gate, by request id. */
-const gateWaits = new Map<string, (approve: boolean) => void>();
-let gateIds = 0;
-/** A gate that never answers denies: droid's permission request must not hang the turn. */
-const GATE_WAIT_MS = 30_000;
+if (pool) load(undefined);
+else process.once('message', (first: unknown) => load(startEarly(first)));
 
-function askGate(call: ReplyCall): Promise<boolean> {
-  if (!process.connected) return Promise.resolve(false);
-  const id = `g${++gateIds}`;
-  return new Promise<boolean>((resolve) => {
-    const timer = setTimeout(() => settle(false), GATE_WAIT_MS);
-    const settle = (approve: boolean) => {
-      clearTimeout(timer);
-      gateWaits.delete(id);
-      resolve(approve);
-    };
-    gateWaits.set(id, settle);
-    void send({ type: 'reply_call', id, call });
-  });
+function load(early: EarlyDroid | undefined): void {
+  import('./worker.js').then(
+    ({ runWorker }) => {
+      process.off('message', hold);
+      runWorker(held, early);
+    },
+    (err: unknown) => {
+      process.stderr.write(`worker: could not load: ${(err as Error).message}\n`);
+      early?.started.child.kill('SIGKILL');
+      process.exit(1);
+    },
+  );
 }
-
-// The controller is gone: nobody can record this turn, so stop droid now.
-process.on('disconnect', () => {
-  for (const settle of [...gateWaits.values()]) settle(false);
-  cancel();
-  acknowledge();
-  stopOrphanedGroup();
-});
-
-process.on('message', (raw: unknown) => {
-  const parsed = parseParentMessage(raw);
-  if (parsed.ok) {
-    const message = parsed.message;
-    if (message.type === 'cancel') return cancel();
-    if (message.type === 'ack') return acknowledge();
-    if (message.type === 'skip_rename') return skipRename.abort();
-    // An unknown id (a decision that came after the wait gave up) is ignored: that call was already denied.
-    if (message.type === 'reply_decision') return gateWaits.get(message.id)?.(message.approve);
-    if (message.type === 'warm') return prepare(message.droid);
-    return start(message.spec);
-  }
-  // A run with a bad spec still gets its named answer (turn_spec_invalid), so the controller is not left waiting.
-  const run = runEnvelopeSchema.safeParse(raw);
-  if (run.success) return start(run.data.spec);
-  // Anything else is never acted on: not an ack, not a cancel (the controller's kill backstop still holds).
-  process.stderr.write(`worker: ignored invalid IPC message from the controller (${parsed.problem})\n`);
-});
 
 /**
- * A pool worker gets ready before its turn is known. If its droid dies while
- * it waits, it says so and keeps waiting: the pool drops it (and kills its
- * group); a turn that took it meanwhile simply starts droid cold.
+ * droid from the runner's launch, when the first message carries one and its
+ * cwd is still the directory it names (the check every start makes before
+ * droid runs: a path swapped for a symlink meanwhile gets no droid here);
+ * otherwise none, and the worker starts droid itself as without this entry.
  */
-function prepare(droid: WarmDroidSpec | null): void {
-  if (running || warmed) {
-    process.stderr.write('worker: ignored a warm message after the worker was prepared or given its turn\n');
-    return;
+function startEarly(first: unknown): EarlyDroid | undefined {
+  const wire = launchOfRun(first);
+  if (!wire) return undefined;
+  try {
+    if (realpathSync(wire.cwd) !== wire.cwd || !statSync(wire.cwd).isDirectory()) return undefined;
+    const launch = fromWireLaunch(wire);
+    return { started: startDroid(launch), launch, spawnedAt: performance.timeOrigin + performance.now() };
+  } catch {
+    // The worker's own checks name what is wrong.
+    return undefined;
   }
-  warmed = true;
-  process.title = WARM_IDLE_TITLE;
-  if (droid) {
-    try {
-      const spawned = spawnWarmDroid(droid);
-      warm = spawned;
-      void spawned.client.process.exited.then((exit) => {
-        if (!running) void send({ type: 'warm_lost', detail: `warm droid exited (${exit.signal ? `signal ${exit.signal}` : `code ${exit.code}`})` });
-      });
-    } catch (err) {
-      void send({ type: 'warm_lost', detail: `could not start a warm droid: ${(err as Error).message}` });
-      return;
-    }
-  }
-  void send({ type: 'warm_ready' });
-}
-
-function start(spec: unknown): void {
-  if (running) {
-    process.stderr.write('worker: ignored a second run message; a worker runs exactly one turn\n');
-    return;
-  }
-  running = true;
-  if (warmed) process.title = WORKER_TITLE;
-  void execute(spec);
-}
-
-async function execute(rawSpec: unknown): Promise<void> {
-  const parsed = turnSpecSchema.safeParse(rawSpec);
-  let result: TurnResult;
-  let release = async (_skip: AbortSignal): Promise<RenameOutcome | null> => null;
-  if (!parsed.success) {
-    // No turn will use it.
-    warm?.client.process.kill('SIGKILL');
-    const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
-    result = emptyFailure({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
-  } else {
-    try {
-      ({ result, release } = await runTurn(parsed.data, {
-        cancelled,
-        onStarted: (droidSessionId, stages) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString(), stages }),
-        onProgress: (event) => void send({ type: 'progress', event }),
-        replyGate: askGate,
-        onReply: (event) => void send({ type: 'reply_event', event }),
-      }, warm));
-    } catch (err) {
-      result = emptyFailure(toErrorInfo(err));
-    }
-  }
-  await send({ type: 'terminal', result });
-  // droid goes while the controller persists the result; the slot stays held until both are done.
-  const rename = await release(skipRename.signal);
-  if (rename) await send({ type: 'rename', outcome: rename });
-  await Promise.race([acknowledged, sleep(ACK_WAIT_MS)]);
-  process.exit(0);
 }

@@ -16,10 +16,8 @@ import { RENAME_SKIPPED, type StartMarks, type RenameOutcome, type ReplyCall, ty
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
-import { assertBwrapExecutable, checkConfinement, type SandboxLauncher } from '../../sandbox/sandbox.js';
-import { factoryDirOf } from '../../shared/host-paths.js';
-import { confinedEnv } from '../../sandbox/bwrap-args.js';
-import { listFactoryEntries, runtimeDirOf } from '../../sandbox/turn-paths.js';
+import { sameLaunch, turnLaunch } from '../../sandbox/turn-launch.js';
+import type { DroidLaunch, StartedDroid } from '../../droid/launch.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.js';
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '../../evidence/turn-evidence.js';
 import type { Launcher } from '../../evidence/git.js';
@@ -75,7 +73,7 @@ const RENAMABLE: readonly TurnOutcome[] = ['succeeded', 'interrupted'];
  * it fits the turn (warm-droid.ts `warmFits`); otherwise it is killed and droid
  * starts cold, exactly as without a pool.
  */
-export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid): Promise<FinishedTurn> {
+export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid, early?: EarlyDroid): Promise<FinishedTurn> {
   const startedAt = Date.now();
   const state: TurnState = { droidSessionId: null, submitted: false, marks: { spec_received: epochMs() } };
   let deadlineTimer: NodeJS.Timeout | undefined;
@@ -88,7 +86,7 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
 
   let verdict: Verdict;
   try {
-    verdict = await drive(spec, hooks, state, stop, warm);
+    verdict = await drive(spec, hooks, state, stop, warm, early);
   } catch (err) {
     verdict = { outcome: 'failed', reason: null, error: toErrorInfo(err) };
   } finally {
@@ -137,24 +135,22 @@ function evidence(state: TurnState) {
   };
 }
 
+/** A droid the worker's entry started from the runner's launch before the worker had loaded (main.ts). */
+export interface EarlyDroid {
+  started: StartedDroid;
+  launch: DroidLaunch;
+  spawnedAt: number;
+}
+
 export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null; structuredOutput?: Record<string, unknown> | null };
 
-async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>, warm?: WarmDroid): Promise<Verdict> {
+async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>, warm?: WarmDroid, early?: EarlyDroid): Promise<Verdict> {
   const useWarm = warm !== undefined && warmFits(warm.spec, warmAlive(warm), spec) && (await startsAlike(warm, spec.workspace));
   // A warm droid the turn cannot use goes before anything else starts.
   if (warm && !useWarm) warm.client.process.kill('SIGKILL');
   // Owned by the turn from here: `release` stops it whatever happens next.
   if (useWarm) state.client = warm.client;
-  assertDroidExecutable(spec.droidPath);
-  await assertWorkspaceUnchanged(spec.workspace);
-  let client: DroidClient;
-  if (useWarm) client = warm.client;
-  else {
-    const launcher = confine(spec, state);
-    const env = launcher ? confinedEnv(spec.droidEnv) : spec.droidEnv;
-    client = DroidClient.spawn({ droidPath: spec.droidPath, env, cwd: spec.workspace, ...(launcher && { launcher }) });
-    state.marks.droid_spawned = epochMs();
-  }
+  const client = await turnDroid(spec, state, useWarm ? warm : undefined, early);
   state.client = client;
   // droid writes nothing before the prompt is submitted: the "before" snapshot runs during setup.
   state.evidence = beginEvidence(spec, state.gitLauncher ?? null);
@@ -182,8 +178,8 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   // Whichever loses the race must not surface later as an unhandled rejection.
   setup.catch(() => undefined);
   exitDuringSetup.catch(() => undefined);
-  const early = await Promise.race([setup, stop, exitDuringSetup]);
-  if (early) return stoppedBeforeSubmit(early);
+  const stoppedEarly = await Promise.race([setup, stop, exitDuringSetup]);
+  if (stoppedEarly) return stoppedBeforeSubmit(stoppedEarly);
 
   await state.evidence.before;
   state.marks.submit_sent = epochMs();
@@ -286,31 +282,31 @@ function prepareAmpTools(spec: TurnSpec, client: DroidClient, saved: readonly st
   return spec.replyBack ? preflightAmp(client, spec.replyBack.url, saved) : dropStaleAmpDisables(client, saved);
 }
 
-/** bwrap in front of droid, with this turn's binds; null when the operator turned the sandbox off. */
-function confine(spec: TurnSpec, state: TurnState): SandboxLauncher | null {
-  const sandbox = spec.sandbox;
-  if (sandbox.mode === 'off') return null;
-  assertBwrapExecutable(sandbox.bwrapPath);
-  // The runner (controller side) owns the private sessions copy and TMPDIR: it copies back and removes them after the group is gone.
-  const turnTmp = sandbox.turnTmp;
-  if (!sandbox.sessionsCopy || !turnTmp) throw new DroidError('sandbox_unavailable', 'the turn came without its private sessions folder or TMPDIR; nothing was submitted');
-  const factoryDir = factoryDirOf(spec.droidEnv);
-  const factoryEntries = listFactoryEntries(factoryDir, spec.droidPath);
-  const confinement = {
-    factoryDir,
-    factoryEntries,
-    turnTmp,
-    sessionsCopy: sandbox.sessionsCopy,
-    runtimeDir: runtimeDirOf(spec.droidEnv),
-    hiddenDirs: sandbox.hiddenDirs,
-    hiddenFiles: sandbox.hiddenFiles,
-  };
-  // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
-  const workspace = { path: spec.workspace, writable: spec.autonomy !== 'off' };
-  const checked = checkConfinement(sandbox.bwrapPath, { ...confinement, workspace });
-  // git reads a repository the turn may have rigged (config, attributes): it gets no more rights than the turn.
-  state.gitLauncher = checked.launcher({ path: spec.workspace, writable: false });
-  return checked.launcher(workspace);
+/**
+ * The turn's droid, after the checks every start makes: the warm one; else
+ * the one the entry started early (main.ts), if it is exactly the launch
+ * this worker makes for the turn (the runner computed that one); else a new
+ * one. An early droid not used is killed before anything else happens.
+ */
+async function turnDroid(spec: TurnSpec, state: TurnState, warm: WarmDroid | undefined, early: EarlyDroid | undefined): Promise<DroidClient> {
+  let adopted = false;
+  try {
+    assertDroidExecutable(spec.droidPath);
+    await assertWorkspaceUnchanged(spec.workspace);
+    if (warm) return warm.client;
+    const launch = turnLaunch(spec);
+    state.gitLauncher = launch.git;
+    if (early && sameLaunch(early.launch, launch.droid)) {
+      adopted = true;
+      state.marks.droid_spawned = early.spawnedAt;
+      return DroidClient.adopt(early.started);
+    }
+    const client = DroidClient.spawn(launch.droid);
+    state.marks.droid_spawned = epochMs();
+    return client;
+  } finally {
+    if (early && !adopted) early.started.child.kill('SIGKILL');
+  }
 }
 
 /**

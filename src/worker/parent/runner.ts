@@ -16,6 +16,8 @@ import { turnTimeline } from '../shared/timeline.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
 import { makeTurnTmp, type TurnTmp } from '../../sandbox/turn-paths.js';
 import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
+import { turnLaunch } from '../../sandbox/turn-launch.js';
+import { toWireLaunch, type WireLaunch } from '../shared/worker-process.js';
 
 /** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
 const WORKER_ENTRY = fileURLToPath(new URL('../child/main.js', import.meta.url));
@@ -149,7 +151,9 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
     if (confined) await releaseConfinedTurn(confined, resumeId ?? watch.reportedSession ?? watch.startedSession, options);
   });
 
-  post({ type: 'run', spec });
+  // A cold worker spawns this droid before it loads itself; a pool worker is loaded already.
+  const launch = options.worker ? undefined : earlyLaunch(spec);
+  post({ type: 'run', spec, ...(launch && { launch }) });
   watch.readyAt = epochMs();
 
   return {
@@ -170,6 +174,18 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
       post({ type: 'skip_rename' });
     },
   };
+}
+
+/**
+ * The launch a cold worker may start before it has loaded (worker/child/main.ts);
+ * none when it cannot be made here: the worker then fails with the reason itself.
+ */
+function earlyLaunch(spec: TurnSpec): WireLaunch | undefined {
+  try {
+    return toWireLaunch(turnLaunch(spec).droid);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The runner's own kill timer: one backstop armed at a time; the one that fires is noted in `watch`. */

@@ -29,7 +29,8 @@ import { join } from 'node:path';
 import { TextTail } from '../../util/text.js';
 import { parseWorkerMessage } from '../shared/ipc.js';
 import { killGroupAndWait } from './process-group.js';
-import { POOL_ARG, type TurnSpec, type WarmDroidSpec } from '../shared/protocol.js';
+import type { TurnSpec, WarmDroidSpec } from '../shared/protocol.js';
+import { POOL_ARG } from '../shared/worker-process.js';
 import { forkWorker, startWorker, type WorkerHandle, type WorkerOptions } from './runner.js';
 import { sweepWarmFolders, WARM_DIR_PREFIX } from './warm-folders.js';
 
@@ -40,7 +41,7 @@ export const REFILL_DELAY_MS = 1_000;
 /**
  * After a take, the refill waits for the turn's droid to have its prompt and
  * then this long more (droid's own work before its first model request,
- * ≈ 200–360 ms: docs/PROTOCOL-NOTES.md), or the turn's end…
+ * ≈ 200–360 ms: docs/PROTOCOL-NOTES.md), or after the turn's end if it never submitted…
  */
 const REFILL_AFTER_SUBMIT_MS = 500;
 /** …and never longer than this after the take (a turn whose start is slow or never reported). */
@@ -56,7 +57,7 @@ export interface WarmPoolOptions {
   maxAgeMs?: number;
   /** The refill after a take: at most this long after it (default REFILL_AFTER_TAKE_CAP_MS)… */
   refillDelayMs?: number;
-  /** …or this long after the turn's prompt was submitted, if sooner (default REFILL_AFTER_SUBMIT_MS). */
+  /** …or this long after the turn's prompt was submitted (or the turn ended), if sooner (default REFILL_AFTER_SUBMIT_MS). */
   refillAfterSubmitMs?: number;
   /** Diagnostics (a worker lost, a refill backing off). */
   onEvent?(event: PoolEvent): void;
@@ -166,8 +167,9 @@ export class WarmPool {
       return {
         child: member.child,
         dispose: () => dir && rmSync(dir, { recursive: true, force: true }),
+        // The same short wait after either: droid's work right after its prompt, or the turn's cleanup.
         submitted: () => this.refillSooner(this.refillAfterSubmitMs),
-        ended: () => this.refillSooner(0),
+        ended: () => this.refillSooner(this.refillAfterSubmitMs),
       };
     }
     return null;

@@ -24,6 +24,7 @@ import {
   type WarmDroidSpec,
   type WorkerToParent,
 } from './protocol.js';
+import type { WireLaunch } from './worker-process.js';
 
 /** How much of a validation problem a diagnostic keeps. */
 const PROBLEM_CHARS = 500;
@@ -95,8 +96,17 @@ const warmDroidSpec = z
   .object({ droidPath: z.string().min(1), droidEnv: z.record(z.string(), z.string()), dir: z.string().startsWith('/') })
   .strict();
 
+const wireLaunch = z
+  .object({
+    droidPath: z.string().min(1),
+    env: z.record(z.string(), z.string()),
+    cwd: z.string().startsWith('/'),
+    launcher: z.object({ command: z.string().min(1), args: z.array(z.string()), fd3: z.base64() }).strict().optional(),
+  })
+  .strict();
+
 const parentToWorkerSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('run'), spec: turnSpecSchema }).strict(),
+  z.object({ type: z.literal('run'), spec: turnSpecSchema, launch: wireLaunch.optional() }).strict(),
   z.object({ type: z.literal('warm'), droid: warmDroidSpec.nullable() }).strict(),
   z.object({ type: z.literal('cancel') }).strict(),
   z.object({ type: z.literal('ack') }).strict(),
@@ -109,7 +119,7 @@ const parentToWorkerSchema = z.discriminatedUnion('type', [
  * answers it with a `turn_spec_invalid` result instead of silence, so the
  * controller is never left waiting for a turn that cannot start.
  */
-export const runEnvelopeSchema = z.object({ type: z.literal('run'), spec: z.unknown() }).strict();
+export const runEnvelopeSchema = z.object({ type: z.literal('run'), spec: z.unknown(), launch: z.unknown().optional() }).strict();
 
 export type Parsed<T> = { ok: true; message: T } | { ok: false; problem: string };
 
@@ -150,6 +160,7 @@ agree<Same<z.infer<typeof turnOutcome>, TurnOutcome>>();
 agree<Same<z.infer<typeof renameOutcome>, RenameOutcome>>();
 agree<Same<z.infer<typeof replyEventSchema>, ReplyEvent>>();
 agree<Same<z.infer<typeof warmDroidSpec>, WarmDroidSpec>>();
+agree<Same<z.infer<typeof wireLaunch>, WireLaunch>>();
 agree<Same<z.infer<typeof progressEventSchema>, ProgressEvent>>();
 agree<Same<z.infer<typeof changeSet>, ChangeSet>>();
 agree<Same<z.infer<typeof contextStats>, ContextStats>>();

@@ -4,6 +4,7 @@
  * and ignored, never a guess.
  */
 import { z } from 'zod';
+import type { WireLaunch } from './worker-process.js';
 import { autonomySchema } from '../../shared/record-schemas.js';
 import type { ErrorInfo } from '../../droid/errors.js';
 import type { TokenUsage } from '../../droid/notifications.js';
@@ -133,15 +134,6 @@ export interface WarmDroidSpec {
 }
 
 /**
- * Process title of a pool worker while it waits for a turn (ps, /proc/<pid>/cmdline):
- * operators and leak checks can tell an idle warm worker from a turn's. Reset when the turn comes.
- */
-export const WARM_IDLE_TITLE = 'droid-mcp warm worker (idle)';
-export const WORKER_TITLE = 'droid-mcp worker';
-/** Argument of a worker forked for the pool: it is idle (WARM_IDLE_TITLE) from its first moment. */
-export const POOL_ARG = '--pool';
-
-/**
  * A turn's start, stage by stage, in the worker (epoch ms, sub-ms): where
  * the time between the controller's take and droid's first model request
  * goes. Logged by the controller and printed by bench/latency.ts.
@@ -164,7 +156,7 @@ export type WorkerToParent =
 
 /** `skip_rename`: a follow-up waits for this turn's slot, so the Factory title is left for a later turn. */
 export type ParentToWorker =
-  | { type: 'run'; spec: TurnSpec }
+  | { type: 'run'; spec: TurnSpec; launch?: WireLaunch }
   /** Sent once, first, to a pool worker: prepare, then wait for `run`. */
   | { type: 'warm'; droid: WarmDroidSpec | null }
   | { type: 'cancel' }

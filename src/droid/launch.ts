@@ -1,0 +1,53 @@
+/**
+ * Spawning droid's process, and nothing else: kept free of the protocol
+ * code (and its imports) so a cold worker can start droid before it loads
+ * the rest of itself (worker/child/main.ts). process.ts wraps the result.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { handFd3 } from '../util/child-fd3.js';
+
+export const DROID_EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
+
+/** How to start one droid: its executable, environment and cwd, optionally through a sandbox program. */
+export interface DroidLaunch {
+  droidPath: string;
+  env: NodeJS.ProcessEnv;
+  /** Working directory of the process; the session's cwd is set by protocol. */
+  cwd?: string;
+  /**
+   * Runs droid through this program (a sandbox): `command ...args droidPath exec …`,
+   * with `fd3` (the sandbox's seccomp program) readable on the program's fd 3.
+   */
+  launcher?: { command: string; args: readonly string[]; fd3?: Uint8Array };
+  /** Leads its own process group (a droid started outside any worker, so its group can be killed whole). */
+  detached?: boolean;
+}
+
+/** How a started droid ended before anyone watched it: its exit, or the spawn's error. */
+export type EarlyEnd = { kind: 'exit'; code: number | null; signal: NodeJS.Signals | null } | { kind: 'error'; error: Error };
+
+export interface StartedDroid {
+  readonly child: ChildProcessWithoutNullStreams;
+  /** Settles on the child's `exit` or `error`, whichever comes first, however late the caller looks. */
+  readonly ended: Promise<EarlyEnd>;
+}
+
+/** Spawns droid (no checks: the caller made them) and starts watching its end at once, so none is missed. */
+export function startDroid(launch: DroidLaunch): StartedDroid {
+  const [command, args] = launch.launcher
+    ? [launch.launcher.command, [...launch.launcher.args, launch.droidPath, ...DROID_EXEC_ARGS]]
+    : [launch.droidPath, DROID_EXEC_ARGS];
+  const fd3 = launch.launcher?.fd3;
+  const child = spawn(command, args, {
+    cwd: launch.cwd,
+    env: launch.env,
+    detached: launch.detached ?? false,
+    stdio: fd3 ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+  }) as ChildProcessWithoutNullStreams;
+  const ended = new Promise<EarlyEnd>((resolve) => {
+    child.once('error', (error) => resolve({ kind: 'error', error }));
+    child.once('exit', (code, signal) => resolve({ kind: 'exit', code, signal }));
+  });
+  if (fd3) handFd3(child, fd3);
+  return { child, ended };
+}

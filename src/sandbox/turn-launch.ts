@@ -1,0 +1,73 @@
+/**
+ * How a turn's droid is started, and where its git calls run: bwrap in
+ * front of droid with the turn's binds, or droid alone when the operator
+ * turned the sandbox off. One function for both sides of the worker: the
+ * runner computes it to let a cold worker spawn droid first thing
+ * (worker/child/main.ts), and the worker computes it again and uses that
+ * early droid only if both agree (worker/child/run-turn.ts).
+ */
+import type { DroidLaunch } from '../droid/launch.js';
+import { DroidError } from '../droid/errors.js';
+import { factoryDirOf } from '../shared/host-paths.js';
+import { confinedEnv } from './bwrap-args.js';
+import { assertBwrapExecutable, checkConfinement, type SandboxLauncher, type SandboxSpec } from './sandbox.js';
+import { listFactoryEntries, runtimeDirOf } from './turn-paths.js';
+
+/** What of a turn decides its launch (a TurnSpec has all of it). */
+export interface TurnLaunchInput {
+  droidPath: string;
+  droidEnv: Record<string, string>;
+  workspace: string;
+  autonomy: string;
+  sandbox: SandboxSpec;
+}
+
+export interface TurnLaunch {
+  droid: DroidLaunch;
+  /** The same confinement with a read-only workspace, for git (evidence/git.ts); null without a sandbox. */
+  git: SandboxLauncher | null;
+}
+
+/** Fails `sandbox_unavailable` (nothing started) when the sandbox cannot confine this turn. */
+export function turnLaunch(spec: TurnLaunchInput): TurnLaunch {
+  const sandbox = spec.sandbox;
+  if (sandbox.mode === 'off') return { droid: { droidPath: spec.droidPath, env: spec.droidEnv, cwd: spec.workspace }, git: null };
+  assertBwrapExecutable(sandbox.bwrapPath);
+  // The runner (controller side) owns the private sessions copy and TMPDIR: it copies back and removes them after the group is gone.
+  const turnTmp = sandbox.turnTmp;
+  if (!sandbox.sessionsCopy || !turnTmp) throw new DroidError('sandbox_unavailable', 'the turn came without its private sessions folder or TMPDIR; nothing was submitted');
+  const factoryDir = factoryDirOf(spec.droidEnv);
+  const confinement = {
+    factoryDir,
+    factoryEntries: listFactoryEntries(factoryDir, spec.droidPath),
+    turnTmp,
+    sessionsCopy: sandbox.sessionsCopy,
+    runtimeDir: runtimeDirOf(spec.droidEnv),
+    hiddenDirs: sandbox.hiddenDirs,
+    hiddenFiles: sandbox.hiddenFiles,
+  };
+  // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
+  const workspace = { path: spec.workspace, writable: spec.autonomy !== 'off' };
+  const checked = checkConfinement(sandbox.bwrapPath, { ...confinement, workspace });
+  return {
+    droid: { droidPath: spec.droidPath, env: confinedEnv(spec.droidEnv), cwd: spec.workspace, launcher: checked.launcher(workspace) },
+    // git reads a repository the turn may have rigged (config, attributes): it gets no more rights than the turn.
+    git: checked.launcher({ path: spec.workspace, writable: false }),
+  };
+}
+
+/** Whether two launches start the same program with the same arguments, environment, cwd and fd 3 bytes. */
+export function sameLaunch(a: DroidLaunch, b: DroidLaunch): boolean {
+  const sameList = (x: readonly string[], y: readonly string[]) => x.length === y.length && x.every((v, i) => v === y[i]);
+  const envOf = (l: DroidLaunch) => Object.entries(l.env).sort(([k1], [k2]) => (k1 < k2 ? -1 : k1 > k2 ? 1 : 0)).flat().map(String);
+  const bytes = (l: DroidLaunch) => Buffer.from(l.launcher?.fd3 ?? []).toString('base64');
+  return (
+    a.droidPath === b.droidPath &&
+    a.cwd === b.cwd &&
+    (a.detached ?? false) === (b.detached ?? false) &&
+    a.launcher?.command === b.launcher?.command &&
+    sameList(a.launcher?.args ?? [], b.launcher?.args ?? []) &&
+    bytes(a) === bytes(b) &&
+    sameList(envOf(a), envOf(b))
+  );
+}

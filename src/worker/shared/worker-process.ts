@@ -1,0 +1,60 @@
+/**
+ * What a worker process needs before it has loaded the rest of itself
+ * (worker/child/main.ts): its titles and pool argument, and the droid
+ * launch the runner computed for it, as it crosses IPC. No zod here: this
+ * module is on a cold worker's path to spawning droid, and so is its
+ * every import.
+ */
+import type { DroidLaunch } from '../../droid/launch.js';
+
+/**
+ * Process title of a pool worker while it waits for a turn (ps, /proc/<pid>/cmdline):
+ * operators and leak checks can tell an idle warm worker from a turn's. Reset when the turn comes.
+ */
+export const WARM_IDLE_TITLE = 'droid-mcp warm worker (idle)';
+export const WORKER_TITLE = 'droid-mcp worker';
+/** Argument of a worker forked for the pool: it is idle (WARM_IDLE_TITLE) from its first moment. */
+export const POOL_ARG = '--pool';
+
+/**
+ * The droid launch a cold worker may start before it has loaded itself, as
+ * the runner computed it (sandbox/turn-launch.ts); the seccomp program's
+ * bytes in base64. The worker uses that droid only if its own launch for
+ * the turn is the same (the `run` message is validated in full by then).
+ */
+export interface WireLaunch {
+  droidPath: string;
+  env: Record<string, string>;
+  cwd: string;
+  launcher?: { command: string; args: string[]; fd3: string };
+}
+
+export function toWireLaunch(launch: DroidLaunch): WireLaunch {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(launch.env)) if (value !== undefined) env[key] = value;
+  const launcher = launch.launcher && { command: launch.launcher.command, args: [...launch.launcher.args], fd3: Buffer.from(launch.launcher.fd3 ?? []).toString('base64') };
+  return { droidPath: launch.droidPath, env, cwd: launch.cwd ?? '/', ...(launcher && { launcher }) };
+}
+
+export function fromWireLaunch(wire: WireLaunch): DroidLaunch {
+  const launcher = wire.launcher && { command: wire.launcher.command, args: wire.launcher.args, fd3: Buffer.from(wire.launcher.fd3, 'base64') };
+  return { droidPath: wire.droidPath, env: wire.env, cwd: wire.cwd, ...(launcher && { launcher }) };
+}
+
+const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
+
+/**
+ * The launch of a `run` message, checked only as far as spawning needs
+ * (strings where strings go); null when there is none or it is malformed.
+ * The message is validated in full (ipc.ts) before the droid is used.
+ */
+export function launchOfRun(raw: unknown): WireLaunch | null {
+  if (typeof raw !== 'object' || raw === null || (raw as { type?: unknown }).type !== 'run') return null;
+  const launch = (raw as { launch?: unknown }).launch as Partial<WireLaunch> | undefined;
+  if (typeof launch !== 'object' || launch === null) return null;
+  const { droidPath, env, cwd, launcher } = launch;
+  if (typeof droidPath !== 'string' || typeof cwd !== 'string' || !cwd.startsWith('/')) return null;
+  if (typeof env !== 'object' || env === null || !Object.values(env).every((v) => typeof v === 'string')) return null;
+  if (launcher !== undefined && (typeof launcher !== 'object' || launcher === null || typeof launcher.command !== 'string' || !isStrings(launcher.args) || typeof launcher.fd3 !== 'string')) return null;
+  return launch as WireLaunch;
+}
