@@ -20,6 +20,8 @@ import type { ChildProcess } from 'node:child_process';
 export interface TurnRun {
   handle: WorkerHandle;
   started: Promise<string>;
+  /** The start's stages (epoch ms), once started: runner.ts StartTimeline. */
+  stages: Record<string, number>;
   events: ProgressEvent[];
   renames: RenameOutcome[];
   /** Resolves after the result is acknowledged and the process group is gone. */
@@ -66,13 +68,17 @@ export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmP
   const renames: RenameOutcome[] = [];
   let resolveStarted!: (id: string) => void;
   const started = new Promise<string>((resolve) => (resolveStarted = resolve));
+  const stages: Record<string, number> = {};
   const env = { ...process.env, DROID_MCP_TEST_TAG: tag };
   const prepared = warm ? warmWorker(spec, env) : null;
   const handle = startWorker(spec, {
     ...(prepared && { worker: prepared.child }),
     workerEntry: WORKER_ENTRY,
     env,
-    onStarted: resolveStarted,
+    onStarted: (id, at) => {
+      Object.assign(stages, at);
+      resolveStarted(id);
+    },
     onProgress: (e) => events.push(e),
     onRename: (r) => renames.push(r),
   });
@@ -82,7 +88,7 @@ export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmP
     if (prepared?.dir) rmSync(prepared.dir, { recursive: true, force: true });
     return result;
   });
-  return { handle, started, events, renames, done };
+  return { handle, started, stages, events, renames, done };
 }
 
 /**

@@ -74,6 +74,18 @@ describe('sandbox: a writer turn at high writes only its workspace', () => {
     for (const target of targets) expect(existsSync(target), target).toBe(false);
   });
 
+  it("a cold worker's bwrap and droid are spawned before the worker has loaded, and are the turn's (the runner's launch is the worker's)", async () => {
+    const s = spec({});
+    s.prompt = `write ${script({ steps: [create(join(workspace, 'early.txt')), create(join(sibling, 'early.txt'))] })}`;
+    const turn = runWorkerTurn(s, tag, false);
+    const result = await turn.done;
+    expect(result.outcome).toBe('succeeded');
+    expect(turn.stages.droid_spawned).toBeLessThan(turn.stages.spec_received!);
+    // The early droid is as confined as any: the workspace took the write, its sibling did not.
+    expect(readFileSync(join(workspace, 'early.txt'), 'utf8')).toBe('written\n');
+    expect(existsSync(join(sibling, 'early.txt'))).toBe(false);
+  });
+
   it('shell commands cannot write outside, remount /, change a kernel setting, or read the token and state', async () => {
     const s = spec({});
     const tmpTarget = join(tmpdir(), `droid-mcp-${randomUUID()}`);
