@@ -74,10 +74,13 @@ describe('sandbox: a writer turn at high writes only its workspace', () => {
     for (const target of targets) expect(existsSync(target), target).toBe(false);
   });
 
-  it("a cold worker's bwrap and droid are spawned before the worker has loaded, and are the turn's (the runner's launch is the worker's)", async () => {
+  it.each([
+    ['a cold worker, before it has loaded', false],
+    ['a pool worker (no droid held), before it has validated the turn', true],
+  ])("bwrap and droid are spawned by %s, and are the turn's (the runner's launch is the worker's)", async (_what, warm) => {
     const s = spec({});
     s.prompt = `write ${script({ steps: [create(join(workspace, 'early.txt')), create(join(sibling, 'early.txt'))] })}`;
-    const turn = runWorkerTurn(s, tag, false);
+    const turn = runWorkerTurn(s, tag, warm);
     const result = await turn.done;
     expect(result.outcome).toBe('succeeded');
     expect(turn.stages.droid_spawned).toBeLessThan(turn.stages.spec_received!);

@@ -8,12 +8,10 @@
  * same; otherwise it kills it and starts its own (run-turn.ts turnDroid).
  * A pool worker loads everything at once: its turn comes later.
  *
- * Only Node built-ins and two small modules are imported here, by design.
+ * Only Node built-ins and a few small modules are imported here, by design.
  */
-import { realpathSync, statSync } from 'node:fs';
-import { startDroid } from '../../droid/launch.js';
-import { fromWireLaunch, launchOfRun, POOL_ARG, WARM_IDLE_TITLE } from '../shared/worker-process.js';
-import type { EarlyDroid } from './run-turn.js';
+import { POOL_ARG, WARM_IDLE_TITLE } from '../shared/worker-process.js';
+import { startEarly, type EarlyDroid } from './early-droid.js';
 
 const pool = process.argv.includes(POOL_ARG);
 // A pool worker is idle until its turn comes, and says so from its first moment.
@@ -41,21 +39,3 @@ function load(early: EarlyDroid | undefined): void {
   );
 }
 
-/**
- * droid from the runner's launch, when the first message carries one and its
- * cwd is still the directory it names (the check every start makes before
- * droid runs: a path swapped for a symlink meanwhile gets no droid here);
- * otherwise none, and the worker starts droid itself as without this entry.
- */
-function startEarly(first: unknown): EarlyDroid | undefined {
-  const wire = launchOfRun(first);
-  if (!wire) return undefined;
-  try {
-    if (realpathSync(wire.cwd) !== wire.cwd || !statSync(wire.cwd).isDirectory()) return undefined;
-    const launch = fromWireLaunch(wire);
-    return { started: startDroid(launch), launch, spawnedAt: performance.timeOrigin + performance.now() };
-  } catch {
-    // The worker's own checks name what is wrong.
-    return undefined;
-  }
-}

@@ -17,7 +17,7 @@ import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
 import { sameLaunch, turnLaunch } from '../../sandbox/turn-launch.js';
-import type { DroidLaunch, StartedDroid } from '../../droid/launch.js';
+import type { EarlyDroid } from './early-droid.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.js';
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '../../evidence/turn-evidence.js';
 import type { Launcher } from '../../evidence/git.js';
@@ -133,13 +133,6 @@ function evidence(state: TurnState) {
     ],
     stderrTail: client?.process.stderr.toString() ?? '',
   };
-}
-
-/** A droid the worker's entry started from the runner's launch before the worker had loaded (main.ts). */
-export interface EarlyDroid {
-  started: StartedDroid;
-  launch: DroidLaunch;
-  spawnedAt: number;
 }
 
 export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null; structuredOutput?: Record<string, unknown> | null };

@@ -8,7 +8,7 @@ import { toErrorInfo } from '../../droid/errors.js';
 import { parseParentMessage, runEnvelopeSchema } from '../shared/ipc.js';
 import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent } from '../shared/protocol.js';
 import { WARM_IDLE_TITLE, WORKER_TITLE } from '../shared/worker-process.js';
-import type { EarlyDroid } from './run-turn.js';
+import { startEarly, type EarlyDroid } from './early-droid.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
 import { spawnWarmDroid, type WarmDroid } from './warm-droid.js';
@@ -78,6 +78,8 @@ function orphaned(): void {
 }
 
 function onMessage(raw: unknown): void {
+  // A pool worker holding no droid (a sandboxed turn's) starts it from the runner's launch first, as the entry does for a cold one.
+  if (warmed && !warm && !running && !early) early = startEarly(raw);
   const parsed = parseParentMessage(raw);
   if (parsed.ok) {
     const message = parsed.message;

@@ -151,8 +151,8 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
     if (confined) await releaseConfinedTurn(confined, resumeId ?? watch.reportedSession ?? watch.startedSession, options);
   });
 
-  // A cold worker spawns this droid before it loads itself; a pool worker is loaded already.
-  const launch = options.worker ? undefined : earlyLaunch(spec);
+  // The worker may spawn this droid before anything else (worker/child/early-droid.ts).
+  const launch = earlyLaunch(spec);
   post({ type: 'run', spec, ...(launch && { launch }) });
   watch.readyAt = epochMs();
 
@@ -177,7 +177,7 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
 }
 
 /**
- * The launch a cold worker may start before it has loaded (worker/child/main.ts);
+ * The launch a worker may start before it has validated its turn (worker/child/early-droid.ts);
  * none when it cannot be made here: the worker then fails with the reason itself.
  */
 function earlyLaunch(spec: TurnSpec): WireLaunch | undefined {

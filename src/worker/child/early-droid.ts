@@ -1,0 +1,35 @@
+/**
+ * A turn's droid started from the runner's launch before the worker has
+ * validated its `run` message and made its own launch (the worker then
+ * decides: run-turn.ts turnDroid). Used by the entry of a cold worker
+ * (main.ts) and by a pool worker holding no droid (worker.ts). Small on
+ * purpose: on a cold worker's path to spawning droid.
+ */
+import { realpathSync, statSync } from 'node:fs';
+import { startDroid, type DroidLaunch, type StartedDroid } from '../../droid/launch.js';
+import { fromWireLaunch, launchOfRun } from '../shared/worker-process.js';
+
+export interface EarlyDroid {
+  started: StartedDroid;
+  launch: DroidLaunch;
+  spawnedAt: number;
+}
+
+/**
+ * droid from the launch of a `run` message, when it carries one and its cwd
+ * is still the directory it names (the check every start makes before droid
+ * runs: a path swapped for a symlink meanwhile gets no droid here);
+ * otherwise none, and the worker starts droid itself.
+ */
+export function startEarly(run: unknown): EarlyDroid | undefined {
+  const wire = launchOfRun(run);
+  if (!wire) return undefined;
+  try {
+    if (realpathSync(wire.cwd) !== wire.cwd || !statSync(wire.cwd).isDirectory()) return undefined;
+    const launch = fromWireLaunch(wire);
+    return { started: startDroid(launch), launch, spawnedAt: performance.timeOrigin + performance.now() };
+  } catch {
+    // The worker's own checks name what is wrong.
+    return undefined;
+  }
+}
