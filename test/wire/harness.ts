@@ -4,6 +4,7 @@
  * unique tag so the test can prove none is left behind.
  */
 import { randomUUID } from 'node:crypto';
+import type { CatalogModel } from '../../src/droid/client.js';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
 import type { RenameOutcome, TurnResult, TurnSpec } from '../../src/worker/shared/protocol.js';
 import { forkWorker, startWorker, type WorkerHandle } from '../../src/worker/parent/runner.js';
@@ -22,6 +23,8 @@ export interface TurnRun {
   started: Promise<string>;
   events: ProgressEvent[];
   renames: RenameOutcome[];
+  /** The catalogs the worker reported from droid's session answers. */
+  catalogs: Array<{ models: CatalogModel[]; answeredAt: number }>;
   /** Resolves after the result is acknowledged and the process group is gone. */
   done: Promise<TurnResult>;
 }
@@ -64,6 +67,7 @@ function warmWorker(spec: TurnSpec, env: NodeJS.ProcessEnv): { child: ChildProce
 export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmPoolOn()): TurnRun {
   const events: ProgressEvent[] = [];
   const renames: RenameOutcome[] = [];
+  const catalogs: TurnRun['catalogs'] = [];
   let resolveStarted!: (id: string) => void;
   const started = new Promise<string>((resolve) => (resolveStarted = resolve));
   const env = { ...process.env, DROID_MCP_TEST_TAG: tag };
@@ -75,6 +79,7 @@ export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmP
     onStarted: resolveStarted,
     onProgress: (e) => events.push(e),
     onRename: (r) => renames.push(r),
+    onCatalog: (models, answeredAt) => catalogs.push({ models, answeredAt }),
   });
   const done = handle.result.then(async (result) => {
     handle.acknowledge();
@@ -82,7 +87,7 @@ export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmP
     if (prepared?.dir) rmSync(prepared.dir, { recursive: true, force: true });
     return result;
   });
-  return { handle, started, events, renames, done };
+  return { handle, started, events, renames, catalogs, done };
 }
 
 /**

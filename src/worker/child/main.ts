@@ -3,7 +3,7 @@
  * for the controller to acknowledge the durable result, and exits.
  */
 import { toErrorInfo } from '../../droid/errors.js';
-import { parseParentMessage, runEnvelopeSchema } from '../shared/ipc.js';
+import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../shared/ipc.js';
 import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent, POOL_ARG, WARM_IDLE_TITLE, WORKER_TITLE } from '../shared/protocol.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
@@ -111,6 +111,17 @@ function prepare(droid: WarmDroidSpec | null): void {
   void send({ type: 'warm_ready' });
 }
 
+/**
+ * droid's catalog goes to the controller only in the shape the controller
+ * accepts (the same schema checks it there); a list that is not is left out
+ * and noted on stderr, and the turn goes on.
+ */
+function sendCatalog(models: unknown): void {
+  const parsed = parseWorkerMessage({ type: 'catalog', models, answeredAt: new Date().toISOString() });
+  if (parsed.ok) void send(parsed.message);
+  else process.stderr.write(`worker: droid's session answer carried no usable model list, not reported (${parsed.problem})\n`);
+}
+
 function start(spec: unknown): void {
   if (running) {
     process.stderr.write('worker: ignored a second run message; a worker runs exactly one turn\n');
@@ -136,6 +147,7 @@ async function execute(rawSpec: unknown): Promise<void> {
         cancelled,
         onStarted: (droidSessionId) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString() }),
         onProgress: (event) => void send({ type: 'progress', event }),
+        onCatalog: sendCatalog,
         replyGate: askGate,
         onReply: (event) => void send({ type: 'reply_event', event }),
       }, warm));

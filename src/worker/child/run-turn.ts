@@ -26,6 +26,8 @@ import type { Launcher } from '../../evidence/git.js';
 export interface TurnHooks {
   onStarted(droidSessionId: string): void;
   onProgress(event: ProgressEvent): void;
+  /** The models droid's initialize_session or load_session answered with, as droid sent them (the caller validates). */
+  onCatalog?(availableModels: unknown): void;
   /** Resolves when the controller asks to stop this turn. */
   cancelled: Promise<void>;
   /** Routed turns: the controller's reply gate. Absent: every puck call is denied. */
@@ -167,7 +169,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
-  const setup = openSession(spec, client).then((id) => {
+  const setup = openSession(spec, client, hooks).then((id) => {
     state.droidSessionId = id;
     return null;
   });
@@ -230,7 +232,7 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number, 
   }
 }
 
-async function openSession(spec: TurnSpec, client: DroidClient): Promise<string> {
+async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<TurnHooks, 'onCatalog'>): Promise<string> {
   // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
   const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
   // Held by the droid process, not the session: given on this turn's initialize or load (docs/PROTOCOL-NOTES.md).
@@ -248,10 +250,13 @@ async function openSession(spec: TurnSpec, client: DroidClient): Promise<string>
       ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
       ...(mcpServers && { mcpServers }),
     });
+    // The same runtime's catalog, at no extra cost: it keeps the controller's catalog fresh (model-catalog.ts).
+    if (created.availableModels !== undefined) hooks.onCatalog?.(created.availableModels);
     await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
     return created.sessionId;
   }
   const loaded = await client.loadSession(spec.session.droidSessionId, { ...format, ...(mcpServers && { mcpServers }) });
+  if (loaded.availableModels !== undefined) hooks.onCatalog?.(loaded.availableModels);
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
     throw new DroidError(

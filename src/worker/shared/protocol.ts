@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { autonomySchema } from '../../shared/record-schemas.js';
+import type { CatalogModel } from '../../droid/client.js';
 import type { ErrorInfo } from '../../droid/errors.js';
 import type { TokenUsage } from '../../droid/notifications.js';
 import type { PermissionRecord, QuestionRecord } from '../../droid/permission-policy.js';
@@ -143,6 +144,8 @@ export const POOL_ARG = '--pool';
 
 export type WorkerToParent =
   | { type: 'started'; droidSessionId: string; submittedAt: string }
+  /** The models this turn's initialize_session or load_session answered with, and when: the controller's catalog may use them. */
+  | { type: 'catalog'; models: CatalogModel[]; answeredAt: string }
   /** A warm worker is ready to take a turn (its droid, if any, is spawned). */
   | { type: 'warm_ready' }
   /** A warm worker's droid died (or could not start) before any turn: the pool drops it. */
