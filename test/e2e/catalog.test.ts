@@ -1,0 +1,95 @@
+/**
+ * The model catalog in the built server with the real droid CLI (issue 19):
+ * a turn's own session answer refreshes the catalog, the catalog is read
+ * again ahead of its TTL in the background (counted from that answer), and a
+ * create after a pause longer than the TTL starts no catalog read of its own.
+ * Seen through the server's debug log of catalog events (cli.ts logCatalog).
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { script } from '../../src/testbed/scripted-model.js';
+import { startServer, type RunningServer } from '../support/mcp-server.js';
+import { waitForNoProcesses } from '../support/processes.js';
+import { makeContext, type E2EContext } from './context.js';
+
+const TTL = 5_000;
+let ctx: E2EContext;
+let server: RunningServer | undefined;
+const TAG = `e2e-catalog-${process.pid}-${Date.now()}`;
+
+beforeAll(async () => {
+  ctx = await makeContext(TAG);
+});
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  await waitForNoProcesses(TAG, 15_000);
+});
+afterAll(async () => {
+  await ctx?.cleanup();
+});
+
+type Event = { kind: 'read'; background: boolean; models: number; startedAt: number; at: number } | { kind: 'offered'; models: number; at: number } | { kind: string };
+
+/** The catalog events the server logged so far, in order. */
+function catalogEvents(s: RunningServer): Event[] {
+  const events: Event[] = [];
+  for (const line of s.stderr().split('\n')) {
+    if (!line.includes('"catalog"')) continue;
+    try {
+      const entry = JSON.parse(line) as { catalog?: Event };
+      if (entry.catalog) events.push(entry.catalog);
+    } catch {
+      // not a log line
+    }
+  }
+  return events;
+}
+
+const reads = (s: RunningServer) => catalogEvents(s).filter((e): e is Extract<Event, { kind: 'read' }> => e.kind === 'read');
+const offers = (s: RunningServer) => catalogEvents(s).filter((e): e is Extract<Event, { kind: 'offered' }> => e.kind === 'offered');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until<T>(get: () => T | undefined, timeoutMs: number): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = get();
+    if (value !== undefined) return value;
+    if (Date.now() > end) throw new Error(`not reached in ${timeoutMs} ms; server log:\n${server?.stderr().slice(-4_000)}`);
+    await sleep(25);
+  }
+}
+
+let keys = 0;
+async function turn(s: RunningServer, name: string): Promise<void> {
+  const created = await s.ok<{ metadata: { session: string } }>('droid_create_session', {
+    requestKey: `catalog-${++keys}`,
+    replyTo: null,
+    workspace: ctx.workspace(name),
+    autonomy: 'off',
+    prompt: `hello ${script({ text: 'ok' })}`,
+  });
+  await s.ok('droid_wait_for_sessions', { sessions: [created.metadata.session], timeoutSeconds: 60 });
+}
+
+describe('model catalog (real droid, TTL 5 s)', () => {
+  it("is refreshed by a turn's own answer, read ahead from it in the background, and a create after a pause reads nothing", async () => {
+    server = await startServer(ctx.config({ modelCacheTtlMs: TTL }), { ...ctx.env, DROID_MCP_LOG_LEVEL: 'debug' });
+    const listed = await server.ok<{ models: unknown[] }>('droid_models');
+    const first = (await until(() => reads(server!)[0], 5_000));
+    expect(first.background).toBe(false);
+    // The turn's answer comes well after the read, so the two schedules differ by seconds.
+    await sleep(2_000);
+    await turn(server, 'after-read');
+    const offered = await until(() => offers(server!)[0], 5_000);
+    expect(offered.models).toBe(listed.models.length);
+    expect(offered.at).toBeGreaterThanOrEqual(first.at + 2_000);
+    // The next read is the background one, at 80 % of the TTL counted from the turn's answer, not from the first read.
+    const ahead = await until(() => reads(server!)[1], 3 * TTL);
+    expect(ahead.background).toBe(true);
+    expect(ahead.startedAt).toBeGreaterThanOrEqual(offered.at + 0.8 * TTL - 50);
+    // A pause past the TTL of everything a caller caused: the create finds the catalog fresh.
+    await until(() => (Date.now() > offered.at + TTL + 500 ? true : undefined), 2 * TTL);
+    await turn(server, 'after-pause');
+    expect(reads(server).filter((r) => !r.background)).toEqual([first]);
+  });
+});
