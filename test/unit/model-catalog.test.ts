@@ -216,13 +216,22 @@ describe('ModelCatalog', () => {
     expect(ids(await t.catalog.models())).toEqual([`m${t.reads()}`]);
   });
 
-  it('a catalog nobody asked for reads nothing; close stops the refresh-ahead and waits for a read in flight', async () => {
+  it('a catalog nobody asked for reads nothing; close stops the refresh-ahead, leaving no timer', async () => {
     const t = setup();
     await t.time.advance(10 * TTL);
     expect(t.reads()).toBe(0);
     expect(t.time.pending()).toBe(0);
     await t.catalog.models();
     expect(t.time.pending()).toBe(1);
+    await t.catalog.close();
+    expect(t.time.pending()).toBe(0);
+    await t.time.advance(10 * TTL);
+    expect(t.reads()).toBe(1);
+  });
+
+  it('close waits for a read in flight, and no timer follows it', async () => {
+    const t = setup();
+    await t.catalog.models();
     t.hold();
     await t.time.advance(800);
     let closed = false;
