@@ -6,13 +6,17 @@
  * Cached for a TTL; concurrent callers and the background refresh share one
  * read; an expired catalog is never served.
  *
- * Refresh ahead: once anyone has asked for the catalog, a timer reads it again
- * at AHEAD of its TTL when nothing fresher came meanwhile, so a caller after
- * any pause finds it fresh and never waits for a catalog droid. A server that
- * was never asked spawns none. The rule holds while the server runs (an idle
- * server costs one sandboxed droid per AHEAD × TTL: 75 an hour at the default
- * 60 s); turns' answers push the timer back, so a busy server reads only when
- * turns do not refresh it. The timer is unref'd and `close` stops it.
+ * Refresh ahead, the rule: from the first read on (the first caller's), a
+ * timer reads the catalog again at AHEAD of its TTL unless something fresher
+ * came meanwhile, for as long as the server runs, so a caller after any pause
+ * finds it fresh and never waits for a catalog droid. A server nobody asked
+ * for a model spawns none. Cost: an idle server, one sandboxed droid per
+ * AHEAD × TTL (75 an hour at the default 60 s); a busy one, only what turns do
+ * not cover: each turn's answer pushes the timer back, and a read is due only
+ * for the `disabled` flags turns' lists lack (every FLAGS_TTLS × TTL: 6 an hour
+ * at the default) or for a model no read has listed yet (once per model). A
+ * failed background read is logged, throws nowhere and keeps a still valid
+ * catalog until its TTL. The timer is unref'd and `close` stops it.
  */
 import type { CatalogModel } from '../droid/client.js';
 import { SANDBOX_ACTION, type SandboxSpec } from '../sandbox/sandbox.js';
@@ -93,7 +97,6 @@ export class ModelCatalog {
   private failedAt: number | undefined;
   /** Ids a turn listed that no read had: each is read for once, not on every turn. */
   private readonly chased = new Set<string>();
-  private used = false;
   private closed = false;
   private readonly now: () => number;
   private readonly timers: CatalogTimers;
@@ -106,11 +109,6 @@ export class ModelCatalog {
   }
 
   async models(): Promise<CatalogModel[]> {
-    if (!this.used) {
-      // First use starts the refresh-ahead (rule in the header).
-      this.used = true;
-      this.schedule();
-    }
     return this.fresh() ?? this.read(false);
   }
 
@@ -154,9 +152,13 @@ export class ModelCatalog {
     this.onEvent({ kind: 'offer_ignored', why, offered });
   }
 
-  /** The next background read: AHEAD into the catalog's TTL, not sooner than RETRY after a failure. */
+  /**
+   * The next background read: AHEAD into the catalog's TTL, not sooner than
+   * RETRY after a failure. Called only after a read and after a turn's list
+   * (which needs a read first), so the first caller's read starts it.
+   */
   private schedule(): void {
-    if (!this.used || this.closed) return;
+    if (this.closed) return;
     this.timers.stop(this.timer);
     const ttl = this.options.ttlMs;
     const due = Math.max((this.cached?.fetchedAt ?? this.now()) + AHEAD * ttl, (this.failedAt ?? -Infinity) + RETRY * ttl);
