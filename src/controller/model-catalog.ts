@@ -24,7 +24,8 @@ import { withShortLivedDroid } from '../worker/parent/short-lived-droid.js';
 import { DroidError } from '../droid/errors.js';
 import { ControllerError } from '../shared/public-error.js';
 
-export type CatalogFetcher = () => Promise<CatalogModel[]>;
+/** `background`: nobody waits for this read (the refresh-ahead). */
+export type CatalogFetcher = (background?: boolean) => Promise<CatalogModel[]>;
 
 /** Share of the TTL after which the catalog is read again in the background. */
 const AHEAD = 0.8;
@@ -32,6 +33,8 @@ const AHEAD = 0.8;
 const RETRY = 0.1;
 /** A turn's list carries no `disabled` flag: the flags of the last read are trusted for this many TTLs, then read again. */
 const FLAGS_TTLS = 10;
+/** CPU niceness of a background read's droid (nice(1)); a caller's read runs at the server's own. */
+const BACKGROUND_NICENESS = 10;
 
 /** Timers the catalog starts; the real ones never keep the process alive. Injectable for tests. */
 export interface CatalogTimers {
@@ -76,10 +79,13 @@ export function visibleModels(models: readonly CatalogModel[], excludeIds: reado
 /**
  * Each read is a short-lived droid, confined like a read-only turn and
  * killed with its whole process group afterwards (short-lived-droid.ts):
- * list_models starts whatever MCP servers droid's home names.
+ * list_models starts whatever MCP servers droid's home names. A background
+ * read runs at BACKGROUND_NICENESS: on a busy host it must not slow the turn
+ * that starts meanwhile (it has a fifth of the TTL to spare).
  */
 export function droidCatalogFetcher(droidPath: string, env: Readonly<Record<string, string>>, sandbox: SandboxSpec, timeoutMs = 20_000): CatalogFetcher {
-  return () => withShortLivedDroid({ droidPath, env, sandbox, requestTimeoutMs: timeoutMs }, (client) => client.listModels());
+  return (background = false) =>
+    withShortLivedDroid({ droidPath, env, sandbox, requestTimeoutMs: timeoutMs, ...(background && { niceness: BACKGROUND_NICENESS }) }, (client) => client.listModels());
 }
 
 /** What the last list_models read said of each model's `disabled` flag, which turns' lists leave out. */
@@ -186,7 +192,7 @@ export class ModelCatalog {
   private async fetch(background: boolean): Promise<CatalogModel[]> {
     const startedAt = this.now();
     try {
-      const listed = await this.options.fetcher();
+      const listed = await this.options.fetcher(background);
       const models = visibleModels(listed, this.options.excludeIds);
       const at = this.now();
       this.flags = {

@@ -52,12 +52,14 @@ function fakeTime() {
 function setup(list: (n: number) => CatalogModel[] = (n) => [model(`m${n}`)]) {
   const time = fakeTime();
   const reads: number[] = [];
+  const backgrounds: Array<boolean | undefined> = [];
   const events: CatalogEvent[] = [];
   let fail = false;
   let held: Array<() => void> | null = null;
   const catalog = new ModelCatalog({
-    fetcher: async () => {
+    fetcher: async (background) => {
       reads.push(time.now());
+      backgrounds.push(background);
       const n = reads.length;
       if (held) await new Promise<void>((resolve) => held!.push(resolve));
       if (fail) throw new Error('droid exploded at /secret/path');
@@ -75,6 +77,7 @@ function setup(list: (n: number) => CatalogModel[] = (n) => [model(`m${n}`)]) {
     events,
     reads: () => reads.length,
     readAt: () => [...reads],
+    backgrounds: () => [...backgrounds],
     fail: (v: boolean) => (fail = v),
     hold: () => (held = []),
     release: () => {
@@ -112,6 +115,8 @@ describe('ModelCatalog', () => {
     expect(ids(models)).toEqual([`m${before}`]);
     t.release();
     expect(t.events.filter((e) => e.kind === 'read' && e.background)).toHaveLength(before - 1);
+    // The fetcher is told which reads nobody waits for (their droid runs at a lower CPU priority).
+    expect(t.backgrounds()).toEqual([false, ...Array(before - 1).fill(true)]);
   });
 
   it("a turn's list keeps the catalog fresh without a read", async () => {
