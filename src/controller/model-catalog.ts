@@ -8,15 +8,19 @@
  *
  * Refresh ahead, the rule: from the first read on (the first caller's), a
  * timer reads the catalog again at AHEAD of its TTL unless something fresher
- * came meanwhile, for as long as the server runs, so a caller after any pause
- * finds it fresh and never waits for a catalog droid. A server nobody asked
- * for a model spawns none. Cost: an idle server, one sandboxed droid per
+ * came meanwhile, for as long as the server runs and holds a valid catalog,
+ * so a caller after any pause finds it fresh and never waits for a catalog
+ * droid. A server nobody asked for a model spawns none, and neither does one
+ * whose catalog expired because reads kept failing (no retry loop, no warning
+ * every few seconds): its next caller reads in the foreground, as before, and
+ * a success starts the timer again. Cost: an idle server, one sandboxed droid per
  * AHEAD × TTL (75 an hour at the default 60 s); a busy one, only what turns do
  * not cover: each turn's answer pushes the timer back, and a read is due only
  * for the `disabled` flags turns' lists lack (every FLAGS_TTLS × TTL: 6 an hour
  * at the default) or for a model no read has listed yet (once per model). A
  * failed background read is logged, throws nowhere and keeps a still valid
- * catalog until its TTL. The timer is unref'd and `close` stops it.
+ * catalog until its TTL, with one more try at RETRY. The timer is unref'd and
+ * `close` stops it.
  */
 import type { CatalogModel } from '../droid/client.js';
 import { SANDBOX_ACTION, type SandboxSpec } from '../sandbox/sandbox.js';
@@ -160,14 +164,16 @@ export class ModelCatalog {
 
   /**
    * The next background read: AHEAD into the catalog's TTL, not sooner than
-   * RETRY after a failure. Called only after a read and after a turn's list
-   * (which needs a read first), so the first caller's read starts it.
+   * RETRY after a failure; none without a catalog. Called only after a read
+   * and after a turn's list (which needs a read first), so the first caller's
+   * read starts it.
    */
   private schedule(): void {
-    if (this.closed) return;
     this.timers.stop(this.timer);
+    this.timer = undefined;
+    if (this.closed || !this.cached) return;
     const ttl = this.options.ttlMs;
-    const due = Math.max((this.cached?.fetchedAt ?? this.now()) + AHEAD * ttl, (this.failedAt ?? -Infinity) + RETRY * ttl);
+    const due = Math.max(this.cached.fetchedAt + AHEAD * ttl, (this.failedAt ?? -Infinity) + RETRY * ttl);
     this.timer = this.timers.start(() => {
       this.timer = undefined;
       this.background();

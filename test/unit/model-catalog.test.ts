@@ -217,8 +217,13 @@ describe('ModelCatalog', () => {
     expect(err).toMatchObject({ code: 'model_discovery_failed', retryable: true });
     expect((err as Error).message).not.toContain('/secret/path');
     expect(t.events.filter((e) => e.kind === 'read_failed').map((e) => e.kind === 'read_failed' && e.background)).toEqual([true, true, true, false]);
+    // Nothing valid left to keep fresh: no more background reads (and warnings) until a caller's read succeeds.
+    expect(t.time.pending()).toBe(0);
+    await t.time.advance(10 * TTL);
+    expect(t.reads()).toBe(5);
     t.fail(false);
-    expect(ids(await t.catalog.models())).toEqual([`m${t.reads()}`]);
+    expect(ids(await t.catalog.models())).toEqual(['m6']);
+    expect(t.time.pending()).toBe(1);
   });
 
   it('a catalog nobody asked for reads nothing; close stops the refresh-ahead, leaving no timer', async () => {
