@@ -13,7 +13,8 @@
  * reads from the server's debug log: in the background, waited for by a
  * caller, and how many creates after a pause started while one ran (at this
  * TTL a background read runs about a quarter of the time; at the default
- * 60 s, a few per cent).
+ * 60 s, a few per cent). A control server with a TTL no run reaches (no
+ * catalog work at all) shows what a pause alone costs on this host.
  *
  * Run: npm run build && node dist/bench/catalog-pause.js [runs]
  */
@@ -31,6 +32,9 @@ const DEFAULT_RUNS = 3;
 const TTL_MS = 5_000;
 /** Longer than the TTL, with no call at all. */
 const PAUSE_MS = 7_000;
+/** The control server's TTL: no refresh of any kind falls in its run. */
+const CONTROL_TTL_MS = 600_000;
+const CONTROL_SETTLE_MS = 2_500;
 const GOAL = 1.15;
 /** Differences this small are machine noise, not a wait for the catalog (which cost ≈ 1 s). */
 const NOISE_MS = 10;
@@ -93,53 +97,78 @@ async function nextRead(server: RunningServer, seen: number): Promise<void> {
   }
 }
 
-export async function main(runs = DEFAULT_RUNS): Promise<void> {
-  const bed = await makeDroidBed();
-  const base = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-bench-catalog-')));
-  const bwrap = findBwrap();
-  const approved = join(base, 'approved');
+interface Series {
+  fresh: Sample[];
+  paused: Sample[];
+  reads: Read[];
+}
+
+/**
+ * One server, RUNS × (fresh create, pause, create). `control`: a TTL no run
+ * reaches, so no catalog work at all happens during the pause; its fresh
+ * create comes a short settle after the previous turn.
+ */
+async function series(bed: DroidBed, base: string, bwrap: string | null, runs: number, control: boolean): Promise<Series> {
+  const root = join(base, control ? 'control' : 'ttl');
+  const approved = join(root, 'approved');
   mkdirSync(approved, { recursive: true });
-  const config = writeConfig(base, {
+  const config = writeConfig(root, {
     approvedDirectories: [approved],
-    stateDirectory: join(base, 'state'),
+    stateDirectory: join(root, 'state'),
     droidPath: bed.droidPath,
     defaultModel: bed.modelId,
-    modelCacheTtlMs: TTL_MS,
+    modelCacheTtlMs: control ? CONTROL_TTL_MS : TTL_MS,
     warmPoolSize: 1,
     maxConcurrentRuns: 2,
     ...(bwrap ? { sandbox: 'bwrap', bwrapPath: bwrap } : { sandbox: 'off' }),
   });
   const server = await startServer(config, { ...bed.home.env, DROID_MCP_LOG_LEVEL: 'debug' });
-  const fresh: Sample[] = [];
-  const paused: Sample[] = [];
+  const result: Series = { fresh: [], paused: [], reads: [] };
   try {
     // The first read of a server is a caller's (the rule in model-catalog.ts); it is not part of either figure.
     await server.ok('droid_models');
     await create(server, bed, approved, 'warm-up');
     for (let i = 0; i < runs; i++) {
-      await nextRead(server, catalogReads(server).length);
-      fresh.push(await create(server, bed, approved, `fresh-${i}`));
+      if (control) await sleep(CONTROL_SETTLE_MS);
+      else await nextRead(server, catalogReads(server).length);
+      result.fresh.push(await create(server, bed, approved, `fresh-${i}`));
       await sleep(PAUSE_MS);
-      paused.push(await create(server, bed, approved, `paused-${i}`));
+      result.paused.push(await create(server, bed, approved, `paused-${i}`));
     }
-    report(fresh, paused, runs, bwrap !== null, catalogReads(server));
+    result.reads = catalogReads(server);
+    return result;
   } finally {
     await server.close().catch(() => undefined);
+  }
+}
+
+export async function main(runs = DEFAULT_RUNS): Promise<void> {
+  const bed = await makeDroidBed();
+  const base = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-bench-catalog-')));
+  const bwrap = findBwrap();
+  try {
+    const measured = await series(bed, base, bwrap, runs, false);
+    const control = await series(bed, base, bwrap, runs, true);
+    report(measured, control, runs, bwrap !== null);
+  } finally {
     await bed.cleanup();
     rmSync(base, { recursive: true, force: true });
   }
 }
 
-function report(fresh: Sample[], paused: Sample[], runs: number, sandboxed: boolean, reads: Read[]): void {
+function report({ fresh, paused, reads }: Series, control: Series, runs: number, sandboxed: boolean): void {
   const m = (samples: Sample[], key: 'callMs' | 'startMs') => median(samples.map((s) => s[key]));
   const during = (s: Sample) => reads.some((r) => r.startedAt < s.t0 + s.startMs && r.at > s.t0);
+  const row = (label: string, samples: Sample[]) =>
+    console.log(`  ${label.padEnd(44)} ${`${m(samples, 'callMs').toFixed(0)} ms`.padStart(13)} ${`${m(samples, 'startMs').toFixed(0)} ms`.padStart(20)}`);
   console.log(`create on a fresh catalog vs after a ${PAUSE_MS / 1000} s pause (TTL ${TTL_MS / 1000} s), sandbox ${sandboxed ? 'bwrap' : 'off'}, warm pool 1, median of ${runs}`);
-  console.log(`  ${''.padEnd(34)} ${'call returns'.padStart(13)} ${'first model request'.padStart(20)}`);
-  for (const [label, samples] of [['fresh catalog', fresh], [`after a ${PAUSE_MS / 1000} s pause`, paused]] as const) {
-    console.log(`  ${label.padEnd(34)} ${`${m(samples, 'callMs').toFixed(0)} ms`.padStart(13)} ${`${m(samples, 'startMs').toFixed(0)} ms`.padStart(20)}`);
-  }
+  console.log(`  ${''.padEnd(44)} ${'call returns'.padStart(13)} ${'first model request'.padStart(20)}`);
+  row('fresh catalog', fresh);
+  row(`after a ${PAUSE_MS / 1000} s pause`, paused);
+  row(`control, TTL ${CONTROL_TTL_MS / 1000} s: fresh`, control.fresh);
+  row(`control, TTL ${CONTROL_TTL_MS / 1000} s: after a ${PAUSE_MS / 1000} s pause`, control.paused);
   const background = reads.filter((r) => r.background).length;
-  console.log(`  catalog reads: ${background} in the background, ${reads.length - background} a caller waited for (the first droid_models)`);
+  console.log(`  catalog reads: ${background} in the background, ${reads.length - background} a caller waited for (the first droid_models); control: ${control.reads.length}`);
   console.log(`  creates after a pause whose start shared the host with a background read: ${paused.filter(during).length} of ${runs} (fresh: ${fresh.filter(during).length})`);
   for (const [what, key] of [['turn start (create → first model request)', 'startMs'], ['create call duration', 'callMs']] as const) {
     const [a, b] = [m(fresh, key), m(paused, key)];
