@@ -38,7 +38,7 @@ const DEFAULT_RUNS = 5;
 /** Pause between samples: the previous turn's cleanup and the pool's refill must not land on the next sample. */
 const SETTLE_MS = 2_500;
 
-function median(values: number[]): number {
+export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
@@ -47,7 +47,7 @@ function median(values: number[]): number {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** When the model received the first request holding `marker` (unique per turn) in any message. */
-async function modelRequestWith(bed: DroidBed, marker: string, timeoutMs = 60_000): Promise<number> {
+export async function modelRequestWith(bed: DroidBed, marker: string, timeoutMs = 60_000): Promise<number> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     for (const request of bed.model.requests) {
@@ -219,7 +219,7 @@ function turnStartGoal(v: Variant): number {
 
 const shortLabel = (v: Variant) => `${v.sandbox === 'off' ? 'unconf.' : 'bwrap'} pool ${v.pool ? 'on' : 'off'}`;
 
-function findBwrap(): string | null {
+export function findBwrap(): string | null {
   try {
     return execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim() || null;
   } catch {

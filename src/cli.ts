@@ -10,7 +10,7 @@ import { ConfigError } from './config/errors.js';
 import type { Config } from './config/schema.js';
 import { readTokenFile } from './config/token.js';
 import { SessionController } from './controller/controller.js';
-import { droidCatalogFetcher, ModelCatalog } from './controller/model-catalog.js';
+import { droidCatalogFetcher, ModelCatalog, type CatalogEvent } from './controller/model-catalog.js';
 import { resolveWorkspace } from './controller/workspaces.js';
 import type { HttpListener } from './mcp/http/listener.js';
 import { createMcpServer } from './mcp/server.js';
@@ -116,7 +116,7 @@ async function serve(config: Config, log: Logger): Promise<void> {
   const catalog = catalogFor(config, droidEnv, sandbox, log);
   const pool = warmPoolFor(config, droidEnv, sandbox, log);
   const { controller, toolContext } = compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion, log });
-  const running: Running = { config, store, pool, controller, log, listener: undefined, stopping: undefined };
+  const running: Running = { config, store, catalog, pool, controller, log, listener: undefined, stopping: undefined };
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.once(signal, () => void stop(running, signal).then(() => process.exit(0)));
   }
@@ -156,15 +156,23 @@ async function openStore(stateDirectory: string, sandboxProbe: Promise<unknown>,
 type Sandbox = Awaited<ReturnType<typeof sandboxFor>>;
 
 function catalogFor(config: Config, droidEnv: Record<string, string>, sandbox: Sandbox, log: Logger): ModelCatalog {
-  return new ModelCatalog(
+  return new ModelCatalog({
     // The catalog droid runs in the turn sandbox; one that failed its trial run is not used for it either.
-    sandbox.status.available
+    fetcher: sandbox.status.available
       ? droidCatalogFetcher(config.droidPath, droidEnv, sandbox.spec)
       : () => Promise.reject(new DroidError('sandbox_unavailable', `the sandbox cannot run (${sandbox.status.detail ?? 'unknown'}). ${SANDBOX_ACTION}`)),
-    config.modelCacheTtlMs,
-    config.excludeModelIds,
-    (err) => log.warn({ err }, 'model catalog refresh failed'),
-  );
+    ttlMs: config.modelCacheTtlMs,
+    excludeIds: config.excludeModelIds,
+    onEvent: (event) => logCatalog(log, event),
+  });
+}
+
+/** Reads and turns' lists at debug (a busy server has one per turn); a failed read is a warning. */
+function logCatalog(log: Logger, event: CatalogEvent): void {
+  if (event.kind === 'read_failed') log.warn({ err: event.err, background: event.background }, 'model catalog refresh failed');
+  else if (event.kind === 'read') log.debug({ catalog: event }, 'model catalog read from droid (list_models)');
+  else if (event.kind === 'offered') log.debug({ catalog: event }, "model catalog refreshed from a turn's own session answer");
+  else log.debug({ catalog: event }, "a turn's model list was not used for the catalog");
 }
 
 /**
@@ -206,6 +214,7 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
   const controller = new SessionController({
     store,
     models: () => catalog.models(),
+    offerModels: (models, answeredAt) => catalog.offer(models, answeredAt),
     resolveWorkspace: (path) => resolveWorkspace(path, config.approvedDirectories),
     startWorker: (spec, options) => startPooledWorker(pool, spec, options),
     policy,
@@ -236,6 +245,7 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
 interface Running {
   config: Config;
   store: StateStore;
+  catalog: ModelCatalog;
   pool: WarmPool | null;
   controller: SessionController;
   log: Logger;
@@ -244,11 +254,13 @@ interface Running {
 }
 
 function stop(running: Running, why: string): Promise<void> {
-  const { config, store, pool, controller, log } = running;
+  const { config, store, catalog, pool, controller, log } = running;
   return (running.stopping ??= (async () => {
     log.info({ why }, 'shutting down: interrupting live turns');
     await running.listener?.close();
     await controller.shutdown(config.cancelGraceMs * 3);
+    // No refresh-ahead after this; a catalog read in flight ends with its droid.
+    await catalog.close();
     // After the controller: nothing takes from the pool any more.
     await pool?.close();
     await store.close();

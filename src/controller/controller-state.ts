@@ -34,6 +34,8 @@ export interface ControllerStore extends ReadableStore {
 export interface ControllerDeps {
   store: ControllerStore;
   models(): Promise<CatalogModel[]>;
+  /** A turn's own session answer listed these models at `answeredAt` (ms since the epoch): the catalog may use them (model-catalog.ts `offer`). */
+  offerModels?(models: CatalogModel[], answeredAt: number): void;
   resolveWorkspace(requested: string): Promise<string>;
   startWorker(spec: TurnSpec, options: WorkerOptions): WorkerHandle;
   policy: LaunchDefaults;

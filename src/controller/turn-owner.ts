@@ -167,6 +167,7 @@ export class TurnOwner {
       onProgress: (event) => {
         if (turn.record(event, state.now().toISOString())) state.changed();
       },
+      onCatalog: (models, answeredAt) => state.deps.offerModels?.(models, answeredAt),
       onRename: (outcome) => void state.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => log.error({ err }, 'rename record failed')),
       onInvalidMessage: (problem) => log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),
       onSessionCopy: (copy) => log.warn({ run: turn.runId, ...copy }, "some of droid's session files were not copied back from the turn's private sessions folder"),

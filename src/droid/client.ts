@@ -81,12 +81,15 @@ export interface ContextStatsResult {
 
 export interface InitializeResult {
   sessionId: string;
-  availableModels?: CatalogModel[];
+  /** droid's catalog (docs/PROTOCOL-NOTES.md part 4); not checked here: worker/shared/ipc.ts does before it leaves the worker. */
+  availableModels?: unknown;
   settings?: ReportedSettings;
 }
 
 export interface LoadResult {
   cwd?: string;
+  /** The catalog, as in InitializeResult. */
+  availableModels?: unknown;
   isAgentLoopInProgress?: boolean;
   settings?: ReportedSettings;
 }

@@ -30,6 +30,17 @@ export interface StartedDroid {
   readonly child: ChildProcessWithoutNullStreams;
   /** Settles on the child's `exit` or `error`, whichever comes first, however late the caller looks. */
   readonly ended: Promise<EarlyEnd>;
+  /** Signals droid if it runs (see `signalDroid`). */
+  kill(signal?: NodeJS.Signals): void;
+}
+
+/**
+ * Signals a droid child only while it runs. A child whose spawn failed has
+ * no pid, and signalling it could reach pid 0, this process's own group
+ * (the worker's, with everything in it).
+ */
+export function signalDroid(child: ChildProcessWithoutNullStreams, signal: NodeJS.Signals = 'SIGTERM'): void {
+  if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) child.kill(signal);
 }
 
 /** Spawns droid (no checks: the caller made them) and starts watching its end at once, so none is missed. */
@@ -49,5 +60,5 @@ export function startDroid(launch: DroidLaunch): StartedDroid {
     child.once('exit', (code, signal) => resolve({ kind: 'exit', code, signal }));
   });
   if (fd3) handFd3(child, fd3);
-  return { child, ended };
+  return { child, ended, kill: (signal) => signalDroid(child, signal) };
 }

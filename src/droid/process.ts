@@ -100,8 +100,6 @@ export function adoptDroid(started: StartedDroid, requestTimeoutMs?: number): Dr
     get firstOutputAt() {
       return firstOutputAt;
     },
-    kill(signal: NodeJS.Signals = 'SIGTERM') {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-    },
+    kill: (signal) => started.kill(signal),
   };
 }

@@ -1,12 +1,13 @@
 /**
  * Runtime schemas of the shapes droid's turns produce (errors, usage,
- * permission and question records, transcript entries). They live at the
+ * permission and question records, transcript entries, catalog entries). They live at the
  * bottom layer because two boundaries check them: worker ↔ controller IPC
  * (worker/shared/ipc.ts) and the state read back from disk (shared/record-schemas.ts).
  * The assertions at the bottom make the compiler fail if a schema and its
  * TypeScript type drift apart.
  */
 import { z } from 'zod';
+import type { CatalogModel } from './client.js';
 import type { ErrorInfo } from './errors.js';
 import type { TokenUsage } from './notifications.js';
 import type { PermissionRecord, QuestionRecord } from './permission-policy.js';
@@ -45,6 +46,24 @@ export const transcriptEntry = z.discriminatedUnion('kind', [
     .strict(),
 ]);
 
+/**
+ * One entry of droid's model catalog (list_models; availableModels of
+ * initialize_session and load_session): the fields the controller reads are
+ * typed, the rest are kept as droid sent them.
+ */
+export const catalogModel = z.looseObject({
+  id: z.string().min(1),
+  displayName: z.string().optional(),
+  shortDisplayName: z.string().optional(),
+  modelProvider: z.string().optional(),
+  supportedReasoningEfforts: z.array(z.string()).optional(),
+  defaultReasoningEffort: z.string().optional(),
+  deprecated: z.boolean().optional(),
+  disabled: z.boolean().optional(),
+  deprecationDate: z.string().optional(),
+  isCustom: z.boolean().optional(),
+});
+
 // ---- compile-time proof that the schemas and the types agree ----
 // Identity of types (not mere assignability), so a missing optional field also fails.
 export type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -56,3 +75,4 @@ agree<Same<z.infer<typeof errorInfo>, ErrorInfo>>();
 agree<Same<z.infer<typeof tokenUsage>, TokenUsage>>();
 agree<Same<z.infer<typeof permissionRecord>, PermissionRecord>>();
 agree<Same<z.infer<typeof questionRecord>, QuestionRecord>>();
+agree<Same<z.infer<typeof catalogModel>, CatalogModel>>();

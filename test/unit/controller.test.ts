@@ -60,7 +60,15 @@ interface FakeTurn {
 }
 
 function setup(
-  over: { maxConcurrentRuns?: number; holdExit?: boolean; models?: () => Promise<CatalogModel[]>; sandboxUnavailable?: string; ampMcpUrl?: string; store?: MemoryStore } = {},
+  over: {
+    maxConcurrentRuns?: number;
+    holdExit?: boolean;
+    models?: () => Promise<CatalogModel[]>;
+    offerModels?: (models: CatalogModel[], answeredAt: number) => void;
+    sandboxUnavailable?: string;
+    ampMcpUrl?: string;
+    store?: MemoryStore;
+  } = {},
 ) {
   const store = over.store ?? new MemoryStore();
   /** Workspaces whose real path changed since (a symlink swapped in). */
@@ -104,6 +112,7 @@ function setup(
   const controller = new SessionController({
     store,
     models: over.models ?? (async () => catalog),
+    ...(over.offerModels && { offerModels: over.offerModels }),
     resolveWorkspace: async (p) => {
       if (!p.startsWith('/ok')) throw new ControllerError('workspace_not_approved', 'no', 'add it');
       return moved.get(p) ?? p;
@@ -130,6 +139,17 @@ const create = (c: SessionController, key: string, workspace = '/ok/a', extra: o
   c.create({ requestKey: key, workspace, prompt: `prompt ${key}`, replyTo: null, ...extra });
 
 describe('SessionController', () => {
+  it("offers the catalog a turn's droid answered with to the model catalog, with its time", async () => {
+    const offered: Array<{ ids: string[]; answeredAt: number }> = [];
+    const { controller, turns } = setup({ offerModels: (models, answeredAt) => offered.push({ ids: models.map((m) => m.id), answeredAt }) });
+    await create(controller, 'k-catalog');
+    await tick();
+    turns[0]!.options.onCatalog!([{ id: 'm1' }, { id: 'm2' }], 1_234);
+    expect(offered).toEqual([{ ids: ['m1', 'm2'], answeredAt: 1_234 }]);
+    turns[0]!.finish({});
+    await tick();
+  });
+
   it('accepts durably, starts a worker with the resolved settings, and records the end', async () => {
     const { controller, turns, store } = setup();
     const accepted = await create(controller, 'k1');

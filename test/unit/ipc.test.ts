@@ -113,6 +113,25 @@ describe('worker → controller messages', () => {
   });
 });
 
+describe("a turn's catalog", () => {
+  const entry = { id: 'gpt-x', displayName: 'GPT X', supportedReasoningEfforts: ['low', 'high'], defaultReasoningEffort: 'low', deprecated: false, tokenMultiplier: 0.8, isNew: false };
+  const at = new Date().toISOString();
+
+  it("accepts droid's entries as droid sent them, unknown fields kept", () => {
+    const m = { type: 'catalog', models: [entry, { id: 'custom:Scripted-Model-0', isCustom: true, noImageSupport: true }], answeredAt: at };
+    expect(parseWorkerMessage(m)).toEqual({ ok: true, message: m });
+  });
+
+  it('refuses an empty list, an entry without an id or with a mistyped field, and a bad time', () => {
+    expect(problemOf({ type: 'catalog', models: [], answeredAt: at })).toMatch(/^type=catalog: models: /);
+    expect(problemOf({ type: 'catalog', models: [{ displayName: 'x' }], answeredAt: at })).toMatch(/^type=catalog: models\.0\.id: /);
+    expect(problemOf({ type: 'catalog', models: [{ ...entry, supportedReasoningEfforts: 'high' }], answeredAt: at })).toMatch(/models\.0\.supportedReasoningEfforts/);
+    expect(problemOf({ type: 'catalog', models: [{ ...entry, disabled: 'no' }], answeredAt: at })).toMatch(/models\.0\.disabled/);
+    expect(problemOf({ type: 'catalog', models: [entry], answeredAt: 'now' })).toMatch(/answeredAt/);
+    expect(problemOf({ type: 'catalog', models: { 0: entry }, answeredAt: at })).toMatch(/^type=catalog: models: /);
+  });
+});
+
 describe('controller → worker messages', () => {
   it('accepts run with a valid spec, cancel and ack', () => {
     for (const m of [{ type: 'run', spec }, { type: 'cancel' }, { type: 'ack' }]) expect(parseParentMessage(m)).toEqual({ ok: true, message: m });

@@ -1,7 +1,7 @@
 // A stand-in for the per-turn worker (runner's `workerEntry`) that breaks the
 // IPC contract on purpose. Scenario from FAKE_WORKER_SCENARIO:
 //   invalid-terminal    malformed started/progress/terminal (one valid progress), then exit 0
-//   invalid-then-valid  malformed messages of every sort, then a valid started and terminal;
+//   invalid-then-valid  malformed messages of every sort, then a valid catalog, started and terminal;
 //                       exits on a valid ack (or after 20 s)
 
 const send = (message) => new Promise((resolve) => process.send(message, () => resolve()));
@@ -40,6 +40,10 @@ async function invalidThenValid() {
   await send(null);
   await send([1, 2]);
   await send({ type: 'rename', outcome: { title: '', ok: true, error: null } });
+  // A catalog is only a catalog when every entry is one and the list is not empty.
+  await send({ type: 'catalog', models: [], answeredAt: new Date().toISOString() });
+  await send({ type: 'catalog', models: [{ id: 'forged-model' }, { displayName: 'no id' }], answeredAt: new Date().toISOString() });
+  await send({ type: 'catalog', models: [{ id: 'real-model', isNew: true }], answeredAt: '2030-01-02T03:04:05.000Z' });
   await send({ type: 'terminal', result: validResult('sess-1'), extra: 'not in the contract' });
   await send({ type: 'terminal', result: { ...validResult('sess-1'), outcome: 'succeeded', error: { code: 'x', message: 'y', retryable: false } } });
   await send({ type: 'started', droidSessionId: 'sess-1', submittedAt: new Date().toISOString() });

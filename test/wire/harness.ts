@@ -4,6 +4,7 @@
  * unique tag so the test can prove none is left behind.
  */
 import { randomUUID } from 'node:crypto';
+import type { CatalogModel } from '../../src/droid/client.js';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
 import type { RenameOutcome, TurnResult, TurnSpec } from '../../src/worker/shared/protocol.js';
 import { forkWorker, startWorker, type WorkerHandle } from '../../src/worker/parent/runner.js';
@@ -24,6 +25,8 @@ export interface TurnRun {
   stages: Record<string, number>;
   events: ProgressEvent[];
   renames: RenameOutcome[];
+  /** The catalogs the worker reported from droid's session answers. */
+  catalogs: Array<{ models: CatalogModel[]; answeredAt: number }>;
   /** Resolves after the result is acknowledged and the process group is gone. */
   done: Promise<TurnResult>;
 }
@@ -66,6 +69,7 @@ function warmWorker(spec: TurnSpec, env: NodeJS.ProcessEnv): { child: ChildProce
 export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmPoolOn()): TurnRun {
   const events: ProgressEvent[] = [];
   const renames: RenameOutcome[] = [];
+  const catalogs: TurnRun['catalogs'] = [];
   let resolveStarted!: (id: string) => void;
   const started = new Promise<string>((resolve) => (resolveStarted = resolve));
   const stages: Record<string, number> = {};
@@ -81,6 +85,7 @@ export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmP
     },
     onProgress: (e) => events.push(e),
     onRename: (r) => renames.push(r),
+    onCatalog: (models, answeredAt) => catalogs.push({ models, answeredAt }),
   });
   const done = handle.result.then(async (result) => {
     handle.acknowledge();
@@ -88,7 +93,7 @@ export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmP
     if (prepared?.dir) rmSync(prepared.dir, { recursive: true, force: true });
     return result;
   });
-  return { handle, started, stages, events, renames, done };
+  return { handle, started, stages, events, renames, catalogs, done };
 }
 
 /**

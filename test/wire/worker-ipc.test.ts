@@ -28,6 +28,7 @@ function runFake(scenario: string) {
   const progress: ProgressEvent[] = [];
   const renames: unknown[] = [];
   const invalid: string[] = [];
+  const catalogs: Array<{ models: unknown[]; answeredAt: number }> = [];
   const handle = startWorker(baseSpec(tag, {}, {}), {
     workerEntry: FAKE_WORKER,
     env: { ...process.env, DROID_MCP_TEST_TAG: tag, FAKE_WORKER_SCENARIO: scenario },
@@ -35,13 +36,14 @@ function runFake(scenario: string) {
     onProgress: (e) => progress.push(e),
     onRename: (r) => renames.push(r),
     onInvalidMessage: (p) => invalid.push(p),
+    onCatalog: (models, answeredAt) => catalogs.push({ models, answeredAt }),
   });
   const done = handle.result.then(async (result: TurnResult) => {
     handle.acknowledge();
     await handle.cleanedUp;
     return result;
   });
-  return { done, started, progress, renames, invalid };
+  return { done, started, progress, renames, invalid, catalogs };
 }
 
 describe('controller side (runner)', () => {
@@ -65,11 +67,16 @@ describe('controller side (runner)', () => {
     expect(result).toMatchObject({ outcome: 'succeeded', finalText: 'real answer', droidSessionId: 'sess-1', error: null });
     expect(run.started).toEqual(['sess-1']);
     expect(run.renames).toEqual([]);
+    // Only the well-formed catalog reaches the controller, with its time; nothing of the others.
+    expect(run.catalogs).toEqual([{ models: [{ id: 'real-model', isNew: true }], answeredAt: Date.parse('2030-01-02T03:04:05.000Z') }]);
+    expect(JSON.stringify(run.catalogs)).not.toContain('forged-model');
     expect(run.invalid.map((p) => p.replace(/^ipc_invalid_message #\d+ from the worker, ignored: /, '').split(':')[0])).toEqual([
       'not an object (string)',
       'not an object (null)',
       'not an object (array)',
       'type=rename',
+      'type=catalog',
+      'type=catalog',
       'type=terminal',
       'type=terminal',
     ]);

@@ -48,9 +48,10 @@ describe('worker + real droid CLI', () => {
     expect(await turn.started).toBe(result.droidSessionId);
   });
 
-  it('resumes the same droid session in a second worker', async () => {
+  it('resumes the same droid session in a second worker; both report the catalog droid answered with', async () => {
     const first = spec({ prompt: `remember ${script({ text: 'noted: first-turn-marker' })}` });
-    const r1 = await runWorkerTurn(first, tag).done;
+    const t1 = runWorkerTurn(first, tag);
+    const r1 = await t1.done;
     expect(r1.outcome).toBe('succeeded');
     await waitForNoProcesses(tag, 10_000);
     const before = real.bed.model.requests.length;
@@ -59,9 +60,17 @@ describe('worker + real droid CLI', () => {
       session: { mode: 'resume', droidSessionId: r1.droidSessionId! },
       prompt: `again ${script({ text: 'second answer' })}`,
     });
-    const r2 = await runWorkerTurn(second, tag).done;
+    const t2 = runWorkerTurn(second, tag);
+    const r2 = await t2.done;
     expect(r2.outcome).toBe('succeeded');
     expect(r2.droidSessionId).toBe(r1.droidSessionId);
+    // initialize_session, then load_session: one catalog each, holding the turn's own model (docs/PROTOCOL-NOTES.md part 4).
+    for (const turn of [t1, t2]) {
+      expect(turn.catalogs).toHaveLength(1);
+      expect(turn.catalogs[0]!.models.map((m) => m.id)).toContain(real.bed.modelId);
+      expect(Math.abs(Date.now() - turn.catalogs[0]!.answeredAt)).toBeLessThan(60_000);
+    }
+    expect(t2.catalogs[0]!.models.map((m) => m.id)).toEqual(t1.catalogs[0]!.models.map((m) => m.id));
     expect(r2.finalText).toBe('second answer');
     const seen = JSON.stringify(real.bed.model.requests.slice(before).map((r) => r.messages));
     expect(seen).toContain('first-turn-marker');

@@ -5,7 +5,7 @@
  * (main.ts) and by a pool worker holding no droid (worker.ts). Small on
  * purpose: on a cold worker's path to spawning droid.
  */
-import { realpathSync, statSync } from 'node:fs';
+import { accessSync, constants, realpathSync, statSync } from 'node:fs';
 import { startDroid, type DroidLaunch, type StartedDroid } from '../../droid/launch.js';
 import { fromWireLaunch, launchOfRun } from '../shared/worker-process.js';
 
@@ -27,6 +27,8 @@ export function startEarly(run: unknown): EarlyDroid | undefined {
   try {
     if (realpathSync(wire.cwd) !== wire.cwd || !statSync(wire.cwd).isDirectory()) return undefined;
     const launch = fromWireLaunch(wire);
+    // A program that cannot run is not tried here (the worker's own check names it).
+    accessSync(launch.launcher?.command ?? launch.droidPath, constants.X_OK);
     return { started: startDroid(launch), launch, spawnedAt: performance.timeOrigin + performance.now() };
   } catch {
     // The worker's own checks name what is wrong.

@@ -33,7 +33,7 @@ function load(early: EarlyDroid | undefined): void {
     },
     (err: unknown) => {
       process.stderr.write(`worker: could not load: ${(err as Error).message}\n`);
-      early?.started.child.kill('SIGKILL');
+      early?.started.kill('SIGKILL');
       process.exit(1);
     },
   );

@@ -26,6 +26,8 @@ export interface TurnHooks {
   /** The prompt is submitted; `stages` says when each step of the start happened. */
   onStarted(droidSessionId: string, stages: StartMarks): void;
   onProgress(event: ProgressEvent): void;
+  /** The models droid's initialize_session or load_session answered with, as droid sent them (the caller validates). */
+  onCatalog?(availableModels: unknown): void;
   /** Resolves when the controller asks to stop this turn. */
   cancelled: Promise<void>;
   /** Routed turns: the controller's reply gate. Absent: every puck call is denied. */
@@ -162,7 +164,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
-  const setup = openSession(spec, client, state.marks).then((id) => {
+  const setup = openSession(spec, client, hooks, state.marks).then((id) => {
     state.droidSessionId = id;
     state.marks.session_ready = epochMs();
     return null;
@@ -229,7 +231,7 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number, 
   }
 }
 
-async function openSession(spec: TurnSpec, client: DroidClient, marks: StartMarks): Promise<string> {
+async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<TurnHooks, 'onCatalog'>, marks: StartMarks): Promise<string> {
   // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
   const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
   // Held by the droid process, not the session: given on this turn's initialize or load (docs/PROTOCOL-NOTES.md).
@@ -248,11 +250,14 @@ async function openSession(spec: TurnSpec, client: DroidClient, marks: StartMark
       ...(mcpServers && { mcpServers }),
     });
     marks.initialized = epochMs();
+    // The same runtime's catalog, at no extra cost: it keeps the controller's catalog fresh (model-catalog.ts).
+    if (created.availableModels !== undefined) hooks.onCatalog?.(created.availableModels);
     await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
     return created.sessionId;
   }
   const loaded = await client.loadSession(spec.session.droidSessionId, { ...format, ...(mcpServers && { mcpServers }) });
   marks.initialized = epochMs();
+  if (loaded.availableModels !== undefined) hooks.onCatalog?.(loaded.availableModels);
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
     throw new DroidError(
@@ -298,7 +303,7 @@ async function turnDroid(spec: TurnSpec, state: TurnState, warm: WarmDroid | und
     state.marks.droid_spawned = epochMs();
     return client;
   } finally {
-    if (early && !adopted) early.started.child.kill('SIGKILL');
+    if (early && !adopted) early.started.kill('SIGKILL');
   }
 }
 

@@ -5,7 +5,7 @@
  * order, with the droid the entry may have started already (`early`).
  */
 import { toErrorInfo } from '../../droid/errors.js';
-import { parseParentMessage, runEnvelopeSchema } from '../shared/ipc.js';
+import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../shared/ipc.js';
 import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent } from '../shared/protocol.js';
 import { WARM_IDLE_TITLE, WORKER_TITLE } from '../shared/worker-process.js';
 import { startEarly, type EarlyDroid } from './early-droid.js';
@@ -125,6 +125,17 @@ function prepare(droid: WarmDroidSpec | null): void {
   void send({ type: 'warm_ready' });
 }
 
+/**
+ * droid's catalog goes to the controller only in the shape the controller
+ * accepts (the same schema checks it there); a list that is not is left out
+ * and noted on stderr, and the turn goes on.
+ */
+function sendCatalog(models: unknown): void {
+  const parsed = parseWorkerMessage({ type: 'catalog', models, answeredAt: new Date().toISOString() });
+  if (parsed.ok) void send(parsed.message);
+  else process.stderr.write(`worker: droid's session answer carried no usable model list, not reported (${parsed.problem})\n`);
+}
+
 function start(spec: unknown): void {
   if (running) {
     process.stderr.write('worker: ignored a second run message; a worker runs exactly one turn\n');
@@ -142,7 +153,7 @@ async function execute(rawSpec: unknown): Promise<void> {
   if (!parsed.success) {
     // No turn will use them.
     warm?.client.process.kill('SIGKILL');
-    early?.started.child.kill('SIGKILL');
+    early?.started.kill('SIGKILL');
     const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     result = emptyFailure({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
   } else {
@@ -151,6 +162,7 @@ async function execute(rawSpec: unknown): Promise<void> {
         cancelled,
         onStarted: (droidSessionId, stages) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString(), stages }),
         onProgress: (event) => void send({ type: 'progress', event }),
+        onCatalog: sendCatalog,
         replyGate: askGate,
         onReply: (event) => void send({ type: 'reply_event', event }),
       }, warm, early));

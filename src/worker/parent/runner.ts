@@ -5,6 +5,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { CatalogModel } from '../../droid/client.js';
 import type { ProgressEvent } from '../../droid/turn-collector.js';
 import type { ErrorInfo } from '../../droid/errors.js';
 import { parseWorkerMessage } from '../shared/ipc.js';
@@ -28,6 +29,8 @@ export interface WorkerOptions {
   /** The prompt is submitted; `stages`: when each step of the start happened (epoch ms), the worker's and the runner's. */
   onStarted?(droidSessionId: string, stages: StartTimeline): void;
   onProgress?(event: ProgressEvent): void;
+  /** The models this turn's droid session answered with (validated, never empty), and when (ms since the epoch). */
+  onCatalog?(models: CatalogModel[], answeredAt: number): void;
   /** After the result: whether the pending Factory title was applied. */
   onRename?(outcome: RenameOutcome): void;
   /** Sandboxed turns: what was copied back from the turn's private sessions folder, when anything was refused (session-copy.ts). */
@@ -222,6 +225,7 @@ function relayMessage(raw: unknown, watch: TurnWatch, options: WorkerOptions, po
     watch.startedSession = message.droidSessionId;
     options.onStarted?.(message.droidSessionId, { worker_ready: watch.readyAt, ...message.stages });
   } else if (message.type === 'progress') options.onProgress?.(message.event);
+  else if (message.type === 'catalog') options.onCatalog?.(message.models, Date.parse(message.answeredAt));
   else if (message.type === 'rename') options.onRename?.(message.outcome);
   else if (message.type === 'reply_call') {
     const id = message.id;

@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import type { ProgressEvent } from '../../droid/turn-collector.js';
-import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../../droid/schemas.js';
+import { agree, catalogModel, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../../droid/schemas.js';
 import { head } from '../../util/text.js';
 import { changeSet, contextStats, type ChangeSet, type ContextStats } from '../../shared/evidence-types.js';
 import {
@@ -83,6 +83,8 @@ const startMarks = z.partialRecord(z.enum(START_STAGES), z.number().finite());
 
 const workerToParentSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('started'), droidSessionId: z.string().min(1), submittedAt: z.iso.datetime(), stages: startMarks.optional() }).strict(),
+  // Never empty: an empty list is no catalog (model-catalog.ts `offer`).
+  z.object({ type: z.literal('catalog'), models: z.array(catalogModel).min(1), answeredAt: z.iso.datetime() }).strict(),
   z.object({ type: z.literal('progress'), event: progressEventSchema }).strict(),
   z.object({ type: z.literal('terminal'), result: turnResultSchema }).strict(),
   z.object({ type: z.literal('rename'), outcome: renameOutcome }).strict(),

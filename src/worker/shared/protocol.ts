@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { WireLaunch } from './worker-process.js';
 import { autonomySchema } from '../../shared/record-schemas.js';
+import type { CatalogModel } from '../../droid/client.js';
 import type { ErrorInfo } from '../../droid/errors.js';
 import type { TokenUsage } from '../../droid/notifications.js';
 import type { PermissionRecord, QuestionRecord } from '../../droid/permission-policy.js';
@@ -144,6 +145,8 @@ export type StartMarks = Partial<Record<StartStage, number>>;
 
 export type WorkerToParent =
   | { type: 'started'; droidSessionId: string; submittedAt: string; stages?: StartMarks }
+  /** The models this turn's initialize_session or load_session answered with, and when: the controller's catalog may use them. */
+  | { type: 'catalog'; models: CatalogModel[]; answeredAt: string }
   /** A warm worker is ready to take a turn (its droid, if any, is spawned). */
   | { type: 'warm_ready' }
   /** A warm worker's droid died (or could not start) before any turn: the pool drops it. */
