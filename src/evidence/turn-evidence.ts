@@ -7,6 +7,7 @@
 import type { DroidClient } from '../droid/client.js';
 import type { TurnCollector } from '../droid/turn-collector.js';
 import { changesSince, snapshotTree, type Launcher } from './git.js';
+import { niced } from '../util/nice.js';
 import { judgeStructuredOutput, type JsonObject } from './output-schema.js';
 import type { ContextStats } from '../shared/evidence-types.js';
 import type { TurnResult, TurnSpec } from '../worker/shared/protocol.js';
@@ -23,10 +24,18 @@ export interface EvidenceStart {
   launcher: Launcher | null;
 }
 
+/**
+ * CPU niceness of the "before" snapshot's git (and its bwrap): it runs while
+ * droid starts, which takes more than a core of a 2-core host for ~0.6 s
+ * (docs/PROTOCOL-NOTES.md part 5), and is needed only at the submit.
+ */
+const BEFORE_NICENESS = 10;
+
 /** Starts the "before" snapshot; droid writes nothing until a prompt is submitted, so this may run during setup. */
 export function beginEvidence(spec: TurnSpec, launcher: Launcher | null): EvidenceStart {
   const budget = Math.min(SNAPSHOT_BUDGET_MS, spec.graceMs);
-  const before = snapshotTree({ workspace: spec.workspace, launcher, deadline: Date.now() + budget }).catch(() => null);
+  const yielding = launcher ? niced(launcher, BEFORE_NICENESS) : (niced(undefined, BEFORE_NICENESS) ?? null);
+  const before = snapshotTree({ workspace: spec.workspace, launcher: yielding, deadline: Date.now() + budget }).catch(() => null);
   return { before, launcher };
 }
 

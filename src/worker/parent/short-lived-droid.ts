@@ -6,7 +6,8 @@
  * `~/.factory/mcp.json` (measured): whatever droid's home says runs here,
  * so it runs with no more rights than a read-only turn.
  */
-import { existsSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
+import { niced } from '../../util/nice.js';
 import { removeTree } from '../../util/remove-tree.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,19 +38,6 @@ export interface ShortLivedDroidOptions {
   niceness?: number;
 }
 
-type Launcher = { command: string; args: readonly string[]; fd3?: Uint8Array };
-
-let nicePath: string | null | undefined;
-
-/** `nice -n N` in front of the launcher (or of droid itself); unchanged where there is no nice(1). */
-function niced(launcher: Launcher | undefined, niceness: number | undefined): Launcher | undefined {
-  if (niceness === undefined) return launcher;
-  nicePath ??= ['/usr/bin/nice', '/bin/nice'].find((p) => existsSync(p)) ?? null;
-  if (nicePath === null) return launcher;
-  const nice = ['-n', String(niceness)];
-  return launcher ? { ...launcher, command: nicePath, args: [...nice, launcher.command, ...launcher.args] } : { command: nicePath, args: nice };
-}
-
 /** Runs `use` against a fresh droid and stops its whole process group afterwards. */
 export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, use: (client: DroidClient) => Promise<T>): Promise<T> {
   let dispose: () => Promise<unknown> = async () => null;
@@ -71,7 +59,7 @@ export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, us
         hiddenDirs: options.sandbox.hiddenDirs,
         hiddenFiles: options.sandbox.hiddenFiles,
       });
-      client = DroidClient.spawn({ ...common, env: confinedEnv(options.env), cwd: options.cwd ?? paths.turnTmp, launcher: niced(launcher, options.niceness) ?? launcher });
+      client = DroidClient.spawn({ ...common, env: confinedEnv(options.env), cwd: options.cwd ?? paths.turnTmp, launcher: options.niceness === undefined ? launcher : niced(launcher, options.niceness) });
     } catch (err) {
       await dispose();
       throw err;
@@ -79,7 +67,7 @@ export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, us
   } else {
     const cwd = options.cwd ?? mkdtempSync(join(tmpdir(), 'droid-mcp-droid-'));
     if (!options.cwd) dispose = () => removeTree(cwd);
-    const launcher = niced(undefined, options.niceness);
+    const launcher = options.niceness === undefined ? undefined : niced(undefined, options.niceness);
     client = DroidClient.spawn({ ...common, env: options.env, cwd, ...(launcher && { launcher }) });
   }
   const pgid = client.process.child.pid ?? -1;
