@@ -12,7 +12,7 @@ import { writeFileSync } from 'node:fs';
 const dist = new URL('../dist/src/mcp/', import.meta.url);
 const { TOOLS } = await import(new URL('tools.js', dist).href);
 const { toolListing } = await import(new URL('listing.js', dist).href);
-const { TOOL_LISTING_FILE } = await import(new URL('server.js', dist).href);
-const target = new URL(TOOL_LISTING_FILE, dist);
+// The name server.ts reads (TOOL_LISTING_FILE).
+const target = new URL('tool-listing.json', dist);
 const text = JSON.stringify(TOOLS.map(toolListing));
 writeFileSync(target, text);

@@ -20,7 +20,7 @@ const SERVER_NAME = 'droid-mcp';
 export const SERVER_VERSION = '0.1.0';
 
 /** Written by the build beside the compiled module (scripts/tool-listing.mjs). */
-export const TOOL_LISTING_FILE = 'tool-listing.json';
+const TOOL_LISTING_FILE = 'tool-listing.json';
 
 /**
  * The listing as the build wrote it; made from the schemas where there is no
