@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ConfigError } from './config/errors.js';
 import { ContextGate } from './mcp/context-gate.js';
-import { createMcpServer } from './mcp/server.js';
+import { createMcpServer, loadCallPath } from './mcp/server.js';
 import { StoreError } from './store/errors.js';
 import type { Logger } from './util/logger.js';
 import type { Running } from './compose.js';
@@ -113,7 +113,13 @@ async function serveStdio(configPath: string): Promise<void> {
   const serverLog = { error: (obj: object, msg: string) => void processLog().then((log) => log.error(obj, msg)) };
   await createMcpServer(() => gate.context(), serverLog).connect(transport);
   started = (async () => {
-    const [{ loadConfig }, { startController, serving }, log] = await Promise.all([import('./config/load.js'), import('./compose.js'), processLog()]);
+    // The call path (the tools' schemas and handlers) too: the first call must not load it.
+    const [{ loadConfig }, { startController, serving }, log] = await Promise.all([
+      import('./config/load.js'),
+      import('./compose.js'),
+      processLog(),
+      loadCallPath(),
+    ]);
     const { running, toolContext } = await startController(await loadConfig(configPath), log);
     gate.open(toolContext);
     serving(running, { transport: 'stdio' });

@@ -39,6 +39,10 @@ function invalidArguments(tool: string, issues: z.core.$ZodIssue[]): PublicError
   };
 }
 
+// zod compiles an object schema's fast path the first time it parses one: done as this module
+// loads (once the handshake is answered, see server.ts loadCallPath), not in the first call.
+for (const def of TOOLS) def.input.safeParse({});
+
 /** An unknown tool and bad arguments are answered at once; only the handler waits for the context. */
 export async function callTool(name: string, args: unknown, ctx: ToolContextSource, log: ServerLog, call: ToolCall = {}): Promise<CallToolResult> {
   const def = TOOLS.find((t) => t.name === name);

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, CallToolResultSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { errCode } from '../util/errno.js';
 import type { ServerLog, ToolContextSource } from './call-tool.js';
 import type { ToolListing } from './listing.js';
@@ -41,7 +41,25 @@ async function readListing(): Promise<ToolListing[]> {
   }
 }
 
-let calls: Promise<typeof import('./call-tool.js')> | undefined;
+let calls: typeof import('./call-tool.js') | undefined;
+let loadingCalls: Promise<typeof import('./call-tool.js')> | undefined;
+
+/**
+ * Loads the call path (the tools' schemas and handlers) and has zod compile
+ * the validators a call goes through (zod builds each object schema's fast
+ * path the first time it parses one), so the first call pays for neither.
+ * Called once the handshake is answered (cli.ts); a call loads it otherwise.
+ */
+export async function loadCallPath(): Promise<typeof import('./call-tool.js')> {
+  if (calls) return calls;
+  const loaded = await (loadingCalls ??= import('./call-tool.js'));
+  if (!calls) {
+    CallToolRequestSchema.safeParse({ method: 'tools/call', params: { name: 'droid_get_session_status', arguments: {}, _meta: {} } });
+    CallToolResultSchema.safeParse({ content: [{ type: 'text', text: '{}' }], structuredContent: {} });
+    calls = loaded;
+  }
+  return calls;
+}
 
 /**
  * One for all servers: the SDK otherwise builds an Ajv instance per server.
@@ -56,7 +74,7 @@ export function createMcpServer(ctx: ToolContextSource, log: ServerLog): Server 
   const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} }, jsonSchemaValidator: lazyValidator });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: await (listing ??= readListing()) }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    const { callTool } = await (calls ??= import('./call-tool.js'));
+    const { callTool } = calls ?? (await loadCallPath());
     const token = request.params._meta?.progressToken;
     const progress: ProgressSink | undefined =
       token === undefined
