@@ -88,17 +88,30 @@ function serveArgs(): string | { usage: string } {
 }
 
 /**
+ * How long after connecting start-up goes on even if no client has said it
+ * is initialized (one that never speaks, a refused start-up's test).
+ */
+const HANDSHAKE_GRACE_MS = 100;
+
+/**
  * Connects stdio first, then loads the config and starts the controller:
  * initialize and tools/list are answered whatever the state's size, and tool
- * calls wait at the gate.
- * The client closing stdio stops the controller once it is started (a
- * refused start-up exits on its own).
+ * calls wait at the gate. Start-up begins once the client has said it is
+ * initialized (its tools/list, sent with that notification, is answered
+ * first: loading modules meanwhile would hold the answer up), when a tool
+ * call waits, when stdin ends, or HANDSHAKE_GRACE_MS after connecting,
+ * whichever comes first. The client closing stdio stops the controller once
+ * it is started (a refused start-up exits on its own).
  */
 async function serveStdio(configPath: string): Promise<void> {
-  const gate = new ContextGate();
-  let started: Promise<Running> | undefined;
-  const end = (why: string): void =>
-    void started?.then(
+  let go!: () => void;
+  const begin = new Promise<void>((resolve) => (go = resolve));
+  const gate = new ContextGate(undefined, () => go());
+  const started = startStdio(configPath, gate, begin);
+  started.catch((err: unknown) => void refuseToStart(err));
+  const end = (why: string): void => {
+    go();
+    void started.then(
       async (running) => {
         const { stop } = await import('./compose.js');
         await stop(running, why);
@@ -106,26 +119,32 @@ async function serveStdio(configPath: string): Promise<void> {
       },
       () => undefined,
     );
+  };
   const transport = new StdioServerTransport();
   transport.onclose = () => end('client closed stdio');
   process.stdin.once('end', () => end('stdin ended'));
   // Only a tool call logs (an unexpected failure), and only once the gate is open.
   const serverLog = { error: (obj: object, msg: string) => void processLog().then((log) => log.error(obj, msg)) };
-  await createMcpServer(() => gate.context(), serverLog).connect(transport);
-  started = (async () => {
-    // The call path (the tools' schemas and handlers) too: the first call must not load it.
-    const [{ loadConfig }, { startController, serving }, log] = await Promise.all([
-      import('./config/load.js'),
-      import('./compose.js'),
-      processLog(),
-      loadCallPath(),
-    ]);
-    const { running, toolContext } = await startController(await loadConfig(configPath), log);
-    gate.open(toolContext);
-    serving(running, { transport: 'stdio' });
-    return running;
-  })();
-  started.catch((err: unknown) => void refuseToStart(err));
+  const server = createMcpServer(() => gate.context(), serverLog);
+  server.oninitialized = () => go();
+  await server.connect(transport);
+  setTimeout(() => go(), HANDSHAKE_GRACE_MS);
+}
+
+/** Everything after the handshake: the config, the controller (its state), the call path; then the gate opens. */
+async function startStdio(configPath: string, gate: ContextGate, begin: Promise<void>): Promise<Running> {
+  await begin;
+  // The call path (the tools' schemas and handlers) too: the first call must not load it.
+  const [{ loadConfig }, { startController, serving }, log] = await Promise.all([
+    import('./config/load.js'),
+    import('./compose.js'),
+    processLog(),
+    loadCallPath(),
+  ]);
+  const { running, toolContext } = await startController(await loadConfig(configPath), log);
+  gate.open(toolContext);
+  serving(running, { transport: 'stdio' });
+  return running;
 }
 
 /** Says why start-up was refused, as one log line, and exits 1. */

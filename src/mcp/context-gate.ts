@@ -16,7 +16,11 @@ export class ContextGate {
   #open!: (ctx: ToolContext) => void;
   readonly #opened = new Promise<ToolContext>((resolve) => (this.#open = resolve));
 
-  constructor(private readonly boundMs = STARTUP_WAIT_MS) {}
+  /** `onWait` is told each time a call has to wait (cli.ts then starts loading at once). */
+  constructor(
+    private readonly boundMs = STARTUP_WAIT_MS,
+    private readonly onWait: () => void = () => undefined,
+  ) {}
 
   open(ctx: ToolContext): void {
     this.#context = ctx;
@@ -26,6 +30,7 @@ export class ContextGate {
   /** The context, once start-up has made it; `controller_starting` (retryable) after the bound. */
   context(): Promise<ToolContext> {
     if (this.#context !== undefined) return Promise.resolve(this.#context);
+    this.onWait();
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(starting(this.boundMs)), this.boundMs);
       void this.#opened.then((ctx) => {
