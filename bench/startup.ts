@@ -4,8 +4,8 @@
  * them (a line-JSON client that writes initialize at once, then, on its
  * answer, notifications/initialized and tools/list), and spawn → the
  * server's "droid-mcp ready" line (its state loaded: tool calls are served).
- * Three servers, interleaved round by round so machine noise hits each
- * alike, medians of ROUNDS:
+ * Three servers, interleaved round by round (each round in a rotated order)
+ * so machine noise hits each alike, medians of ROUNDS:
  *  - the floor: a minimal MCP SDK stdio server listing the same 11 tools
  *    (floor-server.ts, fed the tools/list droid-mcp answered in this run);
  *  - droid-mcp with an empty state directory;
@@ -26,7 +26,7 @@ import { DROID_PATH } from '../test/support/paths.js';
 import { recordGoal } from './goals.js';
 import { seedState } from './seed.js';
 
-const DEFAULT_ROUNDS = 7;
+const DEFAULT_ROUNDS = 15;
 const FLOOR_ENTRY = fileURLToPath(new URL('./floor-server.js', import.meta.url));
 const INITIALIZE = {
   jsonrpc: '2.0',
@@ -160,7 +160,13 @@ export async function main(rounds = DEFAULT_ROUNDS): Promise<void> {
       { label: 'droid-mcp, 10k sessions / 100k runs', args: server(stateDir), waitReady: true, samples: [] },
     ];
     await handshake(cases[2]!.args, true); // warms the page cache for the state files, as for the others' files
-    for (let r = 0; r < rounds; r++) for (const c of cases) c.samples.push(await handshake(c.args, c.waitReady));
+    // Each round in another order, so no case always follows the same one.
+    for (let r = 0; r < rounds; r++) {
+      for (let k = 0; k < cases.length; k++) {
+        const c = cases[(r + k) % cases.length]!;
+        c.samples.push(await handshake(c.args, c.waitReady));
+      }
+    }
     report(cases, rounds);
   } finally {
     rmSync(base, { recursive: true, force: true });
