@@ -7,13 +7,19 @@
  * client over stdio. Each series runs on a server of its own, started for it
  * and measured from its first call after ready: nothing is warmed up, so the
  * first status of each session (its runs read back from the snapshot) and
- * the first text query (every session's summary) are in the figures.
+ * the first text query (every session's summary) are in the figures. Each
+ * series is followed by its floor: the same calls to an MCP SDK stdio server
+ * that answers with droid-mcp's last answer and computes nothing
+ * (floor-server.ts), so what the transport and the client cost on this host,
+ * at this moment, is printed beside what droid-mcp costs.
  * Goals (issue 19): status p99 <= 3 ms, find p99 <= 10 ms, read p99 <= 5 ms,
  * resident memory at ready <= 160 MB; issue 12: ready <= 500 ms.
  *
  * Run: npm run build && node dist/bench/session-scale.js
  */
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { INDEX_FILE } from '../src/store/formats/run-index.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,19 +54,44 @@ interface Series {
   /** The first call after ready. */
   first: number;
   max: number;
+  /** The server's CPU time per call (all its threads): what is ours, beside the client's share and the wait for a CPU. */
+  cpuPerCall: number;
+}
+
+/** What a series needs of a server. */
+type Callable = Pick<RunningServer, 'pid' | 'ok'>;
+
+/**
+ * The floor of a series (floor-server.ts): an MCP SDK stdio server that
+ * answers every call with `answer`, computing nothing, driven by the same
+ * SDK client.
+ */
+async function startFloor(answerFile: string, toolsFile: string): Promise<Callable & { close(): Promise<void> }> {
+  const entry = fileURLToPath(new URL('./floor-server.js', import.meta.url));
+  const transport = new StdioClientTransport({ command: process.execPath, args: [entry, toolsFile, answerFile], stderr: 'pipe' });
+  const client = new Client({ name: 'session-scale-floor', version: '1.0.0' });
+  await client.connect(transport);
+  return {
+    pid: transport.pid!,
+    ok: async <T,>(name: string, args?: Record<string, unknown>) => (await client.callTool({ name, arguments: args ?? {} })).structuredContent as T,
+    close: () => client.close(),
+  };
 }
 
 /** CALLS calls from the first after ready on: nothing warmed up. */
-async function measure(server: RunningServer, name: string, args: (i: number) => Record<string, unknown>): Promise<Series> {
+async function measure(server: Callable, name: string, args: (i: number) => Record<string, unknown>): Promise<Series & { last: unknown }> {
   const samples: number[] = [];
+  const cpuBefore = cpuMs(server.pid);
+  let last: unknown;
   for (let i = 0; i < CALLS; i++) {
     const t = performance.now();
-    await server.ok(name, args(i));
+    last = await server.ok(name, args(i));
     samples.push(performance.now() - t);
   }
+  const cpuPerCall = (cpuMs(server.pid) - cpuBefore) / CALLS;
   const first = samples[0]!;
   samples.sort((a, b) => a - b);
-  return { p50: percentile(samples, 50), p99: percentile(samples, 99), first, max: samples[samples.length - 1]! };
+  return { p50: percentile(samples, 50), p99: percentile(samples, 99), first, max: samples[samples.length - 1]!, cpuPerCall, last };
 }
 
 interface Started {
@@ -94,15 +125,32 @@ async function startups(config: string, before: () => void = () => undefined): P
 
 type Call = readonly [label: string, tool: string, args: (i: number) => Record<string, unknown>];
 
-/** Each series on a server of its own, measured from its first call after ready; RSS at each ready. */
-async function series(config: string, calls: readonly Call[]): Promise<Array<{ label: string; tool: string; f: Series; rssMb: number }>> {
-  const out = [];
+type Row = { label: string; tool: string; f: Series; floor: Series; rssMb: number };
+
+/**
+ * Each series on a server of its own, measured from its first call after
+ * ready (RSS at each ready), then the same calls on its floor, answered with
+ * the last answer droid-mcp gave.
+ */
+async function series(config: string, scratch: string, calls: readonly Call[]): Promise<Row[]> {
+  const out: Row[] = [];
+  const toolsFile = join(scratch, 'floor-tools.json');
+  writeFileSync(toolsFile, '[]');
   for (const [label, tool, args] of calls) {
     const { server, rssMb } = await start(config);
+    let f: Series & { last: unknown };
     try {
-      out.push({ label, tool, f: await measure(server, tool, args), rssMb });
+      f = await measure(server, tool, args);
     } finally {
       await server.close();
+    }
+    const answerFile = join(scratch, 'floor-answer.json');
+    writeFileSync(answerFile, JSON.stringify(f.last));
+    const floorServer = await startFloor(answerFile, toolsFile);
+    try {
+      out.push({ label, tool, f, floor: await measure(floorServer, tool, args), rssMb });
+    } finally {
+      await floorServer.close();
     }
   }
   return out;
@@ -127,7 +175,7 @@ export async function main(): Promise<void> {
     const whole = await startups(config, () => rmSync(join(stateDir, INDEX_FILE), { force: true }));
     const indexed = await startups(config);
     const pick = (i: number) => sessionIds[(i * 7919) % sessionIds.length]!;
-    const rows = await series(config, [
+    const rows = await series(config, base, [
       ['droid_get_session_status', 'droid_get_session_status', (i) => ({ session: pick(i) })],
       ['droid_find_sessions (no query, page 1)', 'droid_find_sessions', () => ({ limit: 25 })],
       ['droid_find_sessions (labels + workspace)', 'droid_find_sessions', (i) => ({ labels: ['backend'], workspace: join(root, `project-${i % 50}`) })],
@@ -143,7 +191,7 @@ export async function main(): Promise<void> {
 
 type Startup = { readyMs: number; cpuMs: number; rssMb: number };
 
-function report(s: { empty: Startup; whole: Startup; indexed: Startup }, rows: Array<{ label: string; tool: string; f: Series; rssMb: number }>): void {
+function report(s: { empty: Startup; whole: Startup; indexed: Startup }, rows: Row[]): void {
   const line = (label: string, r: Startup): string =>
     `  ${label.padEnd(44)} ${r.readyMs.toFixed(0).padStart(6)} ms   CPU ${r.cpuMs.toFixed(0).padStart(6)} ms   RSS ${r.rssMb.toFixed(0).padStart(4)} MB`;
   console.log(`${SESSIONS} sessions, ${SESSIONS * RUNS_PER_SESSION} runs; ${CALLS} calls per series over stdio (MCP SDK client)`);
@@ -151,16 +199,20 @@ function report(s: { empty: Startup; whole: Startup; indexed: Startup }, rows: A
   console.log(line('empty state directory', s.empty));
   console.log(line('100k runs, whole snapshot read (no index)', s.whole));
   console.log(line('100k runs, through the run index', s.indexed));
-  console.log(`each series from its own server's first call after ready (first call, p50, p99, slowest):`);
-  for (const { label, f } of rows) {
-    const ms = (v: number) => v.toFixed(2).padStart(7);
-    console.log(`  ${label.padEnd(44)} first ${ms(f.first)}   p50 ${ms(f.p50)}   p99 ${ms(f.p99)}   max ${ms(f.max)} ms`);
+  console.log(`each series from its own server's first call after ready (first call, p50, p99, slowest; the server's CPU per call),`);
+  console.log(`and below it its floor: an SDK stdio server answering the same calls with droid-mcp's last answer, computing nothing:`);
+  const ms = (v: number) => v.toFixed(2).padStart(7);
+  const cells = (f: Series) => `first ${ms(f.first)}   p50 ${ms(f.p50)}   p99 ${ms(f.p99)}   max ${ms(f.max)} ms   CPU ${ms(f.cpuPerCall)} ms`;
+  for (const { label, f, floor } of rows) {
+    console.log(`  ${label.padEnd(44)} ${cells(f)}`);
+    console.log(`  ${'  its floor'.padEnd(44)} ${cells(floor)}`);
   }
   const worst = (tool: string) => rows.filter((r) => r.tool === tool).reduce((a, b) => (b.f.p99 > a.f.p99 ? b : a));
   const p99Goal = (tool: string, limit: number): void => {
     const r = worst(tool);
     const label = r.label === tool ? tool : `${tool} (slowest: ${r.label.slice(tool.length + 2, -1)})`;
     recordGoal({ name: `${label} p99, first call in`, measured: `${r.f.p99.toFixed(2)} ms`, goal: `<= ${limit} ms`, met: r.f.p99 <= limit });
+    recordGoal({ name: `  its floor (an SDK server answering, no goal)`, measured: `${r.floor.p99.toFixed(2)} ms`, goal: '-', met: true });
   };
   p99Goal('droid_get_session_status', GOALS.statusP99Ms);
   p99Goal('droid_find_sessions', GOALS.findP99Ms);
