@@ -31,7 +31,6 @@ export interface Running {
   store: StateStore;
   pool: WarmPool | null;
   controller: SessionController;
-  droidVersion: DroidVersionProbe;
   log: Logger;
   listener: HttpListener | undefined;
   stopping: Promise<void> | undefined;
@@ -45,6 +44,8 @@ export interface Running {
 export async function startController(config: Config, log: Logger): Promise<{ running: Running; toolContext: ToolContext }> {
   const droidEnv = stringEnv(process.env);
   const droidVersion = versionProbe(config, droidEnv, log);
+  // In the background, while the state loads: spawned from a small process, and never at ready, when the first calls come.
+  void droidVersion.current();
   const sandboxProbe = sandboxFor(config);
   sandboxProbe.catch(() => undefined); // awaited below; a refused state exits first
   const store = await openStore(config.stateDirectory, sandboxProbe, log);
@@ -57,21 +58,16 @@ export async function startController(config: Config, log: Logger): Promise<{ ru
   const catalog = catalogFor(config, droidEnv, sandbox, log);
   const pool = warmPoolFor(config, droidEnv, sandbox, log);
   const { controller, toolContext } = compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion, log });
-  return { running: { config, store, pool, controller, droidVersion, log, listener: undefined, stopping: undefined }, toolContext };
+  return { running: { config, store, pool, controller, log, listener: undefined, stopping: undefined }, toolContext };
 }
 
-/**
- * Once the transport serves the controller: signals stop it, the warm pool
- * fills, droid's version is read (in the background: it never delays
- * serving; logged once known), and the ready line is logged.
- */
+/** Once the transport serves the controller: signals stop it, the warm pool fills, and the ready line is logged. */
 export function serving(running: Running, ready: Record<string, unknown>): void {
-  const { config, pool, droidVersion, log } = running;
+  const { config, pool, log } = running;
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     process.once(signal, () => void stop(running, signal).then(() => process.exit(0)));
   }
   pool?.start(REFILL_DELAY_MS);
-  void droidVersion.current();
   // Tests read the bound port of HTTP from this line (port 0 picks a free one).
   log.info({ ...ready, roots: config.approvedDirectories.length }, 'droid-mcp ready');
 }
@@ -143,7 +139,7 @@ async function recoverTurnSessions(store: StateStore, droidEnv: Record<string, s
   }
 }
 
-/** droid --version, read once serving (it must not delay start-up); logged once known and whenever it changes. */
+/** droid --version, read in the background (it must not delay start-up); logged once known and whenever it changes. */
 function versionProbe(config: Config, droidEnv: Record<string, string>, log: Logger): DroidVersionProbe {
   return new DroidVersionProbe(
     () => readDroidVersion(config.droidPath, droidEnv),
