@@ -1,7 +1,7 @@
 /**
  * Latency of findSessions over 10,000 synthetic sessions (10 runs each),
  * with and without a text query. The summary is computed from the runs with
- * the real sessionView, as the controller would, so a query that must read
+ * the real summarizeRuns, as the controller would, so a query that must read
  * previews pays that cost (one row uses cached summaries instead, to
  * separate the caller's cost from find's own). Target (issue 4): find p99 under 50 ms.
  *
@@ -9,7 +9,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { findSessions, SessionIndex, type FindFilters, type SessionSummary } from '../src/controller/find.js';
-import { sessionView } from '../src/controller/views.js';
+import { summarizeRuns } from '../src/controller/views.js';
 import type { RunRecord, RunState, SessionRecord } from '../src/shared/records.js';
 import { runRecord } from '../test/support/records.js';
 
@@ -94,7 +94,7 @@ function measure(fn: () => unknown): { p50: number; p99: number } {
 
 export function main(): void {
   const { sessions, runs } = seed();
-  const view = (s: SessionRecord): SessionSummary => sessionView(s, runs.get(s.id)!);
+  const view = (s: SessionRecord): SessionSummary => summarizeRuns(s.headRunId, runs.get(s.id)!);
   // Summaries kept by the caller (say, refreshed on each commit): separates
   // the cost of reading 100,000 run records from find's own.
   const cache = new Map(sessions.map((s) => [s.id, view(s)]));

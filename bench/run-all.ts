@@ -6,6 +6,7 @@ import { main as latency } from './latency.js';
 import { main as followUp } from './follow-up.js';
 import { main as stateTransition } from './state-transition.js';
 import { main as sessionScale } from './session-scale.js';
+import { main as startup } from './startup.js';
 import { main as findSessions } from './find-sessions.js';
 import { main as httpStatus } from './http-status.js';
 import { main as soak } from './soak.js';
@@ -19,6 +20,7 @@ const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['follow-up: idle session to model request', () => followUp(3)],
   ['state transition cost', stateTransition],
   ['find over 10k sessions (in process)', findSessions],
+  ['stdio handshake: the floor, empty state, 100k runs', () => startup()],
   ['server at 10k sessions / 100k runs', sessionScale],
   ['status over HTTP vs stdio', httpStatus],
   ['soak: 300 mixed turns, 8 sessions, 4 slots (mock droid)', () => soak([])],

@@ -31,6 +31,8 @@ const LAYERS = [
   ['controller'],
   ['mcp'],
   ['ops', 'demo'],
+  // The composition root (loaded by the entry point once stdio answers the handshake), then the entry point.
+  ['compose.ts'],
   ['cli.ts'],
 ];
 

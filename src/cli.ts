@@ -1,62 +1,28 @@
 #!/usr/bin/env node
 /**
- * droid-mcp entry point: load the config, open the state, build the
- * controller, serve MCP. Every refusal to start names its cause on stderr.
+ * droid-mcp entry point: answer the MCP handshake, load the config, open the
+ * state and build the controller (compose.ts). Every refusal to start names
+ * its cause on stderr.
+ *
+ * Over stdio the transport is connected before anything else starts: what
+ * this module imports is what initialize and tools/list need (the SDK's
+ * server and the tool listing the build wrote), and everything else is
+ * loaded after. A tool call waits for the controller (mcp/context-gate.ts,
+ * bounded); a config or state that cannot be opened still refuses start-up
+ * with the same words and exit code, whether or not a client was answered.
+ * HTTP starts as before: config, state, then the listener.
  */
+import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { loadConfig } from './config/load.js';
 import { ConfigError } from './config/errors.js';
-import type { Config } from './config/schema.js';
-import { readTokenFile } from './config/token.js';
-import { SessionController } from './controller/controller.js';
-import { droidCatalogFetcher, ModelCatalog, type CatalogEvent } from './controller/model-catalog.js';
-import { resolveWorkspace } from './controller/workspaces.js';
-import type { HttpListener } from './mcp/http/listener.js';
-import { createMcpServer } from './mcp/server.js';
-import type { SandboxStatus, ToolContext } from './mcp/tools.js';
-import { SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from './sandbox/sandbox.js';
-import { factoryDirOf } from './shared/host-paths.js';
-import { probeSandbox } from './sandbox/probe.js';
-import { recoverSessionCopies } from './sandbox/session-copy.js';
+import { ContextGate } from './mcp/context-gate.js';
+import { createMcpServer, loadCallPath } from './mcp/server.js';
 import { StoreError } from './store/errors.js';
-import { StateStore } from './store/store.js';
-import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/parent/warm-pool.js';
-import { createLogger, type Logger } from './util/logger.js';
-import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
-import { DroidError } from './droid/errors.js';
-import { stringEnv } from './util/string-env.js';
+import type { Logger } from './util/logger.js';
+import type { Running } from './compose.js';
 
 const USAGE = 'usage: droid-mcp --config /absolute/path/to/config.json (droid-mcp --help lists the operator commands)';
-
-/**
- * The sandbox every turn gets, proven by a trial run now. Turns never see the
- * state directory or the token file.
- */
-async function sandboxFor(config: Config): Promise<{ spec: SandboxSpec; status: SandboxStatus }> {
-  if (config.sandbox.mode === 'off') return { spec: { mode: 'off' }, status: { mode: 'off', available: true, detail: null } };
-  const bwrapPath = config.sandbox.bwrapPath;
-  const health = bwrapPath === null ? { ok: false, detail: 'no bwrap executable was found on PATH' } : await probeSandbox(bwrapPath);
-  const spec = sandboxSpecFor(bwrapPath ?? '/nonexistent/bwrap', config.stateDirectory, config.tokenFile);
-  return { spec, status: { mode: 'bwrap', available: health.ok, detail: health.detail } };
-}
-
-/**
- * Sessions copies a controller that died mid-turn left behind: this state's
- * runs get their droid session files back (session-copy.ts), then the copy goes.
- */
-async function recoverTurnSessions(store: StateStore, droidEnv: Record<string, string>, log: Logger): Promise<void> {
-  try {
-    const recovered = await recoverSessionCopies(factoryDirOf(droidEnv), (runId) => {
-      const run = store.runs.get(runId);
-      const session = run ? store.sessions.get(run.sessionId) : undefined;
-      return session ? { droidSessionId: session.droidSessionId, workspace: session.workspace } : null;
-    });
-    for (const r of recovered) log.warn(r, "recovered droid's session files of a turn an unclean stop left in its private sessions copy");
-  } catch (err) {
-    log.error({ err }, "could not recover the private sessions copies an unclean stop left; droid's history of those turns may be incomplete");
-  }
-}
 
 /**
  * `droid-mcp <command> …` (a first argument that is no option), --version,
@@ -66,262 +32,135 @@ function operatorCommand(args: readonly string[]): boolean {
   return (args[0] !== undefined && !args[0].startsWith('-')) || args.some((a) => a === '--version' || a === '--help' || a === '-h');
 }
 
+/**
+ * The process logger (pino, util/logger.ts), loaded when first needed: on
+ * the way to the first answer nothing is logged, unless start-up is refused.
+ */
+let logger: Promise<Logger> | undefined;
+const processLog = (): Promise<Logger> => (logger ??= import('./util/logger.js').then(({ createLogger }) => createLogger()));
+
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
   if (operatorCommand(args)) {
     const { runCommand } = await import('./ops/commands.js');
     return runCommand(args);
   }
-  const log = createLogger();
-  const configPath = serveArgs(log);
-  if (configPath === undefined) return 2;
-  await serve(await loadConfig(configPath), log);
+  const configPath = serveArgs();
+  if (typeof configPath !== 'string') {
+    (await processLog()).error({ code: 'usage' }, configPath.usage);
+    return 2;
+  }
+  if ((await requestedTransport(configPath)) === 'stdio') await serveStdio(configPath);
+  else {
+    // HTTP, or a config file loadConfig will refuse, naming why.
+    const [{ loadConfig }, { serveHttp }] = await Promise.all([import('./config/load.js'), import('./compose.js')]);
+    await serveHttp(await loadConfig(configPath), await processLog());
+  }
   // Serving: the process ends with its transport or a signal.
   return -1;
 }
 
-/** The config path of `droid-mcp --config FILE`; undefined after saying what is wrong. */
-function serveArgs(log: Logger): string | undefined {
+/**
+ * The transport a config file asks for, read before anything is validated:
+ * over stdio the handshake is answered first and the config is then loaded
+ * and checked with the rest of start-up (a refusal words and exits the
+ * same). Undefined when the file cannot be read as JSON.
+ */
+async function requestedTransport(configPath: string): Promise<'stdio' | 'http' | undefined> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await readFile(configPath, 'utf8'));
+  } catch {
+    return undefined;
+  }
+  return typeof raw === 'object' && raw !== null && 'transport' in raw && raw.transport === 'http' ? 'http' : 'stdio';
+}
+
+/** The config path of `droid-mcp --config FILE`, or what is wrong with the arguments. */
+function serveArgs(): string | { usage: string } {
   let configPath: string | undefined;
   try {
     configPath = parseArgs({ options: { config: { type: 'string' } }, strict: true }).values.config;
   } catch (err) {
-    log.error({ code: 'usage' }, `${err instanceof Error ? err.message : String(err)}; ${USAGE}`);
-    return undefined;
+    return { usage: `${err instanceof Error ? err.message : String(err)}; ${USAGE}` };
   }
-  if (!configPath) log.error({ code: 'usage' }, USAGE);
-  return configPath || undefined;
-}
-
-/** The composition root: state, sandbox, catalog, warm pool, controller, transport. */
-async function serve(config: Config, log: Logger): Promise<void> {
-  const droidEnv = stringEnv(process.env);
-  const droidVersion = versionProbe(config, droidEnv, log);
-  void droidVersion.current();
-  // HTTP refuses a bad token file before any state is opened.
-  const token = config.transport === 'http' ? await readTokenFile(requiredTokenFile(config)) : undefined;
-  // The sandbox trial run (a bwrap process) needs nothing from the state: it runs while the state loads.
-  const sandboxProbe = sandboxFor(config);
-  sandboxProbe.catch(() => undefined); // awaited below; a refused state exits first
-  // Only the HTTP transport needs its modules: loaded meanwhile, never for stdio.
-  const http = token !== undefined ? import('./mcp/http/listener.js') : undefined;
-  http?.catch(() => undefined);
-  const store = await openStore(config.stateDirectory, sandboxProbe, log);
-
-  const sandbox = await sandboxProbe;
-  if (sandbox.spec.mode === 'bwrap') await recoverTurnSessions(store, droidEnv, log);
-  if (sandbox.status.available) log.info({ sandbox: sandbox.status.mode }, 'turn sandbox ready');
-  else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
-
-  const catalog = catalogFor(config, droidEnv, sandbox, log);
-  const pool = warmPoolFor(config, droidEnv, sandbox, log);
-  const { controller, toolContext } = compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion, log });
-  const running: Running = { config, store, catalog, pool, controller, log, listener: undefined, stopping: undefined };
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    process.once(signal, () => void stop(running, signal).then(() => process.exit(0)));
-  }
-  if (token !== undefined && http !== undefined) await serveHttp(running, toolContext, token, await http);
-  else await serveStdio(running, toolContext);
-}
-
-/** droid --version, read in the background (it must not delay start-up); logged once known and whenever it changes. */
-function versionProbe(config: Config, droidEnv: Record<string, string>, log: Logger): DroidVersionProbe {
-  return new DroidVersionProbe(
-    () => readDroidVersion(config.droidPath, droidEnv),
-    config.modelCacheTtlMs,
-    ({ version, previous, error }) => {
-      const droid = { path: config.droidPath, version };
-      if (version === null) log.warn({ droid, err: error }, 'could not read the droid CLI version (droid --version); turns may still run');
-      else if (previous === undefined || previous === null) log.info({ droid }, 'droid CLI version');
-      else log.info({ droid, previous }, 'droid CLI version changed');
-    },
-  );
-}
-
-async function openStore(stateDirectory: string, sandboxProbe: Promise<unknown>, log: Logger): Promise<StateStore> {
-  let store: StateStore;
-  try {
-    store = await StateStore.open(stateDirectory);
-  } catch (err) {
-    // Let the trial run finish and remove its temp directory before the refusal exits.
-    await sandboxProbe.catch(() => undefined);
-    throw err;
-  }
-  if (store.recovery.unknown || store.recovery.queueLost) {
-    log.warn(store.recovery, 'recovered after an unclean stop: running turns are now unknown, queued turns queue_lost');
-  }
-  return store;
-}
-
-type Sandbox = Awaited<ReturnType<typeof sandboxFor>>;
-
-function catalogFor(config: Config, droidEnv: Record<string, string>, sandbox: Sandbox, log: Logger): ModelCatalog {
-  return new ModelCatalog({
-    // The catalog droid runs in the turn sandbox; one that failed its trial run is not used for it either.
-    fetcher: sandbox.status.available
-      ? droidCatalogFetcher(config.droidPath, droidEnv, sandbox.spec)
-      : () => Promise.reject(new DroidError('sandbox_unavailable', `the sandbox cannot run (${sandbox.status.detail ?? 'unknown'}). ${SANDBOX_ACTION}`)),
-    ttlMs: config.modelCacheTtlMs,
-    excludeIds: config.excludeModelIds,
-    onEvent: (event) => logCatalog(log, event),
-  });
-}
-
-/** Reads and turns' lists at debug (a busy server has one per turn); a failed read is a warning. */
-function logCatalog(log: Logger, event: CatalogEvent): void {
-  if (event.kind === 'read_failed') log.warn({ err: event.err, background: event.background }, 'model catalog refresh failed');
-  else if (event.kind === 'read') log.debug({ catalog: event }, 'model catalog read from droid (list_models)');
-  else if (event.kind === 'offered') log.debug({ catalog: event }, "model catalog refreshed from a turn's own session answer");
-  else log.debug({ catalog: event }, "a turn's model list was not used for the catalog");
+  return configPath || { usage: USAGE };
 }
 
 /**
- * Warm workers (issue 12): a pre-spawned droid only where no confinement is lost
- * (sandbox off); under bubblewrap only the Node worker is warm. No pool when turns cannot run.
+ * How long after connecting start-up goes on even if no client has said it
+ * is initialized (one that never speaks, a refused start-up's test).
  */
-function warmPoolFor(config: Config, droidEnv: Record<string, string>, sandbox: Sandbox, log: Logger): WarmPool | null {
-  if (config.warmPoolSize <= 0 || !sandbox.status.available) return null;
-  return new WarmPool({
-    size: config.warmPoolSize,
-    droid: sandbox.spec.mode === 'off' ? { droidPath: config.droidPath, droidEnv } : null,
-    onEvent: (event) => {
-      if (event.kind === 'lost') log.warn({ pid: event.pid, detail: event.detail, stderr: event.stderrTail }, 'warm worker lost; the pool replaces it');
-      else if (event.kind === 'backoff') log.warn({ failures: event.failures, delayMs: event.delayMs }, 'warm workers keep failing; the pool backs off');
-      else if (event.kind === 'swept') log.info({ folders: event.folders }, 'removed warm droid folders a killed controller left behind');
-      else log.debug({ pid: event.pid, ageMs: event.ageMs }, 'warm worker retired by age; the pool replaces it');
-    },
-  });
-}
+const HANDSHAKE_GRACE_MS = 100;
 
-interface Parts {
-  config: Config;
-  store: StateStore;
-  catalog: ModelCatalog;
-  pool: WarmPool | null;
-  sandbox: Sandbox;
-  droidEnv: Record<string, string>;
-  droidVersion: DroidVersionProbe;
-  log: Logger;
-}
-
-function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion, log }: Parts): { controller: SessionController; toolContext: ToolContext } {
-  const policy = {
-    defaultModel: config.defaultModel ?? null,
-    defaultAutonomy: config.defaultAutonomy,
-    maxAutonomy: config.maxAutonomy,
-    reasoningEffort: config.reasoningEffort ?? null,
+/**
+ * Connects stdio first, then loads the config and starts the controller:
+ * initialize and tools/list are answered whatever the state's size, and tool
+ * calls wait at the gate. Start-up begins once the client has said it is
+ * initialized (its tools/list, sent with that notification, is answered
+ * first: loading modules meanwhile would hold the answer up), when a tool
+ * call waits, when stdin ends, or HANDSHAKE_GRACE_MS after connecting,
+ * whichever comes first. The client closing stdio stops the controller once
+ * it is started (a refused start-up exits on its own).
+ */
+async function serveStdio(configPath: string): Promise<void> {
+  let go!: () => void;
+  const begin = new Promise<void>((resolve) => (go = resolve));
+  const gate = new ContextGate(undefined, () => go());
+  const started = startStdio(configPath, gate, begin);
+  started.catch((err: unknown) => void refuseToStart(err));
+  const end = (why: string): void => {
+    go();
+    void started.then(
+      async (running) => {
+        const { stop } = await import('./compose.js');
+        await stop(running, why);
+        process.exit(0);
+      },
+      () => undefined,
+    );
   };
-  const controller = new SessionController({
-    store,
-    models: () => catalog.models(),
-    offerModels: (models, answeredAt) => catalog.offer(models, answeredAt),
-    resolveWorkspace: (path) => resolveWorkspace(path, config.approvedDirectories),
-    startWorker: (spec, options) => startPooledWorker(pool, spec, options),
-    policy,
-    maxConcurrentRuns: config.maxConcurrentRuns,
-    runTimeoutMs: config.runTimeoutMs,
-    cancelGraceMs: config.cancelGraceMs,
-    droidPath: config.droidPath,
-    droidEnv,
-    sandbox: sandbox.spec,
-    sandboxUnavailable: sandbox.status.available ? null : (sandbox.status.detail ?? 'unknown'),
-    ampMcpUrl: config.ampMcp?.url ?? null,
-    log,
-  });
-  const toolContext: ToolContext = {
-    controller,
-    models: () => catalog.models(),
-    approvedRoots: config.approvedDirectories,
-    policy,
-    runTimeoutMs: config.runTimeoutMs,
-    replyBack: config.ampMcp !== undefined,
-    sandbox: sandbox.status,
-    droidVersion: () => droidVersion.current(),
-  };
-  return { controller, toolContext };
-}
-
-/** What a stop has to close, in order. */
-interface Running {
-  config: Config;
-  store: StateStore;
-  catalog: ModelCatalog;
-  pool: WarmPool | null;
-  controller: SessionController;
-  log: Logger;
-  listener: HttpListener | undefined;
-  stopping: Promise<void> | undefined;
-}
-
-function stop(running: Running, why: string): Promise<void> {
-  const { config, store, catalog, pool, controller, log } = running;
-  return (running.stopping ??= (async () => {
-    log.info({ why }, 'shutting down: interrupting live turns');
-    await running.listener?.close();
-    await controller.shutdown(config.cancelGraceMs * 3);
-    // No refresh-ahead after this; a catalog read in flight ends with its droid.
-    await catalog.close();
-    // After the controller: nothing takes from the pool any more.
-    await pool?.close();
-    await store.close();
-    log.info({}, 'stopped');
-  })());
-}
-
-async function serveHttp(running: Running, ctx: ToolContext, token: string, http: typeof import('./mcp/http/listener.js')): Promise<void> {
-  const { config, store, pool, log } = running;
-  try {
-    running.listener = await http.startHttpListener({
-      ctx,
-      log,
-      token,
-      port: config.port,
-      ...(config.publicUrl !== undefined && { publicUrl: config.publicUrl }),
-    });
-  } catch (err) {
-    await pool?.close();
-    await store.close();
-    throw listenRefusal(config.port, http.HTTP_HOST, err);
-  }
-  pool?.start(REFILL_DELAY_MS);
-  const listener = running.listener;
-  // Tests read the bound port from this line (port 0 picks a free one).
-  log.info({ transport: 'http', url: listener.url, port: listener.port, roots: config.approvedDirectories.length }, 'droid-mcp ready');
-}
-
-async function serveStdio(running: Running, ctx: ToolContext): Promise<void> {
-  const { config, pool, log } = running;
   const transport = new StdioServerTransport();
-  transport.onclose = () => void stop(running, 'client closed stdio').then(() => process.exit(0));
-  process.stdin.once('end', () => void stop(running, 'stdin ended').then(() => process.exit(0)));
-  await createMcpServer(ctx, log).connect(transport);
-  pool?.start(REFILL_DELAY_MS);
-  log.info({ transport: 'stdio', roots: config.approvedDirectories.length }, 'droid-mcp ready');
+  transport.onclose = () => end('client closed stdio');
+  process.stdin.once('end', () => end('stdin ended'));
+  // Only a tool call logs (an unexpected failure), and only once the gate is open.
+  const serverLog = { error: (obj: object, msg: string) => void processLog().then((log) => log.error(obj, msg)) };
+  const server = createMcpServer(() => gate.context(), serverLog);
+  server.oninitialized = () => go();
+  await server.connect(transport);
+  setTimeout(() => go(), HANDSHAKE_GRACE_MS);
 }
 
-function requiredTokenFile(config: Config): string {
-  // The loader already refuses http without tokenFile; this keeps the type honest.
-  if (config.tokenFile === undefined) throw new ConfigError('config_invalid', '"tokenFile" is required when transport is "http"', 'tokenFile');
-  return config.tokenFile;
+/** Everything after the handshake: the config, the controller (its state), the call path; then the gate opens. */
+async function startStdio(configPath: string, gate: ContextGate, begin: Promise<void>): Promise<Running> {
+  await begin;
+  // The call path (the tools' schemas and handlers) too: the first call must not load it.
+  const [{ loadConfig }, { startController, serving }, log] = await Promise.all([
+    import('./config/load.js'),
+    import('./compose.js'),
+    processLog(),
+    loadCallPath(),
+  ]);
+  const { running, toolContext } = await startController(await loadConfig(configPath), log);
+  gate.open(toolContext);
+  serving(running, { transport: 'stdio' });
+  return running;
 }
 
-function listenRefusal(port: number, host: string, err: unknown): ConfigError {
-  const code = err instanceof Error && 'code' in err ? String(err.code) : 'unknown error';
-  const why = code === 'EADDRINUSE' ? 'is already in use' : code === 'EACCES' ? 'may not be bound by this user' : `cannot be bound (${code})`;
-  return new ConfigError('config_invalid', `"port" ${port} on ${host} ${why}; stop the other listener or choose another port`, 'port');
+/** Says why start-up was refused, as one log line, and exits 1. */
+async function refuseToStart(err: unknown): Promise<never> {
+  const log = await processLog();
+  if (err instanceof ConfigError || err instanceof StoreError) {
+    log.error({ code: err.code }, `refusing to start: ${err.message}`);
+  } else {
+    log.error({ err }, 'refusing to start: unexpected error');
+  }
+  process.exit(1);
 }
 
 main().then(
   (code) => {
     if (code >= 0) process.exit(code);
   },
-  (err: unknown) => {
-    const log = createLogger();
-    if (err instanceof ConfigError || err instanceof StoreError) {
-      log.error({ code: err.code }, `refusing to start: ${err.message}`);
-    } else {
-      log.error({ err }, 'refusing to start: unexpected error');
-    }
-    process.exit(1);
-  },
+  (err: unknown) => void refuseToStart(err),
 );

@@ -11,7 +11,9 @@ import { ControllerError } from '../shared/public-error.js';
 import { decodeCursor, encodeCursor, invalidCursor, pageLimit } from './history.js';
 import { LABEL_PATTERN } from './metadata.js';
 import type { AgentState } from './views.js';
-import { isAtOrBelow } from '../util/paths.js';
+import { compareKeys, searchText, SessionIndex, type IndexedSession, type SessionSummary, type SortKey } from './session-index.js';
+
+export { SessionIndex, type SessionSummary } from './session-index.js';
 
 const FIND_CURSOR_VERSION = 1;
 
@@ -30,14 +32,6 @@ export interface FindFilters {
   /** Default false hides archived sessions; true selects archived ones only. */
   archived?: boolean;
   /** true: sessions where some turn recorded changed files; false: none did (unknown counts as none). */
-  hasChanges?: boolean;
-}
-
-/** What find needs from a session's runs; computed only when a filter needs it. */
-export interface SessionSummary {
-  agentState: AgentState;
-  preview: string;
-  /** Some run of the session recorded a non-empty change set (absent: none did). */
   hasChanges?: boolean;
 }
 
@@ -98,114 +92,6 @@ export function parseRange(after: unknown, before: unknown): { afterMs: number |
     throw invalidArguments('after must be earlier than before (after is inclusive, before exclusive)', 'Swap or widen the dates.');
   }
   return { afterMs, beforeMs };
-}
-
-// ── the index ─────────────────────────────────────────────────────────────
-
-/** A session's sort key: creation time, then id. */
-export interface SortKey {
-  ms: number;
-  id: string;
-}
-
-export interface IndexedSession {
-  readonly ms: number;
-  readonly session: SessionRecord;
-}
-
-interface Entry extends SortKey {
-  session: SessionRecord;
-}
-
-/** Oldest possible time, so a malformed `createdAt` still sorts consistently (as oldest). */
-const MIN_MS = -8.64e15;
-
-function createdMs(session: SessionRecord): number {
-  const ms = Date.parse(session.createdAt);
-  return Number.isNaN(ms) ? MIN_MS : ms;
-}
-
-function compareKeys(a: SortKey, b: SortKey): number {
-  if (a.ms !== b.ms) return a.ms < b.ms ? -1 : 1;
-  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
-}
-
-/**
- * Sessions kept sorted by (createdAt, id), maintained incrementally so find
- * never sorts per call. Stored ascending because new sessions are the newest:
- * an upsert of a new session is then an append, not a shift of the array.
- * Iterates newest first.
- */
-export class SessionIndex implements Iterable<SessionRecord> {
-  readonly #entries: Entry[] = [];
-  readonly #byId = new Map<string, Entry>();
-
-  constructor(sessions: Iterable<SessionRecord> = []) {
-    for (const session of sessions) {
-      const old = this.#byId.get(session.id);
-      if (old) {
-        old.session = session;
-        old.ms = createdMs(session);
-      } else {
-        const entry: Entry = { ms: createdMs(session), id: session.id, session };
-        this.#byId.set(session.id, entry);
-        this.#entries.push(entry);
-      }
-    }
-    this.#entries.sort(compareKeys);
-  }
-
-  get size(): number {
-    return this.#entries.length;
-  }
-
-  get(id: string): SessionRecord | undefined {
-    return this.#byId.get(id)?.session;
-  }
-
-  /** Adds or replaces a session (sessions are never deleted). */
-  upsert(session: SessionRecord): void {
-    const ms = createdMs(session);
-    const old = this.#byId.get(session.id);
-    if (old && old.ms === ms) {
-      old.session = session;
-      return;
-    }
-    if (old) this.#entries.splice(this.#lowerBound(old), 1);
-    const entry: Entry = { ms, id: session.id, session };
-    this.#byId.set(session.id, entry);
-    const at = this.#lowerBound(entry);
-    if (at === this.#entries.length) this.#entries.push(entry);
-    else this.#entries.splice(at, 0, entry);
-  }
-
-  /** First position whose key is >= `key`. */
-  #lowerBound(key: SortKey): number {
-    let lo = 0;
-    let hi = this.#entries.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (compareKeys(this.#entries[mid]!, key) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
-
-  /**
-   * Visits sessions newest first, starting strictly below `below` when given,
-   * until `visit` returns false. A callback rather than a generator: find
-   * walks thousands of entries per call and this keeps the loop cheap.
-   */
-  scanDescending(below: SortKey | undefined, visit: (entry: IndexedSession) => boolean): void {
-    const entries = this.#entries;
-    for (let i = (below ? this.#lowerBound(below) : entries.length) - 1; i >= 0; i--) {
-      if (!visit(entries[i]!)) return;
-    }
-  }
-
-  *[Symbol.iterator](): Iterator<SessionRecord> {
-    for (let i = this.#entries.length - 1; i >= 0; i--) yield this.#entries[i]!.session;
-  }
 }
 
 // ── filters ───────────────────────────────────────────────────────────────
@@ -316,12 +202,14 @@ export function findSessions(
   if (from && (!below || compareKeys(from, below) < 0)) below = from;
 
   const query = f.query === null ? null : compileQuery(f.query);
+  const workspaceDir = f.workspace === null ? null : { dir: f.workspace, below: f.workspace.endsWith('/') ? f.workspace : `${f.workspace}/` };
   const page: SessionRecord[] = [];
   let last: SortKey | undefined;
   let more = false;
-  index.scanDescending(below, ({ ms, session }) => {
+  index.scanDescending(below, (entry) => {
+    const { ms, session } = entry;
     if (f.afterMs !== null && ms < f.afterMs) return false;
-    if (!matches(session, f, query, view)) return true;
+    if (!matches(entry, f, workspaceDir, query, view)) return true;
     // One match beyond the page proves that a next page exists now.
     if (page.length === size) {
       more = true;
@@ -334,27 +222,38 @@ export function findSessions(
   return { sessions: page, nextCursor: more ? encodeFindCursor(hash, last!) : null };
 }
 
-/**
- * A case-insensitive substring test for a lowercased query. An ASCII query
- * uses a case-insensitive regex, which scans a preview about twice as fast as
- * lowercasing it first and allocates nothing; other queries lowercase the text.
- */
-function compileQuery(q: string): (text: string) => boolean {
-  if (/^[\x00-\x7f]*$/.test(q)) {
-    const re = new RegExp(q.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&'), 'i');
-    return (text) => re.test(text);
-  }
-  return (text) => text.toLowerCase().includes(q);
+interface Query {
+  /** The query, lowercased. */
+  lower: string;
+  /** It holds no NUL: it can be looked up in a session's searchable text. */
+  plain: boolean;
+  /** Case-insensitive substring test of one field (as the searchable text does it). */
+  test(text: string): boolean;
 }
 
-/** Cheap record filters first; the summary (which reads runs) only when needed. */
-function matches(s: SessionRecord, f: NormalizedFilters, query: ((text: string) => boolean) | null, view: (s: SessionRecord) => SessionSummary): boolean {
+function compileQuery(lower: string): Query {
+  return { lower, plain: !lower.includes('\0'), test: (text) => text.toLowerCase().includes(lower) };
+}
+
+/**
+ * Cheap record filters first; the summary (which reads runs) only when
+ * needed, and the prepared one (with its searchable text) when there is one.
+ */
+function matches(
+  e: IndexedSession,
+  f: NormalizedFilters,
+  workspace: { dir: string; below: string } | null,
+  query: Query | null,
+  view: (s: SessionRecord) => SessionSummary,
+): boolean {
+  const s = e.session;
   if (s.archived !== f.archived) return false;
-  if (f.workspace !== null && !isAtOrBelow(s.workspace, f.workspace)) return false;
+  // As isAtOrBelow, without making the prefix once per session.
+  if (workspace !== null && s.workspace !== workspace.dir && !s.workspace.startsWith(workspace.below)) return false;
   for (const label of f.labels) if (!s.labels.includes(label)) return false;
-  let summary: SessionSummary | undefined;
+  let summary = e.summary;
   if (f.state !== null) {
-    summary = view(s);
+    summary ??= view(s);
     if (summary.agentState !== f.state) return false;
   }
   if (f.hasChanges !== null) {
@@ -362,8 +261,9 @@ function matches(s: SessionRecord, f: NormalizedFilters, query: ((text: string) 
     if ((summary.hasChanges ?? false) !== f.hasChanges) return false;
   }
   if (query === null) return true;
-  if (s.title !== null && query(s.title)) return true;
-  if (s.labels.some(query)) return true;
+  if (e.summary !== undefined && query.plain) return (e.text ??= searchText(s, e.summary.preview)).includes(query.lower);
+  if (s.title !== null && query.test(s.title)) return true;
+  if (s.labels.some((label) => query.test(label))) return true;
   summary ??= view(s);
-  return query(summary.preview);
+  return query.test(summary.preview);
 }

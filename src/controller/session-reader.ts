@@ -11,7 +11,7 @@ import { ControllerError } from '../shared/public-error.js';
 import { findSessions, SessionIndex, type FindFilters } from './find.js';
 import { pageHistory, type HistoryPage } from './history.js';
 import { selectRunsForUsage, summarizeUsage, type UsageScope, type UsageSummary } from './usage.js';
-import { isWorking, sessionView, type SessionView } from './views.js';
+import { isWorking, sessionView, summarizeRuns, type RunsSummary, type SessionView } from './views.js';
 
 /** The part of the durable store reading needs. */
 export interface ReadableStore {
@@ -40,14 +40,19 @@ export interface LiveReports {
   override?(runId: string): RunRecord | undefined;
 }
 
+/** What find and status need of a session's runs, besides its head run's record. */
+type Summary = RunsSummary & { hasChanges: boolean };
+
 /** Result files kept in memory, by total size (one file is at most ~2 M characters). */
 const RESULT_CACHE_CHARS = 8_000_000;
 
 export class SessionReader {
-  /** Sessions newest first, for find; kept current by `noteCommitted`. */
+  /**
+   * Sessions newest first, for find, with each session's summary (agentState,
+   * preview, queued count, head run) once made: the one cache of summaries,
+   * kept current by `noteCommitted` and `invalidate`.
+   */
   private readonly index: SessionIndex;
-  /** agentState and preview per session, recomputed only after a change. */
-  private readonly summaries = new Map<string, { agentState: SessionView['agentState']; preview: string; hasChanges: boolean }>();
   /** Result files never change once written: paging through history reads each once. */
   private readonly results = new Map<string, { result: RunResultFile; chars: number }>();
   private cachedChars = 0;
@@ -59,20 +64,20 @@ export class SessionReader {
     private readonly log: Pick<Log, 'warn'>,
   ) {
     this.index = new SessionIndex(store.sessions.values());
+    // Every summary and searchable text now, at start-up: the first status or text query after it reads and builds nothing but its own.
+    for (const id of store.sessions.keys()) this.summary(id);
+    this.index.prepareText();
   }
 
   /** Call after every durable change so the index and summaries stay current. */
   noteCommitted(change: { sessions?: readonly SessionRecord[]; runs?: readonly RunRecord[] }): void {
-    for (const s of change.sessions ?? []) {
-      this.index.upsert(this.store.sessions.get(s.id)!);
-      this.summaries.delete(s.id);
-    }
-    for (const r of change.runs ?? []) this.summaries.delete(r.sessionId);
+    for (const s of change.sessions ?? []) this.index.upsert(this.store.sessions.get(s.id)!);
+    for (const r of change.runs ?? []) this.index.forget(r.sessionId);
   }
 
   /** Call when how a session's runs read changed without a commit (a halt). */
   invalidate(sessionId: string): void {
-    this.summaries.delete(sessionId);
+    this.index.forget(sessionId);
   }
 
   session(id: string): SessionRecord {
@@ -89,14 +94,17 @@ export class SessionReader {
     return this.summary(sessionId).agentState;
   }
 
+  /**
+   * Reads one record, the head run's (the view shows no other run's fields):
+   * the rest is the summary, made from the store's facts and cached.
+   */
   status(sessionId: string): SessionView {
     const session = this.session(sessionId);
-    const runs = this.runs(session.id).map((r) => {
-      // Only a live run's events are in memory alone; an ended run's record has them all.
-      const live = LIVE_STATES.includes(r.state) ? this.live.live(r.id) : undefined;
-      return live ? { ...r, events: [...live.events] } : r;
-    });
-    return sessionView(session, runs);
+    const summary = this.summary(session.id);
+    const head = this.live.shown(this.store.runs.get(summary.headId)!);
+    // Only a live run's events are in memory alone; an ended run's record has them all.
+    const live = LIVE_STATES.includes(head.state) ? this.live.live(head.id) : undefined;
+    return sessionView(session, summary, live ? { ...head, events: [...live.events] } : head);
   }
 
   /** Paged history of assistant text, tool calls and controller notices; never prompts. */
@@ -152,42 +160,43 @@ export class SessionReader {
     return result;
   }
 
-  private summary(sessionId: string) {
-    let summary = this.summaries.get(sessionId);
-    if (!summary) {
-      summary = this.summaryFromFacts(sessionId);
-      if (!summary) {
-        const view = this.status(sessionId);
-        const changed = this.store.runsBySession(sessionId).some((r) => !!r.changes && hasChanges(r.changes));
-        summary = { agentState: view.agentState, preview: view.preview, hasChanges: changed };
-      }
-      this.summaries.set(sessionId, summary);
-    }
-    return summary;
+  private summary(sessionId: string): Summary {
+    return (this.index.summaryOf(sessionId) as Summary | undefined) ?? this.index.prepare(sessionId, this.summaryFromFacts(sessionId) ?? this.summaryFromRecords(sessionId));
+  }
+
+  private summaryFromRecords(sessionId: string): Summary {
+    const runs = this.runs(sessionId);
+    return { ...summarizeRuns(this.store.sessions.get(sessionId)!.headRunId, runs), hasChanges: runs.some((r) => !!r.changes && hasChanges(r.changes)) };
   }
 
   /**
-   * The summary as `sessionView` would make it (agentState, latest preview)
-   * plus hasChanges, from the facts the store holds for every run: reads no
+   * The summary as `summarizeRuns` would make it from the records, plus
+   * hasChanges, from the facts the store holds for every run: reads no
    * record, but the one whose preview is the latest if the store does not
    * hold its text. Undefined when the store or live reports cannot say.
    */
-  private summaryFromFacts(sessionId: string): { agentState: SessionView['agentState']; preview: string; hasChanges: boolean } | undefined {
+  private summaryFromFacts(sessionId: string): Summary | undefined {
     const facts = this.store.runFactsBySession?.(sessionId);
     const override = this.live.override;
     if (facts === undefined || override === undefined || facts.length === 0) return undefined;
+    const headRunId = this.store.sessions.get(sessionId)!.headRunId;
     let working = false;
     let unknown = false;
     let changed = false;
+    let queuedRuns = 0;
     let latest: RunFacts | undefined;
+    let head: RunFacts | undefined;
     for (const f of facts) {
       const state = override(f.id)?.state ?? f.state;
+      if (state === 'queued') queuedRuns++;
       if (isWorking(state)) working = true;
       else if (state === 'unknown') unknown = true;
       if (f.hasChanges) changed = true;
       if (f.preview !== '') latest = f;
+      if (f.id === headRunId) head = f;
     }
     const preview = latest === undefined ? '' : (latest.preview ?? this.store.runs.get(latest.id)?.preview ?? '');
-    return { agentState: working ? 'working' : unknown ? 'unknown' : 'idle', preview, hasChanges: changed };
+    const agentState = working ? 'working' : unknown ? 'unknown' : 'idle';
+    return { agentState, preview, queuedRuns, headId: (head ?? facts[facts.length - 1]!).id, hasChanges: changed };
   }
 }

@@ -114,12 +114,36 @@ function runView(run: RunRecord): RunView {
   };
 }
 
-/** `runs` are the session's runs in seq order. */
-export function sessionView(session: SessionRecord, runs: readonly RunRecord[]): SessionView {
-  const head = runs.find((r) => r.id === session.headRunId) ?? runs[runs.length - 1]!;
+/**
+ * What a session's view needs of its runs besides its head run's record:
+ * made from the store's facts (session-reader.ts) or from the records
+ * (`summarizeRuns`), the same either way.
+ */
+export interface RunsSummary {
+  agentState: AgentState;
+  /** The latest non-empty preview of its runs, '' when none has one. */
+  preview: string;
+  queuedRuns: number;
+  /** The run the view shows as latestRun: the session's head run (its last when the head is not among them). */
+  headId: string;
+}
+
+/** `runs` are the session's runs in seq order (at least one). */
+export function summarizeRuns(headRunId: string, runs: readonly Pick<RunRecord, 'id' | 'state' | 'preview'>[]): RunsSummary {
+  const head = runs.find((r) => r.id === headRunId) ?? runs[runs.length - 1]!;
   const anyUnknown = runs.some((r) => r.state === 'unknown');
   const working = runs.some((r) => isWorking(r.state));
   const latestPreview = [...runs].reverse().find((r) => r.preview !== '')?.preview ?? '';
+  return {
+    agentState: working ? 'working' : anyUnknown ? 'unknown' : 'idle',
+    preview: latestPreview,
+    queuedRuns: runs.filter((r) => r.state === 'queued').length,
+    headId: head.id,
+  };
+}
+
+/** The session's view from its runs' summary and the record of its head run (`summary.headId`). */
+export function sessionView(session: SessionRecord, summary: RunsSummary, head: RunRecord): SessionView {
   return {
     session: session.id,
     workspace: session.workspace,
@@ -129,12 +153,12 @@ export function sessionView(session: SessionRecord, runs: readonly RunRecord[]):
     replyTo: session.replyTo,
     createdAt: session.createdAt,
     updatedAt: session.updatedAt,
-    agentState: working ? 'working' : anyUnknown ? 'unknown' : 'idle',
+    agentState: summary.agentState,
     needsAttention: head.needsAttention,
     notification: notificationOf(head),
     notificationError: head.reply?.failure ? { code: head.reply.failure.code, message: head.reply.failure.message } : null,
-    queuedRuns: runs.filter((r) => r.state === 'queued').length,
-    preview: latestPreview,
+    queuedRuns: summary.queuedRuns,
+    preview: summary.preview,
     latestRun: runView(head),
   };
 }

@@ -6,7 +6,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { handFd3 } from '../util/child-fd3.js';
 
-export const DROID_EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
+const DROID_EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
 
 /** How to start one droid: its executable, environment and cwd, optionally through a sandbox program. */
 export interface DroidLaunch {
@@ -39,7 +39,7 @@ export interface StartedDroid {
  * no pid, and signalling it could reach pid 0, this process's own group
  * (the worker's, with everything in it).
  */
-export function signalDroid(child: ChildProcessWithoutNullStreams, signal: NodeJS.Signals = 'SIGTERM'): void {
+function signalDroid(child: ChildProcessWithoutNullStreams, signal: NodeJS.Signals = 'SIGTERM'): void {
   if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) child.kill(signal);
 }
 

@@ -1,105 +1,66 @@
 /**
- * One MCP server over the tool registry, independent of transport. Inputs
- * are validated here so every rejection has the same `{error: {...}}` shape.
+ * One MCP server over the tool registry, independent of transport. What it
+ * loads up front is only what initialize and tools/list need: the SDK and
+ * the tool listing the build wrote (listing.ts). Tool calls load call-tool.ts
+ * (the schemas, the handlers) the first time one arrives.
  */
+import { readFileSync } from 'node:fs';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { z } from 'zod';
-import { ControllerError, type PublicError } from '../shared/public-error.js';
-import { StoreError } from '../store/errors.js';
-import { TOOLS, type ToolCall, type ToolContext, type ToolDefinition } from './tools.js';
-import type { Log } from '../util/logger.js';
+import { CallToolRequestSchema, CallToolResultSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { errCode } from '../util/errno.js';
+import type { ServerLog, ToolContextSource } from './call-tool.js';
+import type { ToolListing } from './listing.js';
 import type { ProgressSink } from './progress.js';
+
+export type { ServerLog, ToolContextSource } from './call-tool.js';
 
 const SERVER_NAME = 'droid-mcp';
 export const SERVER_VERSION = '0.1.0';
 
-/** Unexpected tool failures are logged; callers only see a generic error. */
-export type ServerLog = Pick<Log, 'error'>;
-
-type ObjectSchema = { type: 'object'; [k: string]: unknown };
-
-/** Draft-07 without a `$schema` URI: the most widely accepted form among MCP clients. */
-function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): ObjectSchema {
-  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io, target: 'draft-7' }) as ObjectSchema;
-  return rest as ObjectSchema;
-}
-
-/** The JSON Schema a tool advertises; also used to generate docs/TOOLS.md. */
-export function toolListing(def: ToolDefinition) {
-  return {
-    name: def.name,
-    title: def.title,
-    description: def.description,
-    inputSchema: jsonSchema(def.input, 'input'),
-    outputSchema: jsonSchema(def.output, 'output'),
-    annotations: { title: def.title, readOnlyHint: def.readOnly, destructiveHint: false, openWorldHint: false },
-  };
-}
+/** Written by the build beside the compiled module (scripts/tool-listing.mjs). */
+const TOOL_LISTING_FILE = 'tool-listing.json';
 
 /**
- * The rejection travels as JSON text: MCP clients validate any
- * structuredContent against the tool's output schema, errors included.
+ * The listing as the build wrote it; made from the schemas where there is no
+ * build output (this module run from source). Read once, for all servers (the
+ * HTTP transport builds many), and synchronously: while the state loads, the
+ * thread pool is busy reading modules and state files, and a read queued
+ * behind them would hold up the answer.
  */
-function errorResult(error: PublicError): CallToolResult {
-  return { content: [{ type: 'text', text: JSON.stringify({ error }) }], isError: true };
-}
+let listing: Promise<ToolListing[]> | undefined;
 
-function invalidArguments(tool: string, issues: z.core.$ZodIssue[]): PublicError {
-  const detail = issues
-    .slice(0, 5)
-    .map((i) => `${i.path.length ? i.path.join('.') : '(arguments)'}: ${i.message}`)
-    .join('; ');
-  return {
-    code: 'invalid_arguments',
-    message: `invalid arguments for ${tool}: ${detail}`,
-    retryable: false,
-    action: `Fix the arguments to match the ${tool} input schema (see tools/list).`,
-  };
-}
-
-export async function callTool(name: string, args: unknown, ctx: ToolContext, log: ServerLog, call: ToolCall = {}): Promise<CallToolResult> {
-  const def = TOOLS.find((t) => t.name === name);
-  if (!def) {
-    return errorResult({
-      code: 'unknown_tool',
-      message: `there is no tool named ${JSON.stringify(name.slice(0, 100))}`,
-      retryable: false,
-      action: 'Refresh the tool list; removed tools (droid_start, droid_status, …) have no aliases.',
-    });
-  }
-  const parsed = def.input.safeParse(args ?? {});
-  if (!parsed.success) return errorResult(invalidArguments(name, parsed.error.issues));
+async function readListing(): Promise<ToolListing[]> {
   try {
-    const structured = (await def.handler(parsed.data, ctx, call)) as Record<string, unknown>;
-    return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
+    return JSON.parse(readFileSync(new URL(TOOL_LISTING_FILE, import.meta.url), 'utf8')) as ToolListing[];
   } catch (err) {
-    if (err instanceof ControllerError) return errorResult(err.toPublic());
-    if (err instanceof StoreError && err.code === 'state_unreadable') {
-      // Its message names state files: those go to the log, never to callers.
-      log.error({ err, tool: name }, 'a stored run could not be read back');
-      return errorResult({
-        code: 'state_unreadable',
-        message: 'a stored run could not be read back as the controller verified it at start-up (its state file changed underneath); nothing was guessed',
-        retryable: false,
-        action: 'Ask the operator to restart the controller: start-up checks the state directory and refuses damaged state.',
-      });
-    }
-    // Unexpected: details to the log only, a generic error to the caller.
-    log.error({ err, tool: name }, 'tool failed unexpectedly');
-    return errorResult({
-      code: 'internal_error',
-      message: 'the controller hit an unexpected error; details are in its log',
-      retryable: true,
-      action: 'Retry with the same requestKey; if it persists, ask the operator to check the controller log.',
-    });
+    if (errCode(err) !== 'ENOENT') throw err;
+    const [{ TOOLS }, { toolListing }] = await Promise.all([import('./tools.js'), import('./listing.js')]);
+    return TOOLS.map(toolListing);
   }
 }
 
-/** Built once: the HTTP transport may build many servers. */
-let listing: ReturnType<typeof toolListing>[] | undefined;
+let calls: typeof import('./call-tool.js') | undefined;
+let loadingCalls: Promise<typeof import('./call-tool.js')> | undefined;
+
+/**
+ * Loads the call path (the tools' schemas and handlers) and has zod compile
+ * the validators a call goes through (zod builds each object schema's fast
+ * path the first time it parses one), so the first call pays for neither.
+ * Called once the handshake is answered (cli.ts); a call loads it otherwise.
+ */
+export async function loadCallPath(): Promise<typeof import('./call-tool.js')> {
+  if (calls) return calls;
+  const loaded = await (loadingCalls ??= import('./call-tool.js'));
+  if (!calls) {
+    CallToolRequestSchema.safeParse({ method: 'tools/call', params: { name: 'droid_get_session_status', arguments: {}, _meta: {} } });
+    CallToolResultSchema.safeParse({ content: [{ type: 'text', text: '{}' }], structuredContent: {} });
+    calls = loaded;
+  }
+  return calls;
+}
+
 /**
  * One for all servers: the SDK otherwise builds an Ajv instance per server.
  * It only checks elicitation answers (never requested here) and holds no
@@ -109,11 +70,11 @@ let validator: AjvJsonSchemaValidator | undefined;
 /** Builds that Ajv instance (compiling its meta-schemas) only if a schema is ever checked: never, so far. */
 const lazyValidator: jsonSchemaValidator = { getValidator: (schema) => (validator ??= new AjvJsonSchemaValidator()).getValidator(schema) };
 
-export function createMcpServer(ctx: ToolContext, log: ServerLog): Server {
+export function createMcpServer(ctx: ToolContextSource, log: ServerLog): Server {
   const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} }, jsonSchemaValidator: lazyValidator });
-  listing ??= TOOLS.map(toolListing);
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listing }));
-  server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: await (listing ??= readListing()) }));
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const { callTool } = calls ?? (await loadCallPath());
     const token = request.params._meta?.progressToken;
     const progress: ProgressSink | undefined =
       token === undefined

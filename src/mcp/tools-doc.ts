@@ -1,6 +1,6 @@
 /** Renders docs/TOOLS.md from the registered tool schemas. Pure. */
 import { TOOLS } from './tools.js';
-import { toolListing } from './server.js';
+import { toolListing } from './listing.js';
 
 export function renderToolsDoc(): string {
   const parts = [

@@ -7,6 +7,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpat
 import { dirname, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { messageText, prose, script } from '../../src/testbed/scripted-model.js';
+import { toolListing } from '../../src/mcp/listing.js';
+import { TOOLS } from '../../src/mcp/tools.js';
 import { startExpectingRefusal, type RunningServer } from '../support/mcp-server.js';
 import { idlePoolPids, pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { droidProcesses, liveDroids, makeContext, type E2EContext } from './context.js';
@@ -156,6 +158,8 @@ describe('tool surface', () => {
         'droid_wait_for_sessions',
       ].sort(),
     );
+    // The build writes the listing once (scripts/tool-listing.mjs): it is what the schemas make.
+    expect(tools).toEqual(TOOLS.map(toolListing));
     for (const tool of tools) {
       expect(tool.description!.length).toBeGreaterThan(150);
       expect(tool.description).toContain('Example:');

@@ -205,9 +205,10 @@ for (let round = 1; round <= ROUNDS; round++) {
       expect(await s.durableState(followArgs.requestKey)).toBe('queued');
 
       const server = await s.start();
-      // The dead turn's private sessions copy was committed and removed at start-up (session-copy.ts).
-      expect(existsSync(join(privateTmpRoot(), `sessions-${a.metadata.run}`))).toBe(false);
       const again = await server.ok<Acceptance>('droid_send_message', followArgs);
+      // The dead turn's private sessions copy was committed and removed at start-up (session-copy.ts),
+      // before any call was served: the handshake is answered earlier, calls wait for start-up.
+      expect(existsSync(join(privateTmpRoot(), `sessions-${a.metadata.run}`))).toBe(false);
       expect(again.metadata.replayed).toBe(true);
       expectQueueLost(again.status.latestRun, again.metadata.run);
       await expectUnknownSession(server, a.metadata.session, a.metadata.run);

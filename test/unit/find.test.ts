@@ -311,6 +311,32 @@ describe('filters', () => {
     expect(find('straße')).toEqual(['Ünïcode Straße']);
   });
 
+  it('over prepared summaries, finds what the view finds without asking for it, until a session or its runs change', () => {
+    const previews: Record<string, string> = { 's-0001': 'Refactored the PARSER', 's-0002': 'nothing', 's-0003': 'straße done' };
+    const view = (s: SessionRecord): SessionSummary => ({ agentState: 'idle', preview: previews[s.id] ?? '' });
+    const sessions = [session(1, { title: 'one' }), session(2, { labels: ['parser-v2'] }), session(3, { title: 'Ünïcode' }), session(4)];
+    const index = new SessionIndex(sessions);
+    for (const s of sessions) index.prepare(s.id, view(s));
+    index.prepareText();
+    const never = (): SessionSummary => {
+      throw new Error('the prepared summary is used');
+    };
+    for (const query of ['parser', 'PARSER', 'ünïCODE', 'STRASSE', 'straße', 'one', 'nothing', 'zzz', 'e\u0000p']) {
+      const expected = ids(findSessions(sessions, view, { query }).sessions);
+      expect(ids(findSessions(index, query.includes('\u0000') ? view : never, { query }).sessions), query).toEqual(expected);
+    }
+    // A query never matches across two fields.
+    expect(ids(findSessions(index, never, { query: 'one\u0000' }).sessions)).toEqual([]);
+    // A changed title is searched at once; what was prepared for that session is asked for again.
+    index.upsert({ ...sessions[3]!, title: 'renamed parser' });
+    expect(ids(findSessions(index, never, { query: 'renamed' }).sessions)).toEqual(['s-0004']);
+    expect(() => findSessions(index, never, { query: 'zzz' })).toThrow('the prepared summary is used');
+    expect(ids(findSessions(index, view, { query: 'parser' }).sessions)).toEqual(['s-0004', 's-0002', 's-0001']);
+    index.forget('s-0002');
+    previews['s-0002'] = 'now about parsers';
+    expect(ids(findSessions(index, view, { query: 'about' }).sessions)).toEqual(['s-0002']);
+  });
+
   it('combines the query with the other filters', () => {
     const view = (s: SessionRecord): SessionSummary => ({ agentState: s.id === 's-0002' ? 'working' : 'idle', preview: 'deploy' });
     const sessions = [session(1, { labels: ['ops'] }), session(2, { labels: ['ops'] }), session(3, { labels: ['ops'], archived: true }), session(4)];

@@ -11,7 +11,7 @@ import { cp, mkdir, open as openFile, readFile, rm, writeFile } from 'node:fs/pr
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SessionReader } from '../../src/controller/session-reader.js';
-import { callTool } from '../../src/mcp/server.js';
+import { callTool } from '../../src/mcp/call-tool.js';
 import type { ToolContext } from '../../src/mcp/tools.js';
 import type { SessionController } from '../../src/controller/controller.js';
 import { StoreError } from '../../src/store/errors.js';
@@ -361,6 +361,33 @@ describe('bulk reads read no record', () => {
       // A find that matches nothing reads no record at all; one that matches reads only the page it returns.
       expect(lazy.runReads).toBe(before);
       for (const q of queries) expect(await ids(fast, q), JSON.stringify(q)).toEqual(await ids(slow, q));
+    } finally {
+      await lazy.close();
+      await whole.close();
+    }
+  });
+
+  it('a status reads back one record, its head run\'s, and shows what a whole read shows', async () => {
+    const data = generated(37, 40, 6);
+    const dir = await bed(data, [{ runs: [{ ...data.runs[5]!, preview: 'journal preview', state: 'unknown' }] }]);
+    const whole = await openStore(await withoutIndex(dir));
+    const lazy = await openStore(dir);
+    try {
+      expect(lazy.startup.via).toBe('index');
+      const fast = reader(lazy);
+      const slow = reader(whole);
+      // Building the reader (every session's summary) read nothing.
+      const atStart = lazy.runReads;
+      expect(atStart).toBe(0);
+      for (const session of lazy.sessions.values()) {
+        const before = lazy.runReads;
+        expect(fast.status(session.id)).toEqual(slow.status(session.id));
+        expect(lazy.runReads - before, session.id).toBeLessThanOrEqual(1);
+        // Read once: a second status reads nothing.
+        const again = lazy.runReads;
+        fast.status(session.id);
+        expect(lazy.runReads).toBe(again);
+      }
     } finally {
       await lazy.close();
       await whole.close();
