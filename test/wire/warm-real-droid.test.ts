@@ -67,15 +67,14 @@ function spec(workspace: string, over: Partial<TurnSpec> = {}): TurnSpec {
   return baseSpec(tag, bed.home.env, { droidPath: bed.droidPath, model: bed.modelId, workspace, ...over });
 }
 
-/** A pool of one warm worker for this test's tag, resolved once the worker is ready. */
-async function readyPool(s: TurnSpec, droid = true): Promise<WarmPool> {
+/** A pool of one warm worker for this test's tag, resolved once the worker is ready; by default it does not refill during a test. */
+async function readyPool(s: TurnSpec, droid = true, refill = { refillDelayMs: 60_000, refillAfterSubmitMs: 60_000 }): Promise<WarmPool> {
   const pool = new WarmPool({
     size: 1,
     droid: droid ? { droidPath: s.droidPath, droidEnv: s.droidEnv } : null,
     env: { ...process.env, DROID_MCP_TEST_TAG: tag },
     workerEntry: WORKER_ENTRY,
-    refillDelayMs: 60_000,
-    refillAfterSubmitMs: 60_000,
+    ...refill,
   });
   pools.push(pool);
   pool.start();
@@ -347,25 +346,13 @@ describe('warm pool: life of the pool itself', () => {
   it("after a take the pool refills only once the turn's droid has its prompt, not during droid's start", async () => {
     tag = newTag();
     const { workspace } = project(false);
-    const pool = new WarmPool({
-      size: 1,
-      droid: null, // a Node-only warm worker, as under the sandbox: the turn's droid starts after the take
-      env: { ...process.env, DROID_MCP_TEST_TAG: tag },
-      workerEntry: WORKER_ENTRY,
-      refillDelayMs: 30_000, // the cap: far beyond this test's waits
-      refillAfterSubmitMs: 300,
-    });
-    pools.push(pool);
-    pool.start();
-    const end = Date.now() + 20_000;
-    while (pool.counts.ready < 1) {
-      if (Date.now() > end) throw new Error('the warm worker did not become ready');
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    let heldAtStart = -1;
     // The model answers after 4 s: the turn is still running when the refill is due.
-    const prompt = `refill ${script({ text: 'ok', slowMs: 4_000 })}`;
-    const handle = startPooledWorker(pool, spec(workspace, { prompt }), { onStarted: () => (heldAtStart = pool.counts.held) });
+    const s = spec(workspace, { prompt: `refill ${script({ text: 'ok', slowMs: 4_000 })}` });
+    // A Node-only warm worker, as under the sandbox: the turn's droid starts after the take. The cap is far beyond this test's waits.
+    const pool = await readyPool(s, false, { refillDelayMs: 30_000, refillAfterSubmitMs: 300 });
+    const end = Date.now() + 20_000;
+    let heldAtStart = -1;
+    const handle = startPooledWorker(pool, s, { onStarted: () => (heldAtStart = pool.counts.held) });
     const heldAtTake = pool.counts.held;
     let ended = false;
     void handle.result.then(() => (ended = true));
