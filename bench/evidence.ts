@@ -79,9 +79,10 @@ export async function main(): Promise<void> {
     const repo = join(root, 'repo');
     mkdirSync(repo);
     makeRepo(repo);
-    const turnTmp = join(root, 'tmp');
+    // The private temp root (the turn TMPDIR's parent) may not hold the workspaces (sandbox.ts checkConfinement).
+    const turnTmp = join(root, 'private', 'tmp');
     const factoryDir = join(root, 'home', '.factory');
-    mkdirSync(turnTmp);
+    mkdirSync(turnTmp, { recursive: true });
     mkdirSync(factoryDir, { recursive: true });
     const sandboxed = (workspace: string): Launcher | null =>
       existsSync(BWRAP)
