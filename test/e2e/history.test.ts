@@ -135,6 +135,21 @@ async function factorySession(droidId: string): Promise<{ title?: string; tags: 
   }
 }
 
+/**
+ * A sandboxed turn's droid writes a private copy of its session; the copy
+ * comes back to droid's home once the turn's process group is gone, a moment
+ * after the turn settled (runner.ts releaseConfinedTurn).
+ */
+async function copiedBack(droidId: string): Promise<void> {
+  await waitForNoDroids(TAG, 15_000);
+  const sessions = join(ctx.bed.home.dir, '.factory', 'sessions');
+  const end = Date.now() + 15_000;
+  while (!(existsSync(sessions) && readdirSync(sessions).some((dir) => existsSync(join(sessions, dir, `${droidId}.settings.json`))))) {
+    if (Date.now() > end) throw new Error(`session ${droidId} was not copied back to droid's home`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 function savedTags(droidId: string): string[] {
   const sessions = join(ctx.bed.home.dir, '.factory', 'sessions');
   const files = readdirSync(sessions)
@@ -272,13 +287,14 @@ describe('titles and labels in Factory', () => {
     const s = await create({ workspace: ws, title: 'Original title', labels: ['alpha', 'beta'], prompt: `hi ${script({ text: 'ok' })}` });
     await settle(s);
     const droidId = droidSessionId(s);
+    await copiedBack(droidId);
     expect(await factorySession(droidId)).toEqual({ title: 'Original title', tags: ['alpha', 'beta'] });
     await server.ok('droid_update_session', { session: s, title: 'Changed title' });
     // The update alone does not start droid.
     expect((await factorySession(droidId)).title).toBe('Original title');
     await send(s, `again ${script({ text: 'ok' })}`);
     await settle(s);
-    await waitForNoDroids(TAG, 15_000);
+    await copiedBack(droidId);
     expect((await factorySession(droidId)).title).toBe('Changed title');
   });
 });
