@@ -73,14 +73,14 @@ export type PoolEvent =
 
 /**
  * A worker handed to a turn: the turn owns it from here. `dispose` removes
- * its neutral folder once its group is gone; `submitted` / `ended` tell the
+ * its neutral folder once its group is gone; `startOver` tells the
  * pool when its refill no longer competes with the turn's start.
  */
 export interface TakenWorker {
   readonly child: ChildProcess;
   dispose(): void;
-  submitted(): void;
-  ended(): void;
+  /** The turn's droid has its prompt, or the turn ended without one: called at each, the first counts. */
+  startOver(): void;
 }
 
 /** How many workers to start now. Pure. */
@@ -168,8 +168,7 @@ export class WarmPool {
         child: member.child,
         dispose: () => dir && rmSync(dir, { recursive: true, force: true }),
         // The same short wait after either: droid's work right after its prompt, or the turn's cleanup.
-        submitted: () => this.refillSooner(this.refillAfterSubmitMs),
-        ended: () => this.refillSooner(this.refillAfterSubmitMs),
+        startOver: () => this.refillSooner(this.refillAfterSubmitMs),
       };
     }
     return null;
@@ -307,17 +306,17 @@ export function startPooledWorker(pool: WarmPool | null, spec: TurnSpec, options
   if (!warm) return startWorker(spec, options);
   let handle: WorkerHandle;
   const onStarted: WorkerOptions['onStarted'] = (droidSessionId, stages) => {
-    warm.submitted();
+    warm.startOver();
     options.onStarted?.(droidSessionId, stages);
   };
   try {
     handle = startWorker(spec, { ...options, onStarted, worker: warm.child });
   } catch (err) {
-    warm.ended();
+    warm.startOver();
     void killGroupAndWait(warm.child.pid ?? -1).finally(() => warm.dispose());
     throw err;
   }
-  void handle.result.finally(() => warm.ended());
+  void handle.result.finally(() => warm.startOver());
   void handle.cleanedUp.finally(() => warm.dispose());
   return handle;
 }
