@@ -205,8 +205,9 @@ describe('droid never exits after close_session and stdin EOF', () => {
     const a = await create(s, 'done then linger <<mock:linger>>');
     const [done] = await settle(s, [a.metadata.session]);
     expect(done!.latestRun).toMatchObject({ state: 'succeeded' });
-    expect(methodsReceived()).toContain('droid.close_session');
+    // close_session goes after the result is durable (worker.ts release): look once the turn's group is gone, not at settle.
     await onlyServerLeft(s, CLOSE_BUDGET_MS);
+    expect(methodsReceived()).toContain('droid.close_session');
     // The session continues: the next turn resumes it in a fresh droid.
     await s.ok('droid_send_message', { requestKey: `k-${++n}`, session: a.metadata.session, prompt: 'again' });
     const [next] = await settle(s, [a.metadata.session]);
