@@ -209,16 +209,45 @@ describe('Host and Origin', () => {
     expectUntouched(h.fake);
   });
 
-  it('refuses a foreign Origin with 403, and any Origin without publicUrl', async () => {
-    const withProxy = await start({ publicUrl: 'https://mcp.example.test/mcp' });
-    for (const origin of ['https://evil.example', 'http://mcp.example.test', 'null', `http://127.0.0.1:${withProxy.port}`]) {
-      const res = await rawRequest(withProxy.port, { headers: mcpHeaders(TOKEN, withProxy.port, { origin }), body: toolCall('droid_list_workspaces') });
-      expect(res.status).toBe(403);
+  // Each Origin a request may carry, with and without publicUrl: the
+  // listener's own loopback origins and the proxy's origin pass, nothing else.
+  const ORIGIN_CASES: Array<[string, (port: number) => string, { bare: number; proxied: number }]> = [
+    ['the loopback IP origin', (port) => `http://127.0.0.1:${port}`, { bare: 200, proxied: 200 }],
+    ['the localhost origin', (port) => `http://localhost:${port}`, { bare: 200, proxied: 200 }],
+    ['the localhost origin in capitals', (port) => `HTTP://LOCALHOST:${port}`, { bare: 200, proxied: 200 }],
+    ['the publicUrl origin', () => 'https://mcp.example.test', { bare: 403, proxied: 200 }],
+    ['the publicUrl host over http', () => 'http://mcp.example.test', { bare: 403, proxied: 403 }],
+    ['the loopback IP on another port', () => 'http://127.0.0.1:1', { bare: 403, proxied: 403 }],
+    ['localhost without the port', () => 'http://localhost', { bare: 403, proxied: 403 }],
+    ['the loopback origin over https', (port) => `https://127.0.0.1:${port}`, { bare: 403, proxied: 403 }],
+    ['the loopback origin with a path', (port) => `http://127.0.0.1:${port}/`, { bare: 403, proxied: 403 }],
+    ['IPv6 loopback (not the bound address)', (port) => `http://[::1]:${port}`, { bare: 403, proxied: 403 }],
+    ['a rebinding name on our port', (port) => `http://attacker.example:${port}`, { bare: 403, proxied: 403 }],
+    ['a foreign site', () => 'https://evil.example', { bare: 403, proxied: 403 }],
+    ['an opaque origin', () => 'null', { bare: 403, proxied: 403 }],
+  ];
+
+  it.each(ORIGIN_CASES)('answers %s as the matrix says, with and without publicUrl', async (_what, originAt, expected) => {
+    for (const [publicUrl, status] of [
+      [undefined, expected.bare],
+      ['https://mcp.example.test/mcp', expected.proxied],
+    ] as const) {
+      const h = await start(publicUrl === undefined ? {} : { publicUrl });
+      const res = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port, { origin: originAt(h.port) }), body: toolCall('droid_list_workspaces') });
+      expect({ publicUrl, status: res.status }).toEqual({ publicUrl, status });
+      if (status === 403) {
+        expect(errorOf(res.body).message).toContain('Origin');
+        expectUntouched(h.fake);
+      } else {
+        expect(h.fake.calls).toContain('capacity');
+      }
     }
-    const bare = await start();
-    const res = await rawRequest(bare.port, { headers: mcpHeaders(TOKEN, bare.port, { origin: 'https://mcp.example.test' }), body: rpc('ping') });
-    expect(res.status).toBe(403);
-    expectUntouched(withProxy.fake);
+  });
+
+  it('accepts a request without Origin (a non-browser client)', async () => {
+    const h = await start();
+    const res = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: rpc('ping') });
+    expect(res.status).toBe(200);
   });
 });
 
