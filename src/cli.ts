@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ConfigError } from './config/errors.js';
 import { ContextGate } from './mcp/context-gate.js';
+import { relayedLog, type RelayedLog } from './mcp/log-relay.js';
 import { createMcpServer, loadCallPath } from './mcp/server.js';
 import { StoreError } from './store/errors.js';
 import type { Logger } from './util/logger.js';
@@ -37,7 +38,19 @@ function operatorCommand(args: readonly string[]): boolean {
  * the way to the first answer nothing is logged, unless start-up is refused.
  */
 let logger: Promise<Logger> | undefined;
-const processLog = (): Promise<Logger> => (logger ??= import('./util/logger.js').then(({ createLogger }) => createLogger()));
+const processLog = (): Promise<Logger> => (logger ??= import('./util/logger.js').then(({ createLogger }) => createLogger(undefined, tapLog)));
+
+/**
+ * Over stdio, the lines about sessions also go to the client as MCP log
+ * messages (mcp/log-relay.ts says which, with which fields); the SDK drops
+ * those below the level the client set. Over HTTP there is no stream to send
+ * them on (stateless JSON answers), so nothing is relayed.
+ */
+let relay: ((message: RelayedLog) => void) | undefined;
+function tapLog(level: number, fields: object, message: string): void {
+  const relayed = relay && relayedLog(level, fields, message);
+  if (relayed) relay?.(relayed);
+}
 
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
@@ -126,7 +139,11 @@ async function serveStdio(configPath: string): Promise<void> {
   // Only a tool call logs (an unexpected failure), and only once the gate is open.
   const serverLog = { error: (obj: object, msg: string) => void processLog().then((log) => log.error(obj, msg)) };
   const server = createMcpServer(() => gate.context(), serverLog);
-  server.oninitialized = () => go();
+  server.oninitialized = () => {
+    // A client hears log messages once it has said it is initialized.
+    relay = (message) => void server.sendLoggingMessage(message).catch(() => undefined);
+    go();
+  };
   await server.connect(transport);
   setTimeout(() => go(), HANDSHAKE_GRACE_MS);
 }

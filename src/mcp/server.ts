@@ -71,7 +71,7 @@ let validator: AjvJsonSchemaValidator | undefined;
 const lazyValidator: jsonSchemaValidator = { getValidator: (schema) => (validator ??= new AjvJsonSchemaValidator()).getValidator(schema) };
 
 export function createMcpServer(ctx: ToolContextSource, log: ServerLog): Server {
-  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} }, jsonSchemaValidator: lazyValidator });
+  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {}, logging: {} }, jsonSchemaValidator: lazyValidator });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: await (listing ??= readListing()) }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const { callTool } = calls ?? (await loadCallPath());

@@ -1,0 +1,96 @@
+/**
+ * MCP logging over stdio (issue 20): the server's own lines about a caller's
+ * sessions reach the client as notifications/message, filtered by the level
+ * the client set, and carry only the relayed fields: never the prompt, never
+ * droid's session id. The built server, the real droid CLI, the scripted model.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { LoggingMessageNotificationSchema, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { script } from '../../src/testbed/scripted-model.js';
+import type { RunningServer } from '../support/mcp-server.js';
+import { waitForNoProcesses } from '../support/processes.js';
+import { makeContext, type E2EContext } from './context.js';
+
+let ctx: E2EContext;
+let server: RunningServer | undefined;
+const TAG = `e2e-logging-${process.pid}-${Date.now()}`;
+
+beforeAll(async () => {
+  ctx = await makeContext(TAG);
+});
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  await waitForNoProcesses(TAG, 15_000);
+});
+afterAll(async () => {
+  await ctx?.cleanup();
+});
+
+type Message = LoggingMessageNotification['params'];
+const RELAYED_KEYS = ['message', 'session', 'sessions', 'run', 'state', 'code', 'action', 'waitingFor', 'settled', 'waitedMs', 'timeoutSeconds'];
+
+/** Every droid session id the state directory holds. */
+function droidSessionIds(dir: string): string[] {
+  const ids = new Set<string>();
+  for (const name of readdirSync(dir, { recursive: true, encoding: 'utf8' })) {
+    const path = join(dir, name);
+    if (!statSync(path).isFile()) continue;
+    for (const m of readFileSync(path, 'utf8').matchAll(/"droidSessionId":"([^"]+)"/g)) ids.add(m[1]!);
+  }
+  return [...ids];
+}
+
+let keys = 0;
+async function turn(s: RunningServer, name: string, secret: string): Promise<string> {
+  const created = await s.ok<{ metadata: { session: string } }>('droid_create_session', {
+    requestKey: `logging-${++keys}`,
+    replyTo: null,
+    workspace: ctx.workspace(name),
+    autonomy: 'off',
+    prompt: `${secret} ${script({ text: 'ok' })}`,
+  });
+  const session = created.metadata.session;
+  for (;;) {
+    const waited = await s.ok<{ timedOut: boolean }>('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 30 });
+    if (!waited.timedOut) return session;
+  }
+}
+
+const about = (messages: Message[], session: string) => messages.filter((m) => (m.data as { session?: string }).session === session);
+const texts = (messages: Message[]) => messages.map((m) => (m.data as { message: string }).message);
+
+describe('MCP logging over stdio', () => {
+  it("relays a session's info lines with only the relayed fields, and honours logging/setLevel", async () => {
+    server = await ctx.start();
+    const messages: Message[] = [];
+    server.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void messages.push(n.params));
+    expect(server.client.getServerCapabilities()?.logging).toEqual({});
+
+    const first = await turn(server, 'logged', 'SECRET-PROMPT-MARKER-1');
+    // The turn's ended line is logged after the result is durable, a moment before the wait returns, or just after.
+    const end = Date.now() + 5_000;
+    while (!texts(about(messages, first)).includes('turn ended') && Date.now() < end) await new Promise((r) => setTimeout(r, 25));
+    const mine = about(messages, first);
+    expect(texts(mine)).toEqual(expect.arrayContaining(['turn accepted', 'turn running: prompt submitted to droid', 'turn ended']));
+    expect(mine.find((m) => (m.data as { message: string }).message === 'turn ended')).toMatchObject({ level: 'info', logger: 'droid-mcp', data: { state: 'succeeded' } });
+    for (const m of messages) for (const k of Object.keys(m.data as object)) expect(RELAYED_KEYS).toContain(k);
+    const ids = droidSessionIds(ctx.stateDir);
+    expect(ids.length).toBeGreaterThan(0);
+    const wire = JSON.stringify(messages);
+    expect(wire).not.toContain('SECRET-PROMPT-MARKER-1');
+    for (const id of ids) expect(wire).not.toContain(id);
+    // stderr keeps the whole line (the start timeline is not relayed).
+    expect(server.stderr()).toMatch(/"msg":"turn running: prompt submitted to droid"/);
+    expect(wire).not.toContain('"start"');
+
+    // At warning, no info line of the next turn reaches the client; stderr still has them.
+    await server.client.setLoggingLevel('warning');
+    const second = await turn(server, 'quiet', 'SECRET-PROMPT-MARKER-2');
+    await new Promise((r) => setTimeout(r, 500));
+    expect(server.stderr()).toContain(`"session":"${second}"`);
+    expect(about(messages, second)).toEqual([]);
+  });
+});
