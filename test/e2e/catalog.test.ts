@@ -12,6 +12,7 @@ import { startServer, type RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { droidProcesses, makeContext, type E2EContext } from './context.js';
 import { readFileSync } from 'node:fs';
+import { getPriority } from 'node:os';
 
 const TTL = 5_000;
 let ctx: E2EContext;
@@ -106,7 +107,8 @@ describe('model catalog (real droid, TTL 5 s)', () => {
       return reads(server!).find((r) => r.startedAt > offered.at);
     }, 3 * TTL);
     // Nobody waits for it: its droid yields the CPU to turns (model-catalog.ts BACKGROUND_NICENESS).
-    expect([...niceness]).toContain(10);
+    // Ten steps nicer than this test runs at (CI may itself run niced).
+    expect([...niceness]).toContain(Math.min(19, getPriority() + 10));
     // Each background read starts 80 % of the TTL after the latest refresh, the turn's answer included, not after the last read.
     const refreshes = [...reads(server).map((r) => r.at), ...offers(server).map((o) => o.at)];
     for (const read of reads(server).slice(1)) {

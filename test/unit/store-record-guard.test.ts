@@ -55,6 +55,8 @@ function damaged(base: unknown, path: (string | number)[], damage: Damage): unkn
     if (typeof next !== 'object' || next === null) return copy;
     parent = next as Record<string | number, unknown>;
   }
+  // Records are parsed JSON: an array never has a named key (and setting `length` throws).
+  if (damage.kind === 'add' && Array.isArray(parent)) return copy;
   const last = path[path.length - 1]!;
   if (damage.kind === 'delete') delete parent[last];
   else if (damage.kind === 'set') parent[last] = damage.value;
