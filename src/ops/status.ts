@@ -102,8 +102,8 @@ export const statusCommand = command({
       seen = await inspectState(file.stateDirectory);
     } catch (err) {
       if (!(err instanceof StoreError)) throw err;
-      if (values.json) out(JSON.stringify({ ok: false, stateDirectory: file.stateDirectory, error: { code: err.code, message: err.message, action: err.action } }, null, 2));
-      else out(`state directory ${file.stateDirectory} cannot be read (${err.code}): ${err.message}\n→ ${err.action}`);
+      if (values.json) out(JSON.stringify({ ok: false, stateDirectory: file.stateDirectory, error: { code: err.code, message: err.problem, action: err.action } }, null, 2));
+      else out(`state directory ${file.stateDirectory} cannot be read: start-up would refuse it (${err.code}): ${err.problem}\n→ ${err.action}`);
       return 1;
     }
     if (values.json) out(JSON.stringify(statusJson(seen), null, 2));
