@@ -10,10 +10,12 @@ import { parseArgs } from 'node:util';
 import { demoCommand } from '../demo/demo.js';
 import { SERVER_VERSION } from '../mcp/server.js';
 import { acceptanceCommand } from './acceptance.js';
+import { backupCommand } from './backup.js';
 import { CommandRefusal, type Command } from './command.js';
 import { doctorCommand } from './doctor.js';
 import { initCommand } from './init.js';
 import { smokeCommand, verifyLiveCommand } from './lifecycle.js';
+import { restoreCommand } from './restore.js';
 import { statusCommand } from './status.js';
 import { out } from './output.js';
 import { verifyRouteCommand } from './verify-route.js';
@@ -21,7 +23,7 @@ import { verifyRouteCommand } from './verify-route.js';
 /** In help order, under their headings. */
 const GROUPS: ReadonlyArray<[heading: string, commands: Record<string, Command>]> = [
   ['Set up and check a host:', { init: initCommand, doctor: doctorCommand }],
-  ['Run a host:', { status: statusCommand }],
+  ['Run a host:', { status: statusCommand, backup: backupCommand, restore: restoreCommand }],
   [
     'Verify against a droid login (disposable private state; prints assertions and versions only):',
     { smoke: smokeCommand, 'verify-live': verifyLiveCommand, acceptance: acceptanceCommand, 'verify-route': verifyRouteCommand },

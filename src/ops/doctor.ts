@@ -297,7 +297,8 @@ export const doctorCommand = command({
   usage: ['--config /abs/config.json [--json]'],
   summary: [
     'check this host: config, droid, catalog, default model,',
-    'state directory and its owner, approved roots, token,',
+    'state directory read as start-up reads it (read-only),',
+    'its owner, approved roots, token,',
     "port, sandbox, droid's cloud sync; exit 1 on a failure",
   ],
   options: { config: { type: 'string' }, json: { type: 'boolean', default: false } },

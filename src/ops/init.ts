@@ -242,6 +242,8 @@ export const initCommand = command({
   summary: [
     'write a private config (never overwrites), the state',
     'directory (700) and, with --http, a new token file;',
+    'each --approve DIR must exist; the default model is',
+    "--model or one from droid's live catalog, checked there;",
     'print the lines that register the server',
   ],
   options: INIT_OPTIONS,

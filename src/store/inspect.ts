@@ -111,3 +111,20 @@ function inFlight({ index }: LoadedState): SessionSeen[] {
   for (const s of bySession.values()) s.turns.sort((a, b) => a.seq - b.seq);
   return [...bySession.values()];
 }
+
+/**
+ * Whether a live owner holds `dir`, judged as start-up would, for commands
+ * that must not run beside a server (backup, restore) even on a state start-up
+ * would refuse: an owner record that cannot be read counts as none.
+ */
+export async function heldBy(dir: string): Promise<OwnerLock> {
+  let real: string;
+  try {
+    real = await realpath(dir);
+  } catch (err) {
+    if (errCode(err) === 'ENOENT') return { kind: 'free' };
+    throw err;
+  }
+  const owner = await readOwnerRecord(dir).catch(() => undefined);
+  return judgeOwnerLock(dir, real, owner);
+}
