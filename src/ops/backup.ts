@@ -77,7 +77,7 @@ async function manifestFor(configPath: string, at: Date): Promise<Manifest> {
   };
 }
 
-export async function backup(configPath: string, toDir: string, at = new Date()): Promise<{ archive: string; bytes: number; manifest: Manifest }> {
+async function backup(configPath: string, toDir: string, at = new Date()): Promise<{ archive: string; bytes: number; manifest: Manifest }> {
   if (!isAbsolute(configPath) || !isAbsolute(toDir)) throw new CommandRefusal('--config and --to must be absolute paths');
   const manifest = await manifestFor(configPath, at);
   if (!(await stat(toDir).then((s) => s.isDirectory(), () => false))) throw new CommandRefusal(`--to ${toDir} is not an existing folder; create it first (mkdir -m 700 -p ${toDir})`);

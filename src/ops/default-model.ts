@@ -6,7 +6,7 @@ import { looksFast } from '../config/schema.js';
 import type { CatalogModel } from '../droid/client.js';
 
 /** The reference host's default (spec of record, "Reference host setup"), used when the live catalog has it. */
-export const REFERENCE_MODEL = 'claude-opus-5-5';
+const REFERENCE_MODEL = 'claude-opus-5-5';
 
 /** Models a host default may be: not a Fast variant by id or display name (the loader's and launch's rule). */
 export function standardModels(catalog: readonly CatalogModel[]): CatalogModel[] {

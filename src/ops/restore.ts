@@ -52,7 +52,7 @@ function refuseOtherIdentity(m: Manifest): void {
   );
 }
 
-export async function restore(archive: string, at = new Date()): Promise<{ manifest: Manifest; movedAside: string[] }> {
+async function restore(archive: string, at = new Date()): Promise<{ manifest: Manifest; movedAside: string[] }> {
   if (!isAbsolute(archive)) throw new CommandRefusal('--from must be an absolute path');
   if (!(await exists(archive))) throw new CommandRefusal(`${archive} does not exist`);
   const manifest = await readManifest(archive);

@@ -17,12 +17,12 @@ import { command, CommandRefusal } from './command.js';
 import { readConfigFile } from './config-file.js';
 import { out } from './output.js';
 
-export const STATUS_BUSY = 3;
+const STATUS_BUSY = 3;
 
 const isLive = (t: TurnSeen): boolean => LIVE_STATES.includes(t.state);
 
 /** Counts of live and queued turns, and whether a live owner is running them. */
-export function busyness(seen: StateSeen): { live: number; queued: number; ownerAlive: boolean; busy: boolean } {
+function busyness(seen: StateSeen): { live: number; queued: number; ownerAlive: boolean; busy: boolean } {
   const turns = seen.inFlight.flatMap((s) => s.turns);
   const live = turns.filter(isLive).length;
   const queued = turns.length - live;
@@ -47,7 +47,7 @@ function turnLine(t: TurnSeen): string {
 }
 
 /** The human report. */
-export function statusLines(seen: StateSeen): string[] {
+function statusLines(seen: StateSeen): string[] {
   if (!seen.exists) return [`state directory ${seen.dir} does not exist yet: no controller has run on it`, 'idle: nothing live or queued.'];
   const { live, queued, ownerAlive, busy } = busyness(seen);
   const lines = [`state directory ${seen.dir}: ${seen.sessions} session(s), ${seen.runs} run(s), last commit ${seen.seq}`, ownerLine(seen)];
@@ -65,7 +65,7 @@ export function statusLines(seen: StateSeen): string[] {
 }
 
 /** The `--json` report. */
-export function statusJson(seen: StateSeen): Record<string, unknown> {
+function statusJson(seen: StateSeen): Record<string, unknown> {
   const { live, queued, ownerAlive, busy } = busyness(seen);
   return {
     ok: true,

@@ -40,15 +40,15 @@ import type { Log } from '../util/logger.js';
 import { readJsonFile } from './formats/json-file.js';
 import { describeIssue } from '../shared/record-schemas.js';
 
-export const OWNER_FILE = 'owner.json';
-export const OWNER_LOCK = 'owner.lock';
+const OWNER_FILE = 'owner.json';
+const OWNER_LOCK = 'owner.lock';
 const STARTUP_LOCK = 'startup.lock';
 
 /** Version of the owner record's format; records of any other version (or none) are refused. */
 const OWNER_RECORD_VERSION = 1;
 
 /** A live owner refreshes its lock every STALE/2 ms; older than this, it is presumed gone. */
-export const OWNER_STALE_MS = 10_000;
+const OWNER_STALE_MS = 10_000;
 const STARTUP_STALE_MS = 10_000;
 /** Waits a little longer than the startup lock's staleness, so a crashed start-up is outlived. */
 const STARTUP_RETRIES = { retries: 30, factor: 1.5, minTimeout: 100, maxTimeout: 500 };
