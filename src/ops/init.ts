@@ -3,8 +3,9 @@
  * defaults for what it is given, creates the state directory (0700) and, for
  * HTTP, a fresh private token file; then prints the registration lines for
  * MCP clients. The default model comes from the live catalog of the droid it
- * names (read as doctor reads it), or is `--model` checked against it. It refuses to overwrite anything, and checks everything
- * (through the real config loader) before it writes anything.
+ * names (read as doctor reads it), or is `--model` checked against it. It
+ * refuses to overwrite anything, and checks everything (through the real
+ * config loader) before it writes anything.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -179,7 +180,7 @@ function registrationLines(name: string, configPath: string, config: Record<stri
       'Claude Code:',
       `  claude mcp add --scope user --transport http ${name} ${url} --header "Authorization: Bearer $(cat ${token})"`,
       '',
-      'Amp (settings.json, e.g. ~/.config/amp/settings.json):',
+      'Amp (one key: merge it into the object in its settings.json, e.g. ~/.config/amp/settings.json):',
       `  "amp.mcpServers": ${JSON.stringify({ [name]: { url, headers } })}`,
       '',
       'Any client that reads an mcpServers JSON:',
@@ -191,7 +192,7 @@ function registrationLines(name: string, configPath: string, config: Record<stri
     'Claude Code:',
     `  claude mcp add --scope user ${name} -- ${node} ${args.join(' ')}`,
     '',
-    'Amp (settings.json, e.g. ~/.config/amp/settings.json):',
+    'Amp (one key: merge it into the object in its settings.json, e.g. ~/.config/amp/settings.json):',
     `  "amp.mcpServers": ${JSON.stringify({ [name]: { command: node, args } })}`,
     '',
     'Any client that reads an mcpServers JSON:',

@@ -6,11 +6,10 @@
  * was not in the archive survives in place, and keeps modes 700 / 600. Both
  * refuse while a server holds the state directory, and change nothing then.
  */
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runCli, treeFingerprint } from '../support/cli.js';
+import { runCli, sandboxKeys, treeFingerprint } from '../support/cli.js';
 import { privateDir, startServer, type RunningServer } from '../support/mcp-server.js';
 import { MOCK_DROID } from '../support/paths.js';
 
@@ -24,15 +23,6 @@ let server: RunningServer | undefined;
 
 const env = (): Record<string, string> => ({ PATH: process.env.PATH ?? '', HOME: home, FACTORY_HOME_OVERRIDE: home });
 const mode = (path: string) => (statSync(path).mode & 0o777).toString(8);
-
-function bwrapKeys(): Record<string, unknown> {
-  try {
-    const bwrap = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();
-    return bwrap ? { bwrapPath: bwrap } : { sandbox: 'off' };
-  } catch {
-    return { sandbox: 'off' };
-  }
-}
 
 /** Every part a backup holds, fingerprinted (content, modes, names). */
 function parts(): Record<string, string[]> {
@@ -57,7 +47,7 @@ beforeEach(async () => {
   config = join(etc, 'config.json');
   writeFileSync(
     config,
-    JSON.stringify({ approvedDirectories: [join(tmp, 'repos')], stateDirectory: state, droidPath: MOCK_DROID, defaultModel: 'mock-model', tokenFile: join(etc, 'token'), warmPoolSize: 0, ...bwrapKeys() }),
+    JSON.stringify({ approvedDirectories: [join(tmp, 'repos')], stateDirectory: state, droidPath: MOCK_DROID, defaultModel: 'mock-model', tokenFile: join(etc, 'token'), warmPoolSize: 0, ...sandboxKeys() }),
     { mode: 0o600 },
   );
   // A real server makes the state directory (and owner record) and stops cleanly.

@@ -5,14 +5,13 @@
  * start-up does, reporting a corrupt state, an unversioned owner record or a
  * torn journal tail in start-up's own words, and changes no byte of it.
  */
-import { execFileSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { droidCatalogFetcher, visibleModels } from '../../src/controller/model-catalog.js';
 import { StateStore } from '../../src/store/store.js';
-import { runCli, treeFingerprint } from '../support/cli.js';
+import { runCli, sandboxKeys, treeFingerprint } from '../support/cli.js';
 import { privateDir, startExpectingRefusal } from '../support/mcp-server.js';
 import { DROID_PATH, MOCK_DROID } from '../support/paths.js';
 import { runRecord, sessionRecord } from '../support/records.js';
@@ -27,14 +26,6 @@ const quiet = { info() {}, warn() {}, error() {} };
 /** The service user: a private home (droid's too) whose settings keep sessions local. */
 function serviceEnv(): Record<string, string> {
   return { PATH: process.env.PATH ?? '', HOME: home, FACTORY_HOME_OVERRIDE: home };
-}
-
-function bwrapOnPath(): string | null {
-  try {
-    return execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim() || null;
-  } catch {
-    return null;
-  }
 }
 
 beforeEach(() => {
@@ -110,11 +101,6 @@ function refusals(stderr: string): Array<{ code: string; msg: string }> {
       const { code, msg } = JSON.parse(l) as { code: string; msg: string };
       return { code, msg };
     });
-}
-
-function sandboxKeys(): Record<string, unknown> {
-  const bwrap = bwrapOnPath();
-  return bwrap ? { bwrapPath: bwrap } : { sandbox: 'off' };
 }
 
 describe('droid-mcp doctor reads the state as start-up does', () => {

@@ -4,7 +4,7 @@
  * byte and no mode.
  */
 import { createHash } from 'node:crypto';
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { SERVER_ENTRY } from './paths.js';
@@ -38,4 +38,14 @@ export function treeFingerprint(dir: string): string[] {
   };
   walk(dir);
   return lines;
+}
+
+/** Config keys for the turn sandbox on this host: bwrap where it is installed, else off. */
+export function sandboxKeys(): Record<string, unknown> {
+  try {
+    const bwrap = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();
+    return bwrap ? { bwrapPath: bwrap } : { sandbox: 'off' };
+  } catch {
+    return { sandbox: 'off' };
+  }
 }
