@@ -79,6 +79,19 @@ describe('droid-mcp init against the pinned droid CLI', () => {
     expect((JSON.parse(readFileSync(config, 'utf8')) as { defaultModel?: string }).defaultModel).toBe(chosen);
   });
 
+  it('with no catalog to read (no bwrap on PATH for its sandbox) writes no defaultModel and refuses --model', async () => {
+    const noBwrap = { ...serviceEnv(), PATH: join(tmp, 'empty-path') };
+    const config = join(etc, 'config.json');
+    const refused = await runCli(initArgs(config, '--model', 'claude-opus-5'), noBwrap);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('--model claude-opus-5 cannot be checked against the live catalog (not read: the sandbox its droid runs in failed its trial run');
+    expect(existsSync(config)).toBe(false);
+    const made = await runCli(initArgs(config), noBwrap);
+    expect(made.code, made.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(config, 'utf8'))).not.toHaveProperty('defaultModel');
+    expect(made.stdout).toContain('note: no defaultModel was written: the live catalog could not be read');
+  });
+
   it("doctor --json names every standard model of the catalog when the default is not in it", async () => {
     const catalog = visibleModels(await droidCatalogFetcher(DROID_PATH, serviceEnv(), { mode: 'off' })(), []);
     const standard = catalog.filter((m) => !/fast/i.test(`${m.id} ${m.displayName ?? ''}`)).map((m) => m.id);
