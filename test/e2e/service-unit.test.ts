@@ -4,15 +4,25 @@
  * systemd for it: .ci/run), and it says what a clean stop needs: SIGTERM to
  * the controller alone (KillMode=mixed), a stop timeout longer than the
  * controller's own wait for interrupted turns, restart on failure, and none
- * of the hardening keys that break the bubblewrap turn sandbox.
+ * of the hardening keys that break the bubblewrap turn sandbox. And the stop
+ * it asks for, against the built server running a real turn: SIGTERM to the
+ * controller alone ends the live turn `interrupted`, its outcome durable,
+ * before TimeoutStopSec. (SIGTERM to every process of the service at once,
+ * what KillMode=control-group sends, measured by hand: the worker dies with
+ * it and the turn ends `failed`, worker_failed.)
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONFIG_DEFAULTS } from '../../src/config/schema.js';
+import { prose, script } from '../../src/testbed/scripted-model.js';
+import { startServer } from '../support/mcp-server.js';
 import { REPO_ROOT } from '../support/paths.js';
+import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
+import type { Acceptance, SessionView } from '../support/tool-views.js';
+import { makeContext, type E2EContext } from './context.js';
 
 const UNIT = join(REPO_ROOT, 'deploy', 'droid-mcp.service');
 
@@ -78,5 +88,52 @@ describe('deploy/droid-mcp.service', () => {
       expect(service.has(breaksBwrap), breaksBwrap).toBe(false);
     }
     expect(unit.get('Install')?.get('WantedBy')).toBe('multi-user.target');
+  });
+});
+
+describe('the stop the unit sends (SIGTERM to the controller alone)', () => {
+  const TAG = `e2e-unit-stop-${process.pid}-${Date.now()}`;
+  let ctx: E2EContext;
+  beforeAll(async () => {
+    ctx = await makeContext(TAG);
+  });
+  afterAll(async () => {
+    await waitForNoProcesses(TAG, 15_000);
+    await ctx?.cleanup();
+  });
+
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('ends a live turn interrupted, durably, before TimeoutStopSec', async () => {
+    const config = ctx.config();
+    const server = await startServer(config, ctx.env);
+    const session = (
+      await server.ok<Acceptance>('droid_create_session', {
+        requestKey: 'unit-stop-1',
+        replyTo: null,
+        workspace: ctx.workspace('unit-stop'),
+        autonomy: 'off',
+        prompt: `slow ${script({ text: prose(60, 'stop'), slowMs: 30_000 })}`,
+      })
+    ).metadata.session;
+    const state = async () => (await server.ok<{ status: SessionView }>('droid_get_session_status', { session })).status.latestRun.state;
+    while ((await state()) !== 'running') await sleep(50);
+
+    process.kill(server.pid, 'SIGTERM');
+    const deadline = Date.now() + seconds(parseUnit(readFileSync(UNIT, 'utf8')).get('Service')!.get('TimeoutStopSec')!) * 1000;
+    while (pidsWithEnvTag(TAG).includes(server.pid)) {
+      if (Date.now() > deadline) throw new Error('the server outlived TimeoutStopSec: systemd would SIGKILL it');
+      await sleep(50);
+    }
+    await server.close().catch(() => undefined);
+    await waitForNoProcesses(TAG, 15_000);
+
+    const again = await startServer(config, ctx.env);
+    try {
+      const { status } = await again.ok<{ status: SessionView }>('droid_get_session_status', { session });
+      expect(status.latestRun).toMatchObject({ state: 'interrupted', droidReason: 'cancelled', needsAttention: true, error: null });
+    } finally {
+      await again.close();
+    }
   });
 });
