@@ -1,24 +1,29 @@
 /**
  * The operator commands of `droid-mcp`: the one dispatcher and the one help
- * text. `droid-mcp <command> [options]` for init, doctor, the verification
- * commands and the demo; `--version`, `--help`. Loaded by src/cli.ts with a
- * dynamic import, so the server never loads the stdout writer. Returns the
+ * text. `droid-mcp <command> [options]` for init, doctor, status, backup,
+ * restore, the verification commands and the demo; `--version`, `--help`.
+ * Loaded by src/cli.ts with a dynamic import, so the server never loads the
+ * stdout writer. Returns the
  * exit status: a refusal (bad arguments included) is 2, an unexpected error 1.
  */
 import { parseArgs } from 'node:util';
 import { demoCommand } from '../demo/demo.js';
 import { SERVER_VERSION } from '../mcp/server.js';
 import { acceptanceCommand } from './acceptance.js';
+import { backupCommand } from './backup.js';
 import { CommandRefusal, type Command } from './command.js';
 import { doctorCommand } from './doctor.js';
 import { initCommand } from './init.js';
 import { smokeCommand, verifyLiveCommand } from './lifecycle.js';
+import { restoreCommand } from './restore.js';
+import { statusCommand } from './status.js';
 import { out } from './output.js';
 import { verifyRouteCommand } from './verify-route.js';
 
 /** In help order, under their headings. */
 const GROUPS: ReadonlyArray<[heading: string, commands: Record<string, Command>]> = [
   ['Set up and check a host:', { init: initCommand, doctor: doctorCommand }],
+  ['Run a host:', { status: statusCommand, backup: backupCommand, restore: restoreCommand }],
   [
     'Verify against a droid login (disposable private state; prints assertions and versions only):',
     { smoke: smokeCommand, 'verify-live': verifyLiveCommand, acceptance: acceptanceCommand, 'verify-route': verifyRouteCommand },

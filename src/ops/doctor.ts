@@ -9,21 +9,22 @@ import { execFile } from 'node:child_process';
 import { readFile, realpath, stat } from 'node:fs/promises';
 import { createServer, connect } from 'node:net';
 import { join } from 'node:path';
-import lockfile from 'proper-lockfile';
 import { ConfigError } from '../config/errors.js';
 import { loadConfig, resolveDroid } from '../config/load.js';
-import { configFileSchema, looksFast, type ConfigFile } from '../config/schema.js';
+import { looksFast, type ConfigFile } from '../config/schema.js';
 import { readTokenFile } from '../config/token.js';
 import { droidCatalogFetcher, visibleModels } from '../controller/model-catalog.js';
 import type { CatalogModel } from '../droid/client.js';
 import { HTTP_HOST } from '../mcp/http/listener.js';
-import { currentIdentity, OWNER_FILE, OWNER_LOCK, OWNER_STALE_MS } from '../store/owner.js';
-import { errCode, sharedMode } from '../util/errno.js';
-import { exists } from '../util/exists.js';
+import { StoreError } from '../store/errors.js';
+import { inspectState, type StateSeen } from '../store/inspect.js';
+import { errCode } from '../util/errno.js';
 import { SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
 import { factoryDirOf } from '../shared/host-paths.js';
 import { probeSandbox } from '../sandbox/probe.js';
 import { command, CommandRefusal } from './command.js';
+import { choices, suggestedDefault } from './default-model.js';
+import { readConfigFile } from './config-file.js';
 import { out } from './output.js';
 import { stringEnv } from '../util/string-env.js';
 
@@ -78,17 +79,9 @@ export async function doctor(configPath: string, options: DoctorOptions = {}): P
 async function checkConfig(configPath: string): Promise<{ file: ConfigFile | null; checks: Check[] }> {
   let file: ConfigFile;
   try {
-    const parsed = configFileSchema.safeParse(JSON.parse(await readFile(configPath, 'utf8')));
-    if (!parsed.success) throw new Error('schema');
-    file = parsed.data;
-  } catch {
-    // Let the loader word the refusal (missing, unreadable, not JSON, bad keys).
-    try {
-      await loadConfig(configPath);
-    } catch (err) {
-      return { file: null, checks: [fail('config', describe(err), 'Fix the config file (see config.example.json), then run doctor again.')] };
-    }
-    return { file: null, checks: [fail('config', `${configPath} cannot be read`, 'Fix the config file, then run doctor again.')] };
+    file = await readConfigFile(configPath);
+  } catch (err) {
+    return { file: null, checks: [fail('config', describe(err), 'Fix the config file (see config.example.json), then run doctor again.')] };
   }
   try {
     const config = await loadConfig(configPath);
@@ -110,7 +103,7 @@ async function checkDroid(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ c
 }
 
 /** The live catalog, read by a droid in the turn sandbox; no check line without a droid (the droid line says why). */
-async function checkCatalog(
+export async function checkCatalog(
   file: ConfigFile,
   droidPath: string | null,
   sandbox: { spec: SandboxSpec; usable: boolean },
@@ -129,15 +122,14 @@ async function checkCatalog(
 
 function checkDefaultModel(file: ConfigFile, catalog: CatalogModel[] | null): Check {
   if (file.defaultModel === undefined) {
-    return warn('default model', 'defaultModel is not set: every droid_create_session must name a model', 'Set "defaultModel" to a standard model from the catalog, e.g. "claude-opus-5-5".');
+    const pick = catalog ? suggestedDefault(catalog) : undefined;
+    return warn('default model', 'defaultModel is not set: every droid_create_session must name a model', `Set "defaultModel" to a standard model from the live catalog${pick ? `, e.g. "${pick}"` : ''}.`);
   }
   if (!catalog) return warn('default model', `"${file.defaultModel}" was not checked: no catalog`, 'Fix the droid and catalog checks, then run doctor again.');
   const model = catalog.find((m) => m.id === file.defaultModel);
-  if (!model) {
-    return fail('default model', `"${file.defaultModel}" is not in the live catalog`, `Choose one of: ${catalog.slice(0, 8).map((m) => m.id).join(', ')}${catalog.length > 8 ? ', …' : ''}.`);
-  }
+  if (!model) return fail('default model', `"${file.defaultModel}" is not in the live catalog`, `Choose one of: ${choices(catalog)}.`);
   if (looksFast(model.displayName ?? '') || looksFast(model.id)) {
-    return fail('default model', `"${file.defaultModel}" (${model.displayName}) is a Fast variant`, 'The host default must be a standard model; callers may still pick a Fast one explicitly.');
+    return fail('default model', `"${file.defaultModel}" (${model.displayName}) is a Fast variant`, `The host default must be a standard model (callers may still pick a Fast one explicitly); choose one of: ${choices(catalog)}.`);
   }
   return ok('default model', `"${file.defaultModel}" (${model.displayName ?? 'no display name'}) is in the catalog and not Fast`);
 }
@@ -173,71 +165,37 @@ function droidVersion(droidPath: string, env: NodeJS.ProcessEnv): Promise<string
   });
 }
 
-/** owner.json as doctor reads it: only the fields it reports, none trusted. */
-interface OwnerSeen {
-  pid?: unknown;
-  hostname?: unknown;
-  home?: unknown;
-  factoryHomeOverride?: unknown;
-  startedAt?: unknown;
-}
-
+/**
+ * The state directory read as start-up reads it (store/inspect.ts: the same
+ * checks and loader, read-only, no lock): a refusal is the one start-up
+ * would give, word for word; a torn last journal line is what start-up
+ * would drop. Nothing in the directory changes.
+ */
 async function checkState(dir: string): Promise<{ check: Check; livePid: number | null }> {
   const name = 'state directory';
-  let info;
+  let seen: StateSeen;
   try {
-    info = await stat(dir);
+    seen = await inspectState(dir);
   } catch (err) {
-    if (errCode(err) === 'ENOENT') return { check: ok(name, `${dir} does not exist yet: the server creates it (mode 700) at first start`), livePid: null };
-    return { check: fail(name, `${dir} cannot be inspected (${errCode(err) ?? 'unknown error'})`, 'Check the path and its parents.'), livePid: null };
+    if (err instanceof StoreError) return { check: fail(name, `start-up would refuse it (${err.code}): ${err.problem}`, err.action), livePid: null };
+    return { check: fail(name, `${dir} cannot be inspected (${errCode(err) ?? describe(err)})`, 'Check the path and its parents.'), livePid: null };
   }
-  if (!info.isDirectory()) return { check: fail(name, `${dir} is not a directory`, 'Point stateDirectory at a private directory.'), livePid: null };
-  const uid = process.getuid?.();
-  if (uid !== undefined && info.uid !== uid) {
-    return { check: fail(name, `${dir} is owned by uid ${info.uid}, not by this user (uid ${uid})`, 'Run doctor and the server as the service user that owns it.'), livePid: null };
+  if (!seen.exists) return { check: ok(name, `${dir} does not exist yet: the server creates it (mode 700) at first start`), livePid: null };
+  const { owner, lock } = seen;
+  const read = `${seen.sessions} session(s) and ${seen.runs} run(s) read as start-up reads them`;
+  if (lock.kind === 'live') {
+    const who = lock.pid === null ? 'a process that left no owner record' : `a live controller, pid ${lock.pid} (started ${owner?.startedAt ?? 'unknown'})`;
+    const stop = lock.pid === null ? 'stop it first' : `stop pid ${lock.pid} first`;
+    return { check: warn(name, `${dir} is private and held by ${who}; ${read}`, `A second server on it is refused (state_locked); ${stop} if this config is for a new one.`), livePid: lock.pid };
   }
-  const shared = sharedMode(info.mode);
-  if (shared) return { check: fail(name, `${dir} has mode ${shared}`, `Run: chmod 700 ${dir}`), livePid: null };
-
-  let record: OwnerSeen | null = null;
-  try {
-    record = JSON.parse(await readFile(join(dir, OWNER_FILE), 'utf8')) as OwnerSeen;
-  } catch (err) {
-    if (errCode(err) !== 'ENOENT') return { check: fail(name, `${join(dir, OWNER_FILE)} is unreadable`, 'See docs/STATE.md: restore it from backup, or remove it when no controller uses the directory.'), livePid: null };
+  const left = seen.inFlight.flatMap((s) => s.turns).length;
+  if (seen.tornTail || left > 0) {
+    const torn = seen.tornTail ? `its journal ends in a torn line (line ${seen.tornTail.line}, ${seen.tornTail.bytes} bytes, never acknowledged): start-up copies it to journal.torn-<time> and cuts it off` : '';
+    const inFlight = left > 0 ? `${left} turn(s) were left live or queued: start-up marks them unknown / queue_lost` : '';
+    return { check: warn(name, `${dir} is private; ${read}; ${[torn, inFlight].filter(Boolean).join('; ')}`, 'Nothing to fix before starting; afterwards inspect the sessions that need attention (droid-mcp status lists them now).'), livePid: null };
   }
-  const here = currentIdentity();
-  if (record && (record.hostname !== here.hostname || record.home !== here.home || (record.factoryHomeOverride ?? null) !== here.factoryHomeOverride)) {
-    return {
-      check: fail(
-        name,
-        `${dir} belongs to a controller on host ${String(record.hostname)} with HOME ${String(record.home)} and FACTORY_HOME_OVERRIDE ${String(record.factoryHomeOverride ?? 'unset')}; this is ${here.hostname}, HOME ${here.home}, FACTORY_HOME_OVERRIDE ${here.factoryHomeOverride ?? 'unset'}`,
-        'Run as the user and environment that own it (state_owned_elsewhere at start-up), or use another stateDirectory.',
-      ),
-      livePid: null,
-    };
-  }
-  const lockPath = join(dir, OWNER_LOCK);
-  // Unreadable counts as unlocked here: doctor reports, it does not refuse.
-  const locked = await exists(lockPath).catch(() => false);
-  const pid = typeof record?.pid === 'number' ? record.pid : null;
-  if (!locked) return { check: ok(name, `${dir} is private (700) and free${pid ? ` (last owner pid ${pid} stopped cleanly)` : ''}`), livePid: null };
-  const fresh = await lockfile.check(lockPath, { lockfilePath: lockPath, realpath: false, stale: OWNER_STALE_MS }).catch(() => false);
-  if (fresh && pid !== null && pidAlive(pid)) {
-    return {
-      check: warn(name, `${dir} is private and held by a live controller, pid ${pid} (started ${String(record?.startedAt)})`, `A second server on it is refused (state_locked); stop pid ${pid} first if this config is for a new one.`),
-      livePid: pid,
-    };
-  }
-  return { check: ok(name, `${dir} is private; its lock was left by ${pid ? `pid ${pid}, which is gone` : 'a process that is gone'}: the next start takes it over`), livePid: null };
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return errCode(err) === 'EPERM';
-  }
+  const how = lock.kind === 'dead' ? `its lock was left by ${lock.dead.pid ? `pid ${lock.dead.pid}, which is gone` : 'a process that is gone'}: the next start takes it over` : `free${owner ? ` (last owner pid ${owner.pid} stopped cleanly)` : ''}`;
+  return { check: ok(name, `${dir} is private (700) and ${how}; ${read}`), livePid: null };
 }
 
 async function checkRoot(dir: string): Promise<Check> {
@@ -266,7 +224,7 @@ function checkPort(port: number, livePid: number | null): Promise<Check> {
 }
 
 /** The sandbox check, and the sandbox doctor's own catalog droid runs in (a failing one: the catalog read fails too). */
-async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; spec: SandboxSpec; usable: boolean }> {
+export async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; spec: SandboxSpec; usable: boolean }> {
   const off: SandboxSpec = { mode: 'off' };
   const unusable = sandboxSpecFor('/nonexistent/bwrap', file.stateDirectory, file.tokenFile);
   if (file.sandbox === 'off') return { check: warn('sandbox', 'off: turns run unconfined, with every right of the service user', `Only where bubblewrap cannot run. ${SANDBOX_ACTION}`), spec: off, usable: true };
@@ -339,7 +297,8 @@ export const doctorCommand = command({
   usage: ['--config /abs/config.json [--json]'],
   summary: [
     'check this host: config, droid, catalog, default model,',
-    'state directory and its owner, approved roots, token,',
+    'state directory read as start-up reads it (read-only),',
+    'its owner, approved roots, token,',
     "port, sandbox, droid's cloud sync; exit 1 on a failure",
   ],
   options: { config: { type: 'string' }, json: { type: 'boolean', default: false } },

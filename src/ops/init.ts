@@ -2,8 +2,10 @@
  * `droid-mcp init`: writes a private (0600) config with the reference host's
  * defaults for what it is given, creates the state directory (0700) and, for
  * HTTP, a fresh private token file; then prints the registration lines for
- * MCP clients. It refuses to overwrite anything, and checks everything
- * (through the real config loader) before it writes anything.
+ * MCP clients. The default model comes from the live catalog of the droid it
+ * names (read as doctor reads it), or is `--model` checked against it. It
+ * refuses to overwrite anything, and checks everything (through the real
+ * config loader) before it writes anything.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,11 +15,13 @@ import { dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../config/errors.js';
 import { loadConfig, resolveDroid } from '../config/load.js';
-import { CONFIG_DEFAULTS } from '../config/schema.js';
+import { CONFIG_DEFAULTS, configFileSchema } from '../config/schema.js';
 import { prepareStateDir } from '../store/state-dir.js';
 import { errCode } from '../util/errno.js';
 import { exists } from '../util/exists.js';
 import { command, CommandRefusal, type OptionValues } from './command.js';
+import { choices, standardModels, suggestedDefault } from './default-model.js';
+import { checkCatalog, checkSandbox } from './doctor.js';
 import { out } from './output.js';
 
 interface InitOptions {
@@ -29,21 +33,26 @@ interface InitOptions {
   tokenFile?: string;
   publicUrl?: string;
   droidPath?: string;
-  defaultModel: string;
+  /** `--model`: checked against the live catalog; without it the catalog's suggested default (default-model.ts). */
+  model?: string;
   name: string;
+  /** The service user's environment (the catalog's droid runs with it); process.env unless a test says otherwise. */
+  env?: NodeJS.ProcessEnv;
 }
 
 interface InitResult {
   config: Record<string, unknown>;
   /** Set when droid was not found: the config is written without droidPath, and doctor will say more. */
   droidMissing: string | null;
+  /** Why no defaultModel was written (no catalog could be read), or null when one was. */
+  modelMissing: string | null;
   registration: string[];
 }
 
 export class InitRefusal extends CommandRefusal {}
 
-/** The reference host's launch defaults (spec of record, "Reference host setup"). */
-const REFERENCE_DEFAULTS = { defaultModel: 'claude-opus-5-5', reasoningEffort: 'high', maxAutonomy: 'high', maxConcurrentRuns: 4 } as const;
+/** The reference host's launch defaults (spec of record, "Reference host setup"); its model is chosen from the live catalog (chooseModel). */
+const REFERENCE_DEFAULTS = { reasoningEffort: 'high', maxAutonomy: 'high', maxConcurrentRuns: 4 } as const;
 
 const CLI_ENTRY = fileURLToPath(new URL('../cli.js', import.meta.url));
 
@@ -67,7 +76,7 @@ export async function init(options: InitOptions): Promise<InitResult> {
   const approved: string[] = [];
   for (const dir of options.approve) {
     const real = await realpath(absolute('--approve', dir)).catch(() => {
-      throw new InitRefusal(`--approve ${dir} does not exist; create it first`);
+      throw new InitRefusal(`--approve ${dir} does not exist; init never creates project roots: create it first (as the service user: mkdir -p ${dir}) or name an existing folder`);
     });
     if (!(await stat(real)).isDirectory()) throw new InitRefusal(`--approve ${dir} is not a directory`);
     if (!approved.includes(real)) approved.push(real);
@@ -85,18 +94,36 @@ export async function init(options: InitOptions): Promise<InitResult> {
     droidMissing = err instanceof Error ? err.message : String(err);
   }
 
-  const config: Record<string, unknown> = {
+  const configWith = (defaultModel: string | undefined): Record<string, unknown> => ({
     approvedDirectories: approved,
     stateDirectory: state,
     ...(droidPath !== undefined && { droidPath }),
+    ...(defaultModel !== undefined && { defaultModel }),
     ...REFERENCE_DEFAULTS,
-    defaultModel: options.defaultModel,
     ...(options.http && { transport: 'http', port: options.port ?? CONFIG_DEFAULTS.port, tokenFile }),
     ...(options.publicUrl !== undefined && { publicUrl: options.publicUrl }),
-  };
-  const text = `${JSON.stringify(config, null, 2)}\n`;
+  });
+  // The real loader judges the file before the catalog is read, and again with the model, before anything is written.
+  await trialLoad(configWith(options.model), configPath, droidMissing);
+  const chosen = await chooseModel(configWith(undefined), droidPath ?? null, options);
+  const config = configWith(chosen.model);
+  const text = await trialLoad(config, configPath, droidMissing);
 
-  // The real loader judges the file before anything is written.
+  try {
+    await prepareStateDir(state);
+  } catch (err) {
+    throw new InitRefusal(err instanceof Error ? err.message : String(err));
+  }
+  // `wx`: never overwrite, even if something appeared since the checks.
+  if (tokenFile) writeFileSync(tokenFile, `${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
+  writeFileSync(configPath, text, { mode: 0o600, flag: 'wx' });
+
+  return { config, droidMissing, modelMissing: chosen.missing, registration: registrationLines(options.name, configPath, config) };
+}
+
+/** The config's text, once the real loader accepts it (a droid not found is no refusal: init writes the config without it). */
+async function trialLoad(config: Record<string, unknown>, configPath: string, droidMissing: string | null): Promise<string> {
+  const text = `${JSON.stringify(config, null, 2)}\n`;
   const scratch = mkdtempSync(join(tmpdir(), 'droid-mcp-init-'));
   try {
     const trial = join(scratch, 'config.json');
@@ -108,17 +135,33 @@ export async function init(options: InitOptions): Promise<InitResult> {
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
+  return text;
+}
 
-  try {
-    await prepareStateDir(state);
-  } catch (err) {
-    throw new InitRefusal(err instanceof Error ? err.message : String(err));
+/**
+ * The default model, from the live catalog of this droid read as doctor reads
+ * it (in the turn sandbox): `--model` if the catalog has it as a standard
+ * model, else the suggested default. Never a model the catalog lacks: with
+ * no catalog, `--model` is refused and no default is written.
+ */
+async function chooseModel(config: Record<string, unknown>, droidPath: string | null, options: InitOptions): Promise<{ model?: string; missing: string | null }> {
+  const env = options.env ?? process.env;
+  const file = configFileSchema.parse(config);
+  const read = droidPath === null ? { check: null, models: null } : await checkCatalog(file, droidPath, await checkSandbox(file, env), env);
+  const why = read.check?.status === 'fail' ? read.check.detail : 'droid was not found';
+  if (!read.models) {
+    if (options.model !== undefined) throw new InitRefusal(`--model ${options.model} cannot be checked against the live catalog (${why}); fix that (droid-mcp doctor says how), or leave --model out and set "defaultModel" later`);
+    return { missing: `no defaultModel was written: the live catalog could not be read (${why}); every create must name a model until you set one (doctor lists the choices)` };
   }
-  // `wx`: never overwrite, even if something appeared since the checks.
-  if (tokenFile) writeFileSync(tokenFile, `${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
-  writeFileSync(configPath, text, { mode: 0o600, flag: 'wx' });
-
-  return { config, droidMissing, registration: registrationLines(options.name, configPath, config) };
+  if (options.model === undefined) {
+    const model = suggestedDefault(read.models);
+    return model === undefined ? { missing: 'no defaultModel was written: the live catalog has no standard model' } : { model, missing: null };
+  }
+  if (!standardModels(read.models).some((m) => m.id === options.model)) {
+    const what = read.models.some((m) => m.id === options.model) ? 'is a Fast variant (the host default must be a standard model)' : `is not in the live catalog of ${droidPath}`;
+    throw new InitRefusal(`--model ${options.model} ${what}; choose one of: ${choices(read.models)}`);
+  }
+  return { model: options.model, missing: null };
 }
 
 /**
@@ -137,7 +180,7 @@ function registrationLines(name: string, configPath: string, config: Record<stri
       'Claude Code:',
       `  claude mcp add --scope user --transport http ${name} ${url} --header "Authorization: Bearer $(cat ${token})"`,
       '',
-      'Amp (settings.json, e.g. ~/.config/amp/settings.json):',
+      'Amp (one key: merge it into the object in its settings.json, e.g. ~/.config/amp/settings.json):',
       `  "amp.mcpServers": ${JSON.stringify({ [name]: { url, headers } })}`,
       '',
       'Any client that reads an mcpServers JSON:',
@@ -149,7 +192,7 @@ function registrationLines(name: string, configPath: string, config: Record<stri
     'Claude Code:',
     `  claude mcp add --scope user ${name} -- ${node} ${args.join(' ')}`,
     '',
-    'Amp (settings.json, e.g. ~/.config/amp/settings.json):',
+    'Amp (one key: merge it into the object in its settings.json, e.g. ~/.config/amp/settings.json):',
     `  "amp.mcpServers": ${JSON.stringify({ [name]: { command: node, args } })}`,
     '',
     'Any client that reads an mcpServers JSON:',
@@ -186,7 +229,7 @@ function initOptions(values: OptionValues<typeof INIT_OPTIONS>): InitOptions {
     ...(values['token-file'] !== undefined && { tokenFile: values['token-file'] }),
     ...(values['public-url'] !== undefined && { publicUrl: values['public-url'] }),
     ...(values.droid !== undefined && { droidPath: values.droid }),
-    defaultModel: values.model ?? REFERENCE_DEFAULTS.defaultModel,
+    ...(values.model !== undefined && { model: values.model }),
     name: values.name,
   };
 }
@@ -200,6 +243,8 @@ export const initCommand = command({
   summary: [
     'write a private config (never overwrites), the state',
     'directory (700) and, with --http, a new token file;',
+    'each --approve DIR must exist; the default model is',
+    "--model or one from droid's live catalog, checked there;",
     'print the lines that register the server',
   ],
   options: INIT_OPTIONS,
@@ -211,6 +256,7 @@ export const initCommand = command({
     out(`state directory ${options.state} is ready (mode 700)`);
     if (result.config.tokenFile) out(`wrote a new token to ${String(result.config.tokenFile)} (mode 600; it is never printed)`);
     if (result.droidMissing) out(`note: ${result.droidMissing}`);
+    if (result.modelMissing) out(`note: ${result.modelMissing}`);
     out('');
     out(`Next: check the host with  droid-mcp doctor --config ${options.configPath}`);
     out('then register the server:');

@@ -32,7 +32,7 @@ export class StoreError extends Error {
   constructor(
     readonly code: StoreErrorCode,
     /** What is wrong, naming the file (and line) concerned. */
-    problem: string,
+    readonly problem: string,
     /** How to proceed. */
     readonly action: string,
     options?: { cause?: unknown },

@@ -40,15 +40,15 @@ import type { Log } from '../util/logger.js';
 import { readJsonFile } from './formats/json-file.js';
 import { describeIssue } from '../shared/record-schemas.js';
 
-export const OWNER_FILE = 'owner.json';
-export const OWNER_LOCK = 'owner.lock';
+const OWNER_FILE = 'owner.json';
+const OWNER_LOCK = 'owner.lock';
 const STARTUP_LOCK = 'startup.lock';
 
 /** Version of the owner record's format; records of any other version (or none) are refused. */
 const OWNER_RECORD_VERSION = 1;
 
 /** A live owner refreshes its lock every STALE/2 ms; older than this, it is presumed gone. */
-export const OWNER_STALE_MS = 10_000;
+const OWNER_STALE_MS = 10_000;
 const STARTUP_STALE_MS = 10_000;
 /** Waits a little longer than the startup lock's staleness, so a crashed start-up is outlived. */
 const STARTUP_RETRIES = { retries: 30, factor: 1.5, minTimeout: 100, maxTimeout: 500 };
@@ -237,37 +237,9 @@ export async function beginOwnership(dir: string, opts: OwnershipOptions): Promi
     const previous = await readOwnerRecord(dir);
     const here = currentIdentity();
     if (previous) refuseOtherIdentity(dir, previous, here);
-    const lockPath = join(dir, OWNER_LOCK);
-    let deadLock: DeadOwner | undefined;
-    if (await exists(lockPath)) {
-      const fresh = (): Promise<boolean> => lockfile.check(lockPath, { lockfilePath: lockPath, realpath: false, stale: OWNER_STALE_MS });
-      if (previous === undefined) {
-        // A lock without a record: its holder died before writing one, or is not us.
-        if (await fresh()) throw lockedByUnknown(dir);
-        deadLock = { pid: null, why: 'lock without owner record, not refreshed' };
-      } else if (previous.pid === process.pid) {
-        if (heldHere.has(realDir)) {
-          throw new StoreError(
-            'state_locked',
-            `state directory ${dir} is already open in this process (pid ${previous.pid})`,
-            'Close the other store first',
-          );
-        }
-        deadLock = { pid: previous.pid, why: 'our own pid, left by an earlier process (a restart that reused the pid)' };
-      } else if (!pidAlive(previous.pid)) {
-        // No one can be refreshing the lock: recover now rather than waiting for it to turn stale.
-        deadLock = { pid: previous.pid, why: 'pid no longer running' };
-      } else if (!(await fresh())) {
-        deadLock = { pid: previous.pid, why: `pid running but lock not refreshed for ${OWNER_STALE_MS / 1000} s (reused pid or hung owner)` };
-      } else {
-        throw new StoreError(
-          'state_locked',
-          `state directory ${dir} is in use by controller pid ${previous.pid} (started ${previous.startedAt})`,
-          `Stop that controller first (kill ${previous.pid}), or use another stateDirectory. ` +
-            `If pid ${previous.pid} is not a droid-mcp controller, its lock turns stale ${OWNER_STALE_MS / 1000} s after the real owner died; start again then`,
-        );
-      }
-    }
+    const lock = await judgeOwnerLock(dir, realDir, previous);
+    if (lock.kind === 'live') throw lockedBy(dir, lock.pid === null ? undefined : previous);
+    const deadLock = lock.kind === 'dead' ? lock.dead : undefined;
     return new PendingOwnership(dir, realDir, here, releaseStartup, deadLock, opts);
   } catch (err) {
     await releaseStartup();
@@ -275,14 +247,57 @@ export async function beginOwnership(dir: string, opts: OwnershipOptions): Promi
   }
 }
 
-interface DeadOwner {
+export interface DeadOwner {
   pid: number | null;
   /** Why it counts as dead, for the log. */
   why: string;
 }
 
+/** Who holds the owner lock, as start-up judges it: no lock, a lock its holder left behind (taken over), or a live owner. */
+export type OwnerLock = { kind: 'free' } | { kind: 'dead'; dead: DeadOwner } | { kind: 'live'; pid: number | null };
+
+/**
+ * The owner lock of `dir` (real path `realDir`) judged against the owner
+ * record, without taking or changing anything: start-up decides with it
+ * (under its startup lock), and `status`, `doctor` and `backup` read with it.
+ */
+export async function judgeOwnerLock(dir: string, realDir: string, previous: OwnerRecord | undefined): Promise<OwnerLock> {
+  const lockPath = join(dir, OWNER_LOCK);
+  if (!(await exists(lockPath))) return { kind: 'free' };
+  const fresh = (): Promise<boolean> => lockfile.check(lockPath, { lockfilePath: lockPath, realpath: false, stale: OWNER_STALE_MS });
+  if (previous === undefined) {
+    // A lock without a record: its holder died before writing one, or is not us.
+    if (await fresh()) return { kind: 'live', pid: null };
+    return { kind: 'dead', dead: { pid: null, why: 'lock without owner record, not refreshed' } };
+  }
+  if (previous.pid === process.pid) {
+    if (heldHere.has(realDir)) return { kind: 'live', pid: previous.pid };
+    return { kind: 'dead', dead: { pid: previous.pid, why: 'our own pid, left by an earlier process (a restart that reused the pid)' } };
+  }
+  // No one can be refreshing the lock: recover now rather than waiting for it to turn stale.
+  if (!pidAlive(previous.pid)) return { kind: 'dead', dead: { pid: previous.pid, why: 'pid no longer running' } };
+  if (!(await fresh())) {
+    return { kind: 'dead', dead: { pid: previous.pid, why: `pid running but lock not refreshed for ${OWNER_STALE_MS / 1000} s (reused pid or hung owner)` } };
+  }
+  return { kind: 'live', pid: previous.pid };
+}
+
+/** The refusal of a directory a live owner holds (`previous` undefined: one that left no record). */
+function lockedBy(dir: string, previous: OwnerRecord | undefined): StoreError {
+  if (previous === undefined) return lockedByUnknown(dir);
+  if (previous.pid === process.pid) {
+    return new StoreError('state_locked', `state directory ${dir} is already open in this process (pid ${previous.pid})`, 'Close the other store first');
+  }
+  return new StoreError(
+    'state_locked',
+    `state directory ${dir} is in use by controller pid ${previous.pid} (started ${previous.startedAt})`,
+    `Stop that controller first (kill ${previous.pid}), or use another stateDirectory. ` +
+      `If pid ${previous.pid} is not a droid-mcp controller, its lock turns stale ${OWNER_STALE_MS / 1000} s after the real owner died; start again then`,
+  );
+}
+
 /** Refuses a record made on another host, as another user (HOME) or with another Factory home. */
-function refuseOtherIdentity(dir: string, previous: OwnerRecord, here: OwnerIdentity): void {
+export function refuseOtherIdentity(dir: string, previous: OwnerRecord, here: OwnerIdentity): void {
   const recordPath = join(dir, OWNER_FILE);
   if (previous.hostname !== here.hostname || previous.home !== here.home) {
     throw new StoreError(
@@ -308,7 +323,7 @@ function describeFactoryHome(value: string | null): string {
   return value === null ? 'FACTORY_HOME_OVERRIDE unset (~/.factory)' : `FACTORY_HOME_OVERRIDE=${value}`;
 }
 
-async function readOwnerRecord(dir: string): Promise<OwnerRecord | undefined> {
+export async function readOwnerRecord(dir: string): Promise<OwnerRecord | undefined> {
   const path = join(dir, OWNER_FILE);
   const action = `If no controller is using ${dir}, restore ${OWNER_FILE} from backup or remove it, then start again`;
   const raw = await readJsonFile(path, { schema: z.unknown(), what: 'owner record', action });

@@ -4,6 +4,7 @@
  * directory others can read rather than silently chmod it: the user may have
  * shared it on purpose, and other files in it may already have leaked.
  */
+import type { Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { dirname, isAbsolute } from 'node:path';
 import { nodeStoreFs, type StoreFs } from './formats/fs.js';
@@ -29,7 +30,14 @@ export async function prepareStateDir(dir: string, fs: StoreFs = nodeStoreFs): P
     if (errCode(err) !== 'EEXIST') throw err;
   }
   if (created !== undefined) await fsyncCreated(fs, created, dir);
-  const info = await stat(dir);
+  refuseSharedStateDir(dir, await stat(dir));
+}
+
+/**
+ * The refusals of an existing state directory: not a directory, another
+ * owner, shared. start-up and the read-only readers (inspect.ts) word them alike.
+ */
+export function refuseSharedStateDir(dir: string, info: Stats): void {
   if (!info.isDirectory()) {
     throw new StoreError(
       'state_dir_not_private',

@@ -6,7 +6,7 @@
  * a new operator would; droid is the protocol-peer mock (its catalog and
  * --version are all doctor asks of it).
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -14,6 +14,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { doctor, type Check } from '../../src/ops/doctor.js';
 import { init, InitRefusal } from '../../src/ops/init.js';
 import { StateStore } from '../../src/store/store.js';
+import { runCli } from '../support/cli.js';
 import { privateDir } from '../support/mcp-server.js';
 import { MOCK_DROID, SERVER_ENTRY } from '../support/paths.js';
 
@@ -36,14 +37,6 @@ function serviceEnv(cloudSessionSync: boolean | 'unset' = false): NodeJS.Process
   mkdirSync(join(home, '.factory'), { recursive: true, mode: 0o700 });
   writeFileSync(join(home, '.factory', 'settings.json'), JSON.stringify(cloudSessionSync === 'unset' ? {} : { cloudSessionSync }));
   return { PATH: process.env.PATH ?? '', HOME: home, FACTORY_HOME_OVERRIDE: home };
-}
-
-function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [SERVER_ENTRY, ...args], { env, encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
 }
 
 const mode = (path: string) => (statSync(path).mode & 0o777).toString(8);
@@ -76,7 +69,8 @@ describe('droid-mcp init', () => {
       stateDirectory: join(tmp, 'state'),
       droidPath: MOCK_DROID,
       transport: 'stdio',
-      defaultModel: 'claude-opus-5-5',
+      // The live catalog's (the mock's) first standard model: it has no claude-opus.
+      defaultModel: 'mock-model',
       reasoningEffort: 'high',
       maxAutonomy: 'high',
       maxConcurrentRuns: 4,
@@ -111,7 +105,7 @@ describe('droid-mcp init', () => {
 
   it('refuses to overwrite a config or token, and bad input writes nothing at all', async () => {
     writeFileSync(join(etc, 'config.json'), 'precious\n', { mode: 0o600 });
-    const base = { approve: [approved], state: join(tmp, 'state'), http: false, droidPath: MOCK_DROID, defaultModel: 'claude-opus-5-5', name: 'droid-mcp' };
+    const base = { approve: [approved], state: join(tmp, 'state'), http: false, droidPath: MOCK_DROID, name: 'droid-mcp', env: serviceEnv() };
     await expect(init({ ...base, configPath: join(etc, 'config.json') })).rejects.toThrow(/already exists; init never overwrites/);
     expect(readFileSync(join(etc, 'config.json'), 'utf8')).toBe('precious\n');
     writeFileSync(join(etc, 'token'), 'old\n', { mode: 0o600 });
@@ -119,7 +113,8 @@ describe('droid-mcp init', () => {
     expect(readFileSync(join(etc, 'token'), 'utf8')).toBe('old\n');
     await expect(init({ ...base, configPath: join(etc, 'new.json'), approve: [join(tmp, 'missing')] })).rejects.toThrow(InitRefusal);
     await expect(init({ ...base, configPath: 'relative.json' })).rejects.toThrow(/absolute/);
-    await expect(init({ ...base, configPath: join(etc, 'new.json'), defaultModel: 'gpt-5-fast' })).rejects.toThrow(/Fast variant/);
+    await expect(init({ ...base, configPath: join(etc, 'new.json'), model: 'gpt-5-fast' })).rejects.toThrow(/Fast variant/);
+    await expect(init({ ...base, configPath: join(etc, 'new.json'), model: 'claude-opus-5-5' })).rejects.toThrow(/--model claude-opus-5-5 is not in the live catalog of .*; choose one of: mock-model, custom:Mock-Custom-0$/);
     await expect(init({ ...base, configPath: join(etc, 'new.json'), droidPath: join(tmp, 'no-droid') })).rejects.toThrow(/droidPath/);
     // Nothing was created by any refusal: no state directory, no new config.
     expect(existsSync(join(tmp, 'state'))).toBe(false);
@@ -195,7 +190,8 @@ describe('droid-mcp doctor', () => {
       // No sandbox, no catalog read: its droid would run unconfined.
       /^fail {2}catalog +not read: the sandbox its droid runs in failed its trial run/m,
       /^warn {2}default model +"claude-opus-5-5" was not checked: no catalog/m,
-      /^fail {2}state directory +.*state has mode 755\n +→ Run: chmod 700 /m,
+      // Start-up's own refusal, word for word.
+      /^fail {2}state directory +start-up would refuse it \(state_dir_not_private\): state directory .*state has mode 755; group and others must have no access\n +→ Run: chmod 700 /m,
       /^fail {2}approved root +.*gone does not exist/m,
       /^warn {2}approved root +.*link resolves to .*real \(a symlink\)/m,
       /^fail {2}token +.*holds 5 characters; at least 32 are required/m,

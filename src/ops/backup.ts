@@ -1,0 +1,140 @@
+/**
+ * `droid-mcp backup --config FILE --to DIR`: one private archive (mode 600,
+ * made with umask 077) of everything a restore needs, named to the second
+ * (`droid-mcp-<UTC time>.tgz`, never overwritten): the config, the token
+ * file, the state directory and droid's home (its login, settings and the
+ * sessions the state names), plus a manifest of where each came from. It
+ * refuses while a server holds the state directory (they change under the
+ * copy), and drops the archive if one started meanwhile.
+ */
+import { closeSync, fsyncSync, linkSync, openSync, unlinkSync } from 'node:fs';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { homedir, hostname, tmpdir } from 'node:os';
+import { basename, isAbsolute, join, relative } from 'node:path';
+import { z } from 'zod';
+import { factoryDirOf } from '../shared/host-paths.js';
+import { heldBy } from '../store/inspect.js';
+import type { OwnerLock } from '../store/owner.js';
+import { errCode } from '../util/errno.js';
+import { exists } from '../util/exists.js';
+import { memberOf, tar } from './archive.js';
+import { command, CommandRefusal } from './command.js';
+import { readConfigFile } from './config-file.js';
+import { out } from './output.js';
+
+export const MANIFEST = 'droid-mcp-backup.json';
+
+/** Where each part came from, and whose they are: a restore puts them back there, for the same user. */
+export const manifestSchema = z.strictObject({
+  format: z.literal(1),
+  createdAt: z.string(),
+  hostname: z.string(),
+  home: z.string(),
+  factoryHomeOverride: z.string().nullable(),
+  /** Absolute paths of what the archive holds (absent parts are null). */
+  config: z.string().startsWith('/'),
+  tokenFile: z.string().startsWith('/').nullable(),
+  stateDirectory: z.string().startsWith('/'),
+  factoryDir: z.string().startsWith('/').nullable(),
+});
+export type Manifest = z.infer<typeof manifestSchema>;
+
+/** The parts of a manifest, in restore order. */
+export function partsOf(m: Manifest): string[] {
+  return [m.config, m.tokenFile, m.stateDirectory, m.factoryDir].filter((p): p is string => p !== null);
+}
+
+/** The refusal of a command that must not run beside a server. */
+export function refuseLive(lock: OwnerLock, stateDir: string, what: string): void {
+  if (lock.kind !== 'live') return;
+  const who = lock.pid === null ? 'a process that left no owner record' : `the server, pid ${lock.pid},`;
+  throw new CommandRefusal(`${who} holds ${stateDir}: stop it first (systemctl stop droid-mcp, or end the client that runs it over stdio), then ${what}; droid-mcp status says what it is running`);
+}
+
+/** `20261202T060041Z`: UTC to the second, sortable, no character a shell or tar treats specially. */
+export function stamp(at: Date): string {
+  return at.toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/[-:]/g, '');
+}
+
+const inside = (path: string, dir: string): boolean => path === dir || !relative(dir, path).startsWith('..');
+
+async function manifestFor(configPath: string, at: Date): Promise<Manifest> {
+  const file = await readConfigFile(configPath).catch((err: unknown) => {
+    throw new CommandRefusal(err instanceof Error ? err.message : String(err));
+  });
+  const factoryDir = factoryDirOf(process.env);
+  const tokenFile = file.tokenFile ?? null;
+  return {
+    format: 1,
+    createdAt: at.toISOString(),
+    hostname: hostname(),
+    home: homedir(),
+    factoryHomeOverride: process.env.FACTORY_HOME_OVERRIDE ?? null,
+    config: configPath,
+    tokenFile: tokenFile !== null && (await exists(tokenFile)) ? tokenFile : null,
+    stateDirectory: file.stateDirectory,
+    factoryDir: (await exists(factoryDir)) ? factoryDir : null,
+  };
+}
+
+async function backup(configPath: string, toDir: string, at = new Date()): Promise<{ archive: string; bytes: number; manifest: Manifest }> {
+  if (!isAbsolute(configPath) || !isAbsolute(toDir)) throw new CommandRefusal('--config and --to must be absolute paths');
+  const manifest = await manifestFor(configPath, at);
+  if (!(await stat(toDir).then((s) => s.isDirectory(), () => false))) throw new CommandRefusal(`--to ${toDir} is not an existing folder; create it first (mkdir -m 700 -p ${toDir})`);
+  const within = partsOf(manifest).find((part) => inside(toDir, part));
+  if (within) throw new CommandRefusal(`--to ${toDir} is inside ${within}, which the archive holds; keep backups elsewhere`);
+  const state = manifest.stateDirectory;
+  if (!(await exists(state))) throw new CommandRefusal(`state directory ${state} does not exist: nothing to back up`);
+  refuseLive(await heldBy(state), state, 'back up');
+  const archive = join(toDir, `droid-mcp-${stamp(at)}.tgz`);
+  if (await exists(archive)) throw new CommandRefusal(`${archive} already exists; backups are never overwritten (wait a second and run again)`);
+
+  const partial = join(toDir, `.${basename(archive)}.partial`);
+  const scratch = await mkdtemp(join(tmpdir(), 'droid-mcp-backup-'));
+  try {
+    await writeFile(join(scratch, MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`, { mode: 0o600 });
+    // Locks are the running server's, never state: a restore starts without them.
+    const excludes = ['owner.lock', 'startup.lock'].map((lock) => `--exclude=${memberOf(join(state, lock))}`);
+    const fd = openSync(partial, 'wx', 0o600);
+    try {
+      const run = await tar(['--create', '--gzip', '--file=-', ...excludes, '-C', scratch, MANIFEST, '-C', '/', ...partsOf(manifest).map(memberOf)], fd);
+      if (run.code !== 0) throw new Error(`tar exited ${run.code}: ${run.stderr}`);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    // A server that started while tar read would have changed what it read.
+    refuseLive(await heldBy(state), state, 'back up');
+    // link: never replaces a file of that name that appeared meanwhile.
+    linkSync(partial, archive);
+  } finally {
+    try {
+      unlinkSync(partial);
+    } catch (err) {
+      if (errCode(err) !== 'ENOENT') throw err;
+    }
+    await rm(scratch, { recursive: true, force: true });
+  }
+  return { archive, bytes: (await stat(archive)).size, manifest };
+}
+
+export const backupCommand = command({
+  usage: ['--config /abs/config.json --to /abs/backup/folder'],
+  summary: [
+    'one private archive (600, named to the second) of the config,',
+    "token, state directory and droid's home; refuses while the",
+    'server runs',
+  ],
+  options: { config: { type: 'string' }, to: { type: 'string' } },
+  async run(values) {
+    if (!values.config || !values.to) throw new CommandRefusal('--config FILE and --to DIR are required');
+    const { archive, bytes, manifest } = await backup(values.config, values.to);
+    out(`wrote ${archive} (mode 600, ${bytes} bytes), holding:`);
+    out(`  config           ${manifest.config}`);
+    out(`  token file       ${manifest.tokenFile ?? '(none: stdio, or no token file yet)'}`);
+    out(`  state directory  ${manifest.stateDirectory}`);
+    out(`  droid's home     ${manifest.factoryDir ?? `(none: ${factoryDirOf(process.env)} does not exist)`}`);
+    out(`Restore with: droid-mcp restore --from ${archive}`);
+    return 0;
+  },
+});

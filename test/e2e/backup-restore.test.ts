@@ -1,0 +1,113 @@
+/**
+ * `droid-mcp backup` / `restore` (issue 23 item 4), run as an operator would
+ * against state a real server wrote: the archive is private (600) and named
+ * to the second, and holds the config, the token, the state directory and
+ * droid's home; a restore moves what is there aside first, so nothing that
+ * was not in the archive survives in place, and keeps modes 700 / 600. Both
+ * refuse while a server holds the state directory, and change nothing then.
+ */
+import { existsSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runCli, sandboxKeys, treeFingerprint } from '../support/cli.js';
+import { privateDir, startServer, type RunningServer } from '../support/mcp-server.js';
+import { MOCK_DROID } from '../support/paths.js';
+
+let tmp: string;
+let home: string;
+let etc: string;
+let state: string;
+let backups: string;
+let config: string;
+let server: RunningServer | undefined;
+
+const env = (): Record<string, string> => ({ PATH: process.env.PATH ?? '', HOME: home, FACTORY_HOME_OVERRIDE: home });
+const mode = (path: string) => (statSync(path).mode & 0o777).toString(8);
+
+/** Every part a backup holds, fingerprinted (content, modes, names). */
+function parts(): Record<string, string[]> {
+  return {
+    config: treeFingerprint(config),
+    token: treeFingerprint(join(etc, 'token')),
+    state: treeFingerprint(state),
+    factory: treeFingerprint(join(home, '.factory')),
+  };
+}
+
+beforeEach(async () => {
+  tmp = realpathSync(privateDir('droid-mcp-backup-'));
+  home = join(tmp, 'home');
+  etc = join(tmp, 'etc');
+  state = join(tmp, 'state');
+  backups = join(tmp, 'backups');
+  for (const dir of [home, join(home, '.factory', 'sessions'), etc, backups, join(tmp, 'repos')]) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  writeFileSync(join(home, '.factory', 'settings.json'), '{"cloudSessionSync": false}\n', { mode: 0o600 });
+  writeFileSync(join(home, '.factory', 'sessions', 'a-session.jsonl'), '{"droid": "history"}\n', { mode: 0o600 });
+  writeFileSync(join(etc, 'token'), `${'t'.repeat(43)}\n`, { mode: 0o600 });
+  config = join(etc, 'config.json');
+  writeFileSync(
+    config,
+    JSON.stringify({ approvedDirectories: [join(tmp, 'repos')], stateDirectory: state, droidPath: MOCK_DROID, defaultModel: 'mock-model', tokenFile: join(etc, 'token'), warmPoolSize: 0, ...sandboxKeys() }),
+    { mode: 0o600 },
+  );
+  // A real server makes the state directory (and owner record) and stops cleanly.
+  server = await startServer(config, env());
+  await server.ok('droid_list_workspaces');
+  await server.close();
+  server = undefined;
+});
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe('droid-mcp backup and restore', () => {
+  it('round trip: a private archive named to the second; restore moves what is there aside and brings back every part with modes 700 / 600', async () => {
+    const before = parts();
+    expect(mode(state)).toBe('700');
+    const made = await runCli(['backup', '--config', config, '--to', backups], env());
+    expect(made.code, made.stderr).toBe(0);
+    const [name] = readdirSync(backups);
+    expect(name).toMatch(/^droid-mcp-\d{8}T\d{6}Z\.tgz$/);
+    const archive = join(backups, name!);
+    expect(mode(archive)).toBe('600');
+    expect(made.stdout).toContain(`wrote ${archive} (mode 600, `);
+
+    // After the backup: a stray file, a changed token, droid's settings gone.
+    writeFileSync(join(state, 'results', 'stray.json'), '{}', { mode: 0o600 });
+    writeFileSync(join(etc, 'token'), `${'u'.repeat(43)}\n`, { mode: 0o600 });
+    rmSync(join(home, '.factory', 'settings.json'));
+
+    const restored = await runCli(['restore', '--from', archive], env());
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(parts()).toEqual(before);
+    expect(existsSync(join(state, 'results', 'stray.json'))).toBe(false);
+    // What was there is kept aside, whole.
+    const aside = readdirSync(tmp).filter((n) => n.startsWith('state.before-restore-'));
+    expect(aside).toHaveLength(1);
+    expect(existsSync(join(tmp, aside[0]!, 'results', 'stray.json'))).toBe(true);
+    expect(restored.stdout).toContain(`Next: droid-mcp doctor --config ${config}`);
+
+    // The restored state starts.
+    server = await startServer(config, env());
+    await server.ok('droid_list_workspaces');
+  });
+
+  it('refuses while a server holds the state directory, and changes nothing', async () => {
+    const made = await runCli(['backup', '--config', config, '--to', backups], env());
+    expect(made.code, made.stderr).toBe(0);
+    const archive = join(backups, readdirSync(backups)[0]!);
+    server = await startServer(config, env());
+    await server.ok('droid_list_workspaces');
+    const before = { ...parts(), backups: treeFingerprint(backups), tmp: readdirSync(tmp).sort() };
+
+    const again = await runCli(['backup', '--config', config, '--to', backups], env());
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain(`the server, pid ${server.pid}, holds ${state}: stop it first`);
+    const back = await runCli(['restore', '--from', archive], env());
+    expect(back.code).toBe(2);
+    expect(back.stderr).toContain(`the server, pid ${server.pid}, holds ${state}: stop it first`);
+    expect({ ...parts(), backups: treeFingerprint(backups), tmp: readdirSync(tmp).sort() }).toEqual(before);
+  });
+});
