@@ -108,6 +108,7 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     warmPoolSize,
     runTimeoutMs: file.runTimeoutMs,
     cancelGraceMs: file.cancelGraceMs,
+    ceilings: { maxTurnTokens: file.maxTurnTokens ?? null, maxTurnCredits: file.maxTurnCredits ?? null, maxSessionCredits: file.maxSessionCredits ?? null },
     modelCacheTtlMs: file.modelCacheTtlMs,
     port: file.port,
     ...(tokenFile !== undefined && { tokenFile }),

@@ -15,6 +15,15 @@ export interface Budget {
   maxCredits: number | null;
 }
 
+/** The operator's ceilings (config): per turn in tokens and credits, per session in credits; null: none. */
+export interface HostCeilings {
+  maxTurnTokens: number | null;
+  maxTurnCredits: number | null;
+  maxSessionCredits: number | null;
+}
+
+export const NO_CEILINGS: HostCeilings = Object.freeze({ maxTurnTokens: null, maxTurnCredits: null, maxSessionCredits: null });
+
 export const NO_BUDGET: Budget = Object.freeze({ maxTokens: null, maxCredits: null });
 
 /** What a turn or session spent: tokens and credits, 0 when nothing was reported. */
