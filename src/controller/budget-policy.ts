@@ -82,7 +82,7 @@ function remaining(max: number | null, spent: number): number | null {
 }
 
 /** The turn's ceiling: its own budget, else what is left of the session's; then the host's. May be ≤ 0 (spent). */
-export function turnLimit(turn: Budget | undefined, session: Budget | undefined, spent: Spend, host: HostCeilings): Budget {
+function turnLimit(turn: Budget | undefined, session: Budget | undefined, spent: Spend, host: HostCeilings): Budget {
   const caller: Budget = {
     maxTokens: turn?.maxTokens ?? remaining(session?.maxTokens ?? null, spent.tokens),
     maxCredits: turn?.maxCredits ?? remaining(session?.maxCredits ?? null, spent.credits),
@@ -93,7 +93,7 @@ export function turnLimit(turn: Budget | undefined, session: Budget | undefined,
 }
 
 /** Why a turn under `limit` may not start: nothing of some ceiling is left. Null: it may. */
-export function exhaustion(limit: Budget, spent: Spend): ErrorInfo | null {
+function exhaustion(limit: Budget, spent: Spend): ErrorInfo | null {
   const tokensGone = limit.maxTokens !== null && limit.maxTokens <= 0;
   const creditsGone = limit.maxCredits !== null && limit.maxCredits <= 0;
   if (!tokensGone && !creditsGone) return null;
@@ -105,7 +105,7 @@ export function exhaustion(limit: Budget, spent: Spend): ErrorInfo | null {
   };
 }
 
-export const EXHAUSTED_ACTION =
+const EXHAUSTED_ACTION =
   "Give this message its own budget (droid_send_message budget, within the host's ceilings), or start a new session with droid_create_session.";
 
 /**

@@ -17,7 +17,7 @@ import type { ControllerState } from './controller-state.js';
 import type { Turn } from './turn.js';
 
 /** Default interval between two durable writes of one turn's running usage. */
-export const LIVE_USAGE_WRITE_MS = 10_000;
+const LIVE_USAGE_WRITE_MS = 10_000;
 
 interface Pending {
   lastWriteAt: number;

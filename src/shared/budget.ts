@@ -24,8 +24,6 @@ export interface HostCeilings {
 
 export const NO_CEILINGS: HostCeilings = Object.freeze({ maxTurnTokens: null, maxTurnCredits: null, maxSessionCredits: null });
 
-export const NO_BUDGET: Budget = Object.freeze({ maxTokens: null, maxCredits: null });
-
 /** What a turn or session spent: tokens and credits, 0 when nothing was reported. */
 export interface Spend {
   tokens: number;
