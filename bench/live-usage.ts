@@ -17,6 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { script } from '../src/testbed/scripted-model.js';
+import { tokensOf } from '../src/shared/budget.js';
+import type { TokenUsage } from '../src/shared/records.js';
 import { makeDroidBed } from '../test/support/droid-home.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
 
@@ -28,8 +30,8 @@ interface View {
   latestRun: { state: string; usage: Record<string, number | boolean | null> | null; limit: unknown; error: unknown };
 }
 
-function prompt(usage: boolean, steps = STEPS, slowMs = STEP_MS): string {
-  const ls = { name: 'LS', arguments: { directory_path: '/tmp' } };
+function prompt(dir: string, usage: boolean, steps = STEPS, slowMs = STEP_MS): string {
+  const ls = { name: 'LS', arguments: { directory_path: dir } };
   return `work ${script({ steps: Array.from({ length: steps }, () => ls), slowMs, ...(usage ? { usage: { prompt_tokens: 100, completion_tokens: 10 } } : {}) })}`;
 }
 
@@ -39,6 +41,13 @@ function journalLines(stateDir: string): number {
   } catch {
     return 0;
   }
+}
+
+/** The run's view without its event log (tool output), which says nothing about usage. */
+function brief(run: View['latestRun'] | undefined): unknown {
+  if (!run) return null;
+  const { events, ...rest } = run as View['latestRun'] & { events?: unknown[] };
+  return { ...rest, events: `${events?.length ?? 0} progress events` };
 }
 
 async function status(server: RunningServer, session: string): Promise<View> {
@@ -55,7 +64,7 @@ async function settle(server: RunningServer, session: string): Promise<View> {
 /** One turn: journal lines it added, usage reports seen (distinct running figures polled), and a mid-turn status. */
 async function oneTurn(server: RunningServer, stateDir: string, workspace: string, usage: boolean, key: string) {
   const before = journalLines(stateDir);
-  const a = await server.ok<{ metadata: { session: string } }>('droid_create_session', { requestKey: key, replyTo: null, autonomy: 'high', workspace, prompt: prompt(usage) });
+  const a = await server.ok<{ metadata: { session: string } }>('droid_create_session', { requestKey: key, replyTo: null, autonomy: 'high', workspace, prompt: prompt(workspace, usage) });
   let midTurn: View | undefined;
   const figures = new Set<string>();
   for (let v = await status(server, a.metadata.session); v.agentState === 'working'; v = await status(server, a.metadata.session)) {
@@ -86,21 +95,20 @@ export async function main(): Promise<void> {
     console.log(`  live usage off: ${off.writes} durable writes for the turn`);
     console.log(`  extra writes from live usage: ${on.writes - off.writes} (first figure at once, then at most one per 10 s)`);
     console.log('status of the running turn (latestRun):');
-    console.log(JSON.stringify(on.midTurn?.latestRun ?? null, null, 2));
+    console.log(JSON.stringify(brief(on.midTurn?.latestRun), null, 2));
 
     const capped = await server.ok<{ metadata: { session: string } }>('droid_create_session', {
       requestKey: 'bench-usage-cap',
       replyTo: null,
       autonomy: 'high',
       workspace,
-      prompt: prompt(true, 12, 300),
+      prompt: prompt(workspace, true, 12, 300),
       budget: { maxTokens: 250 },
     });
     const stopped = await settle(server, capped.metadata.session);
-    const u = stopped.latestRun.usage as Record<string, number>;
-    const spent = u.inputTokens! + u.outputTokens! + u.cacheCreationTokens! + u.cacheReadTokens! + u.thinkingTokens!;
+    const spent = tokensOf(stopped.latestRun.usage as unknown as TokenUsage);
     console.log(`turn with budget {maxTokens: 250}: ${stopped.latestRun.state}, spent ${spent} tokens, ${spent - 250} past the limit (one step is 110)`);
-    console.log(JSON.stringify(stopped.latestRun, null, 2));
+    console.log(JSON.stringify(brief(stopped.latestRun), null, 2));
   } finally {
     await server.close();
     await bed.cleanup();

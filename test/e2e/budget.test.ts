@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { script } from '../../src/testbed/scripted-model.js';
+import { tokensOf } from '../../src/shared/budget.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import type { Acceptance, SessionView } from '../support/tool-views.js';
@@ -38,8 +39,7 @@ function steps(n: number, slowMs: number): string {
   return script({ steps: Array.from({ length: n }, () => ls), usage: { prompt_tokens: 100, completion_tokens: 10 }, slowMs });
 }
 
-const tokens = (u: { inputTokens: number; outputTokens: number; cacheCreationTokens: number; cacheReadTokens: number; thinkingTokens: number }) =>
-  u.inputTokens + u.outputTokens + u.cacheCreationTokens + u.cacheReadTokens + u.thinkingTokens;
+const tokens = tokensOf;
 
 async function status(s: RunningServer, session: string): Promise<SessionView> {
   return (await s.ok<{ status: SessionView }>('droid_get_session_status', { session })).status;
