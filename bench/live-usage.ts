@@ -31,8 +31,9 @@ interface View {
 }
 
 function prompt(dir: string, usage: boolean, steps = STEPS, slowMs = STEP_MS): string {
-  const ls = { name: 'LS', arguments: { directory_path: dir } };
-  return `work ${script({ steps: Array.from({ length: steps }, () => ls), slowMs, ...(usage ? { usage: { prompt_tokens: 100, completion_tokens: 10 } } : {}) })}`;
+  // Each call differs from the last: droid ends a turn whose model repeats one tool call.
+  const ls = (i: number) => ({ name: 'LS', arguments: { directory_path: i % 2 ? dir : `${dir}/sub` } });
+  return `work ${script({ steps: Array.from({ length: steps }, (_, i) => ls(i)), slowMs, ...(usage ? { usage: { prompt_tokens: 100, completion_tokens: 10 } } : {}) })}`;
 }
 
 function journalLines(stateDir: string): number {
@@ -82,7 +83,7 @@ export async function main(): Promise<void> {
   const bed = await makeDroidBed();
   const root = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-bench-usage-')));
   const approved = join(root, 'approved');
-  mkdirSync(join(approved, 'ws'), { recursive: true });
+  mkdirSync(join(approved, 'ws', 'sub'), { recursive: true });
   const stateDir = join(root, 'state');
   const config = writeConfig(root, { approvedDirectories: [approved], stateDirectory: stateDir, droidPath: bed.droidPath, defaultModel: bed.modelId });
   const server = await startServer(config, bed.home.env);

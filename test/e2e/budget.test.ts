@@ -10,13 +10,14 @@ import { script } from '../../src/testbed/scripted-model.js';
 import { tokensOf } from '../../src/shared/budget.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
+import { STEP_TOKENS, usageSteps } from '../support/usage-steps.js';
 import type { Acceptance, SessionView } from '../support/tool-views.js';
 import { makeContext, type E2EContext } from './context.js';
 
 let ctx: E2EContext;
 let server: RunningServer | undefined;
 const TAG = `e2e-budget-${process.pid}-${Date.now()}`;
-const STEP = 110;
+const STEP = STEP_TOKENS;
 
 beforeAll(async () => {
   ctx = await makeContext(TAG);
@@ -33,11 +34,7 @@ afterAll(async () => {
 let keys = 0;
 const key = () => `budget-key-${++keys}`;
 
-/** `n` LS calls, then a reply; every response reports 100 prompt and 10 completion tokens. */
-function steps(n: number, slowMs: number): string {
-  const ls = { name: 'LS', arguments: { directory_path: '/tmp' } };
-  return script({ steps: Array.from({ length: n }, () => ls), usage: { prompt_tokens: 100, completion_tokens: 10 }, slowMs });
-}
+const steps = usageSteps;
 
 const tokens = tokensOf;
 

@@ -16,6 +16,7 @@ import { tokensOf } from '../../src/shared/budget.js';
 import { script } from '../../src/testbed/scripted-model.js';
 import type { TurnSpec } from '../../src/worker/shared/protocol.js';
 import { waitForNoProcesses } from '../support/processes.js';
+import { STEP_TOKENS, usageSteps } from '../support/usage-steps.js';
 import { baseSpec, newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 
 let workspace: string;
@@ -33,13 +34,8 @@ afterEach(async () => {
   rmSync(workspace, { recursive: true, force: true });
 });
 
-/** `n` LS calls, then a reply; every response reports `usage` (110 tokens: 100 in, 10 out). */
-function steps(n: number, slowMs: number): string {
-  const ls = { name: 'LS', arguments: { directory_path: '/tmp' } };
-  return script({ steps: Array.from({ length: n }, () => ls), usage: { prompt_tokens: 100, completion_tokens: 10 }, slowMs });
-}
+const steps = usageSteps;
 
-const STEP_TOKENS = 110;
 
 describe('live usage and budgets, real droid CLI', () => {
   it('reports the running usage after every model step, rising, and the final figure equals the last one', async () => {
