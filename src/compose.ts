@@ -239,6 +239,7 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
     maxConcurrentRuns: config.maxConcurrentRuns,
     runTimeoutMs: config.runTimeoutMs,
     cancelGraceMs: config.cancelGraceMs,
+    ceilings: config.ceilings,
     droidPath: config.droidPath,
     droidEnv,
     sandbox: sandbox.spec,
@@ -253,6 +254,7 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
     policy,
     runTimeoutMs: config.runTimeoutMs,
     replyBack: config.ampMcp !== undefined,
+    ceilings: config.ceilings,
     sandbox: sandbox.status,
     droidVersion: () => droidVersion.current(),
   };

@@ -93,7 +93,6 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
   await checkPlacement(configPath, { stateDirectory, tokenFile }, approvedDirectories, env);
   const droidPath = await resolveDroid(file, env);
   const sandbox = await resolveSandbox(configPath, file, platform, env);
-
   return {
     approvedDirectories,
     stateDirectory,
@@ -108,6 +107,7 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     warmPoolSize,
     runTimeoutMs: file.runTimeoutMs,
     cancelGraceMs: file.cancelGraceMs,
+    ceilings: ceilingsOf(file),
     modelCacheTtlMs: file.modelCacheTtlMs,
     port: file.port,
     ...(tokenFile !== undefined && { tokenFile }),
@@ -115,6 +115,11 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     ...(file.ampMcp !== undefined && { ampMcp: { url: file.ampMcp.url ?? AMP_MCP_URL } }),
     sandbox,
   };
+}
+
+/** The spend ceilings; an absent key is none. */
+function ceilingsOf(file: ConfigFile): Config['ceilings'] {
+  return { maxTurnTokens: file.maxTurnTokens ?? null, maxTurnCredits: file.maxTurnCredits ?? null, maxSessionCredits: file.maxSessionCredits ?? null };
 }
 
 /** A path resolved as far as it exists (a state directory may not exist yet), the rest appended. */

@@ -1,6 +1,7 @@
 import { isAbsolute } from 'node:path';
 import { z } from 'zod';
 import { AUTONOMY_LEVELS, type Autonomy } from '../droid/permission-policy.js';
+import type { HostCeilings } from '../shared/budget.js';
 
 export const REASONING_EFFORTS = ['off', 'none', 'dynamic', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
 export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
@@ -101,6 +102,8 @@ export interface Config {
   readonly warmPoolSize: number;
   readonly runTimeoutMs: number;
   readonly cancelGraceMs: number;
+  /** Spend ceilings callers' budgets may not exceed (maxTurnTokens, maxTurnCredits, maxSessionCredits); null: none. */
+  readonly ceilings: HostCeilings;
   readonly modelCacheTtlMs: number;
   readonly port: number;
   readonly tokenFile?: string;
@@ -155,6 +158,11 @@ function intRange(min: number, max: number) {
     .int({ error: typeError(expected) })
     .min(min, { error: `must be ${expected}` })
     .max(max, { error: `must be ${expected}` });
+}
+
+function positiveNumber() {
+  const expected = 'a number above 0';
+  return z.number({ error: typeError(expected) }).positive({ error: `must be ${expected}` }).finite({ error: `must be ${expected}` });
 }
 
 const modelId = z
@@ -216,6 +224,10 @@ export const configFileSchema = z.strictObject(
     warmPoolSize: intRange(0, 16).optional(),
     runTimeoutMs: intRange(1000, MAX_TIMER_MS).default(CONFIG_DEFAULTS.runTimeoutMs),
     cancelGraceMs: intRange(100, MAX_TIMER_MS).default(CONFIG_DEFAULTS.cancelGraceMs),
+    // Spend ceilings; absent: none. A caller's budget above one is refused, never lowered.
+    maxTurnTokens: intRange(1, Number.MAX_SAFE_INTEGER).optional(),
+    maxTurnCredits: positiveNumber().optional(),
+    maxSessionCredits: positiveNumber().optional(),
     modelCacheTtlMs: intRange(5000, 600_000).default(CONFIG_DEFAULTS.modelCacheTtlMs),
     port: intRange(1, 65535).default(CONFIG_DEFAULTS.port),
     tokenFile: absolutePath('the private bearer token file').optional(),

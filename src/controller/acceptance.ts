@@ -10,11 +10,12 @@
 import { randomUUID } from 'node:crypto';
 import { canonicalJson, checkOutputSchema } from '../evidence/output-schema.js';
 import { ControllerError } from '../shared/public-error.js';
-import { acceptedRun, type RunRecord, type SessionRecord } from '../shared/records.js';
+import { acceptedRun, type Budget, type RunRecord, type SessionRecord } from '../shared/records.js';
 import { crashPoint } from '../util/crash-point.js';
 import type { Admission } from './admission.js';
 import { workspaceChanged, type ControllerState } from './controller-state.js';
 import { fingerprint, type Intent } from './fingerprint.js';
+import { acceptBudget, withBudget, type BudgetInput } from './budget-acceptance.js';
 import { resolveLaunchSettings, type Requested } from './launch-settings.js';
 import { normalizeLabels } from './metadata.js';
 import { isConversationId, nextRoute, routeOf, withReply, type Route } from './reply-route.js';
@@ -31,6 +32,8 @@ export interface CreateInput extends Requested {
   title?: string;
   labels?: string[];
   outputSchema?: Record<string, unknown>;
+  /** The session's total budget over all its turns. */
+  budget?: BudgetInput;
 }
 
 export interface SendInput extends Requested {
@@ -41,6 +44,8 @@ export interface SendInput extends Requested {
   outputSchema?: Record<string, unknown>;
   /** Omitted: keep the route; a conversation: retarget; null: detach. */
   replyTo?: string | null;
+  /** This turn's own budget. */
+  budget?: BudgetInput;
 }
 
 export interface Acceptance {
@@ -65,6 +70,8 @@ interface Request {
   confirm?: () => Promise<void>;
   /** In the chain, before anything is built: what the new run continues. May refuse. */
   basis(): Basis;
+  /** The caller's budget for this turn alone (send), kept on the run. */
+  runBudget?: Budget;
 }
 
 /** The session a new run belongs to, as it is in the chain. */
@@ -88,11 +95,12 @@ export class TurnAcceptance {
   async create(input: CreateInput): Promise<Acceptance> {
     this.assertRoutable(input.replyTo);
     const schema = validOutputSchema(input.outputSchema);
+    const budget = acceptBudget(this.state.deps, 'session', input.budget);
     // I/O first, outside the chain: a slow catalog must not hold up anyone's cancel.
     const workspace = await this.state.deps.resolveWorkspace(input.workspace);
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
-    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels, ...schemaIntent(schema) };
+    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels, ...schemaIntent(schema), ...budget.intent };
     return this.accept({
       input,
       intent,
@@ -112,6 +120,7 @@ export class TurnAcceptance {
           droidSessionId: null,
           headRunId: run.id,
           factoryTitle: null,
+          ...budget.session,
         });
         return { sessionId, runs: [], route: { replyTo: null, routeId: null }, head };
       },
@@ -122,11 +131,13 @@ export class TurnAcceptance {
     const schema = validOutputSchema(input.outputSchema);
     const session = this.state.session(input.session);
     const interrupt = input.interrupt ?? false;
-    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: input.replyTo, title: null, labels: [], ...schemaIntent(schema) };
+    const budget = acceptBudget(this.state.deps, 'turn', input.budget);
+    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: input.replyTo, title: null, labels: [], ...schemaIntent(schema), ...budget.intent };
     return this.accept({
       input,
       intent,
       schema,
+      runBudget: budget.turn,
       confirm: async () => {
         this.assertRoutable(input.replyTo === undefined ? session.replyTo : input.replyTo);
         // The workspace is fixed for the session: it must still be approved and
@@ -143,6 +154,7 @@ export class TurnAcceptance {
           );
         }
         const current = this.state.session(session.id);
+        budget.assertLeft(current, runs);
         const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
           ...current,
           headRunId: run.id,
@@ -178,7 +190,7 @@ export class TurnAcceptance {
       const at = this.state.now().toISOString();
       // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
       const route = nextRoute(basis.route, input.replyTo, randomUUID).route;
-      const run = withReply(
+      const run = withBudget(withReply(
         acceptedRun({
           id: randomUUID(),
           sessionId: basis.sessionId,
@@ -191,7 +203,7 @@ export class TurnAcceptance {
           acceptedAt: at,
         }),
         route,
-      );
+      ), request.runBudget);
       const stops = intent.interrupt ? this.steering.plan(basis.runs, 'superseded', at) : { dropped: [], stopping: [] };
       const session = basis.head(run, route, at);
       await this.state.commit({ sessions: [session], runs: [run, ...stops.dropped, ...stops.stopping] });

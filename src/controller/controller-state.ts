@@ -19,6 +19,7 @@ import { planCrashRecovery } from '../store/recovery.js';
 import type { Log } from '../util/logger.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
 import type { TurnSpec } from '../worker/shared/protocol.js';
+import type { HostCeilings } from '../shared/budget.js';
 import type { LaunchDefaults } from './launch-settings.js';
 import { SessionReader, type ReadableStore } from './session-reader.js';
 import { SessionWaits } from './session-waits.js';
@@ -42,6 +43,10 @@ export interface ControllerDeps {
   maxConcurrentRuns: number;
   runTimeoutMs: number;
   cancelGraceMs: number;
+  /** The operator's spend ceilings (config); absent: none. */
+  ceilings?: HostCeilings;
+  /** A live turn's running usage is made durable at most this often (live-usage.ts); absent: its default. */
+  liveUsageWriteMs?: number;
   droidPath: string;
   droidEnv: Record<string, string>;
   /** How turns are confined; `sandboxUnavailable` says why the configured sandbox cannot run (every turn then fails). */

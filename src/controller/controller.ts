@@ -32,7 +32,7 @@ import { ReplyBack } from './reply-back.js';
 import { Steering } from './steering.js';
 import { TurnOwner } from './turn-owner.js';
 import { TurnQueue } from './turn-queue.js';
-import type { UsageScope, UsageSummary } from './usage.js';
+import type { ModelUsage, UsageScope, UsageSummary } from './usage.js';
 import type { SessionView } from './views.js';
 
 export type { ControllerStore } from './controller-state.js';
@@ -68,7 +68,7 @@ export class SessionController {
     return this.state.reader.find(filters, cursor, limit);
   }
 
-  usage(scope: UsageScope): UsageSummary {
+  usage(scope: UsageScope): UsageSummary & { byModel?: ModelUsage[] } {
     return this.state.reader.usage(scope);
   }
 

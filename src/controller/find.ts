@@ -33,6 +33,10 @@ export interface FindFilters {
   archived?: boolean;
   /** true: sessions where some turn recorded changed files; false: none did (unknown counts as none). */
   hasChanges?: boolean;
+  /** Sessions whose turns spent more than this many tokens (a running turn's figure so far included). */
+  tokensAbove?: number;
+  /** Sessions whose turns spent more than this many Factory credits. */
+  creditsAbove?: number;
 }
 
 export interface FindPage {
@@ -105,6 +109,8 @@ interface NormalizedFilters {
   beforeMs: number | null;
   archived: boolean;
   hasChanges: boolean | null;
+  tokensAbove: number | null;
+  creditsAbove: number | null;
 }
 
 const STATES: readonly AgentState[] = ['working', 'idle', 'unknown'];
@@ -132,6 +138,12 @@ function normalizeFilters(filters: FindFilters): NormalizedFilters {
   }
   if (archived !== undefined && typeof archived !== 'boolean') throw invalidArguments('archived is true or false', 'Pass archived: true to list archived sessions only.');
   const { afterMs, beforeMs } = parseRange(filters.after, filters.before);
+  const { tokensAbove, creditsAbove } = filters;
+  for (const [key, value] of [['tokensAbove', tokensAbove], ['creditsAbove', creditsAbove]] as const) {
+    if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
+      throw invalidArguments(`${key} is a number of at least 0`, `Pass ${key} as a number such as 1000, or omit it.`);
+    }
+  }
   return {
     // Matching ignores case, so "Bug" and "bug" are the same filter (and cursor).
     query: query === undefined || query === '' ? null : query.toLowerCase(),
@@ -142,13 +154,16 @@ function normalizeFilters(filters: FindFilters): NormalizedFilters {
     beforeMs,
     archived: archived === true,
     hasChanges: hasChanges ?? null,
+    tokensAbove: tokensAbove ?? null,
+    creditsAbove: creditsAbove ?? null,
   };
 }
 
 /** Binds a cursor to its filters; a hash, so the query text never travels in the cursor. */
 function filterHash(f: NormalizedFilters): string {
   // hasChanges only when set, so cursors issued before the filter existed stay valid.
-  const canonical = JSON.stringify([f.query, f.state, f.workspace, f.labels, f.afterMs, f.beforeMs, f.archived, ...(f.hasChanges !== null ? [f.hasChanges] : [])]);
+  const spend = f.tokensAbove !== null || f.creditsAbove !== null ? [{ spend: [f.tokensAbove, f.creditsAbove] }] : [];
+  const canonical = JSON.stringify([f.query, f.state, f.workspace, f.labels, f.afterMs, f.beforeMs, f.archived, ...(f.hasChanges !== null ? [f.hasChanges] : []), ...spend]);
   return createHash('sha256').update(canonical).digest('base64url').slice(0, 16);
 }
 
@@ -259,6 +274,12 @@ function matches(
   if (f.hasChanges !== null) {
     summary ??= view(s);
     if ((summary.hasChanges ?? false) !== f.hasChanges) return false;
+  }
+  if (f.tokensAbove !== null || f.creditsAbove !== null) {
+    summary ??= view(s);
+    const spend = summary.spend ?? { tokens: 0, credits: 0 };
+    if (f.tokensAbove !== null && !(spend.tokens > f.tokensAbove)) return false;
+    if (f.creditsAbove !== null && !(spend.credits > f.creditsAbove)) return false;
   }
   if (query === null) return true;
   if (e.summary !== undefined && query.plain) return (e.text ??= searchText(s, e.summary.preview)).includes(query.lower);

@@ -19,6 +19,8 @@ export interface Intent {
   labels: readonly string[];
   /** Canonical JSON of the outputSchema, when one was given. */
   outputSchema?: string;
+  /** The caller's budget (create: the session's; send: the turn's), when one was given. */
+  budget?: { maxTokens: number | null; maxCredits: number | null };
 }
 
 export function fingerprint(intent: Intent): string {
@@ -36,6 +38,8 @@ export function fingerprint(intent: Intent): string {
     [...intent.labels].sort(),
     // Only when present, so fingerprints of requests without a schema stay as they were.
     ...(intent.outputSchema !== undefined ? [intent.outputSchema] : []),
+    // Likewise; an array, so it can never equal an outputSchema string.
+    ...(intent.budget !== undefined ? [['budget', intent.budget.maxTokens, intent.budget.maxCredits]] : []),
   ];
   return createHash('sha256').update(JSON.stringify(normalized)).digest('hex');
 }

@@ -62,8 +62,10 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     events.push({ at: ctx.at, kind: 'readonly_turn_changed_files', detail: 'this autonomy off (read-only) turn shows changed files in its workspace; see changes' });
     if (events.length > MAX_EVENTS) events.splice(0, events.length - MAX_EVENTS);
   }
+  // The running figure's mark goes: the terminal figure is droid's final one unless no end came.
+  const { usageLive: _running, ...settled } = run;
   return {
-    ...run,
+    ...settled,
     state,
     endedAt: ctx.at,
     reason: result.reason,
@@ -79,6 +81,8 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     ...(result.structuredOutput !== undefined ? { structuredOutput: result.structuredOutput } : {}),
     ...(result.changes !== undefined ? { changes: result.changes } : {}),
     ...(result.context !== undefined ? { context: result.context } : {}),
+    // No agent_turn_completed (droid died, the interrupt went unconfirmed): the figure is the last running one.
+    ...(result.usage !== null && result.reason === null ? { usageLive: true as const } : {}),
   };
 }
 

@@ -12,6 +12,8 @@ export interface SessionSummary {
   preview: string;
   /** Some run of the session recorded a non-empty change set (absent: none did). */
   hasChanges?: boolean;
+  /** What the session's turns spent (absent: nothing known). */
+  spend?: { tokens: number; credits: number };
 }
 
 /** A session's sort key: creation time, then id. */

@@ -4,14 +4,16 @@
  * starts droid and never writes.
  */
 import { hasChanges } from '../shared/evidence-types.js';
-import { LIVE_STATES, type ProgressRecord, type RunRecord, type RunResultFile, type SessionRecord } from '../shared/records.js';
+import { LIVE_STATES, type ProgressRecord, type RunRecord, type RunResultFile, type SessionRecord, type TokenUsage } from '../shared/records.js';
+import { sessionSpend } from './budget-policy.js';
+import type { Spend } from '../shared/budget.js';
 import type { RunFacts } from '../store/store.js';
 import type { Log } from '../util/logger.js';
 import { ControllerError } from '../shared/public-error.js';
 import { findSessions, SessionIndex, type FindFilters } from './find.js';
 import { pageHistory, type HistoryPage } from './history.js';
-import { selectRunsForUsage, summarizeUsage, type UsageScope, type UsageSummary } from './usage.js';
-import { isWorking, sessionView, summarizeRuns, type RunsSummary, type SessionView } from './views.js';
+import { selectRunsForUsage, summarizeUsage, usageByModel, type ModelUsage, type UsageScope, type UsageSummary } from './usage.js';
+import { isWorking, sessionView, summarizeRuns, type RunsSummary, type SessionBudgetView, type SessionView } from './views.js';
 
 /** The part of the durable store reading needs. */
 export interface ReadableStore {
@@ -30,7 +32,7 @@ export interface ReadableStore {
 /** What live turns have reported, owned by the controller and shared here. */
 export interface LiveReports {
   /** Progress events (persisted only with the result) and latest assistant text of a live run. */
-  live(runId: string): { events: readonly ProgressRecord[]; partialText: string } | undefined;
+  live(runId: string): { events: readonly ProgressRecord[]; partialText: string; usage: TokenUsage | null } | undefined;
   /**
    * How a run reads: its record, or, after the controller halted because it
    * could not record state, what a restart will make of it.
@@ -41,7 +43,7 @@ export interface LiveReports {
 }
 
 /** What find and status need of a session's runs, besides its head run's record. */
-type Summary = RunsSummary & { hasChanges: boolean };
+type Summary = RunsSummary & { hasChanges: boolean; spend: Spend };
 
 /** Result files kept in memory, by total size (one file is at most ~2 M characters). */
 const RESULT_CACHE_CHARS = 8_000_000;
@@ -104,7 +106,16 @@ export class SessionReader {
     const head = this.live.shown(this.store.runs.get(summary.headId)!);
     // Only a live run's events are in memory alone; an ended run's record has them all.
     const live = LIVE_STATES.includes(head.state) ? this.live.live(head.id) : undefined;
-    return sessionView(session, summary, live ? { ...head, events: [...live.events] } : head);
+    // A live turn's running usage is the one in memory (it is made durable only now and then, live-usage.ts).
+    const shown = live ? { ...head, events: [...live.events], ...(live.usage && { usage: live.usage, usageLive: true as const }) } : head;
+    return sessionView(session, summary, shown, this.budget(session));
+  }
+
+  /** A session's budget and what its turns spent so far (a running one's figure from memory); null without a budget. */
+  private budget(session: SessionRecord): SessionBudgetView | null {
+    if (session.budget === undefined) return null;
+    const spent = this.summary(session.id).spend;
+    return { ...session.budget, spentTokens: spent.tokens, spentCredits: spent.credits };
   }
 
   /** Paged history of assistant text, tool calls and controller notices; never prompts. */
@@ -126,9 +137,12 @@ export class SessionReader {
     return { sessions: page.sessions.map((s) => this.status(s.id)), nextCursor: page.nextCursor };
   }
 
-  usage(scope: UsageScope): UsageSummary {
+  usage(scope: UsageScope): UsageSummary & { byModel?: ModelUsage[] } {
     if (scope.session !== undefined) this.session(scope.session);
-    return summarizeUsage(selectRunsForUsage(this.store, scope));
+    const live = (runId: string) => this.live.live(runId)?.usage ?? undefined;
+    if (scope.groupBy !== 'model') return summarizeUsage(selectRunsForUsage(this.store, scope), live);
+    const runs = selectRunsForUsage(this.store, scope, true) as RunRecord[];
+    return { ...summarizeUsage(runs, live), byModel: usageByModel(runs, live) };
   }
 
   private runs(sessionId: string): RunRecord[] {
@@ -166,7 +180,8 @@ export class SessionReader {
 
   private summaryFromRecords(sessionId: string): Summary {
     const runs = this.runs(sessionId);
-    return { ...summarizeRuns(this.store.sessions.get(sessionId)!.headRunId, runs), hasChanges: runs.some((r) => !!r.changes && hasChanges(r.changes)) };
+    const spend = this.spend(runs);
+    return { ...summarizeRuns(this.store.sessions.get(sessionId)!.headRunId, runs), hasChanges: runs.some((r) => !!r.changes && hasChanges(r.changes)), spend };
   }
 
   /**
@@ -197,6 +212,12 @@ export class SessionReader {
     }
     const preview = latest === undefined ? '' : (latest.preview ?? this.store.runs.get(latest.id)?.preview ?? '');
     const agentState = working ? 'working' : unknown ? 'unknown' : 'idle';
-    return { agentState, preview, queuedRuns, headId: (head ?? facts[facts.length - 1]!).id, hasChanges: changed };
+    return { agentState, preview, queuedRuns, headId: (head ?? facts[facts.length - 1]!).id, hasChanges: changed, spend: this.spend(facts) };
+  }
+
+  /** What the runs spent, a running turn's figure from memory (an ended one's record holds its final figure). */
+  private spend(runs: readonly Pick<RunRecord, 'id' | 'usage' | 'state'>[]): Spend {
+    const usageOf = (r: (typeof runs)[number]) => (LIVE_STATES.includes(this.live.override?.(r.id)?.state ?? r.state) ? (this.live.live(r.id)?.usage ?? r.usage) : r.usage);
+    return sessionSpend(runs.map((r) => ({ id: r.id, usage: usageOf(r) })));
   }
 }

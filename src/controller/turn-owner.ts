@@ -29,16 +29,22 @@ import { MAX_EVENTS, resultFile, terminalUpdate } from './run-outcome.js';
 import type { Turn } from './turn.js';
 import type { TurnQueue } from './turn-queue.js';
 import { turnSpecFor } from './turn-spec.js';
+import { LiveUsage } from './live-usage.js';
+import { budgetAtLaunch } from './budget-launch.js';
 
 const TERMINAL_WRITE_ATTEMPTS = 3;
 const TERMINAL_WRITE_BACKOFF_MS = 200;
 
 export class TurnOwner {
+  private readonly liveUsage: LiveUsage;
+
   constructor(
     private readonly state: ControllerState,
     private readonly queue: TurnQueue,
     private readonly replies: ReplyBack,
-  ) {}
+  ) {
+    this.liveUsage = new LiveUsage(state);
+  }
 
   /**
    * Launches the turn, runs it, records how it ended, and releases its claim
@@ -90,6 +96,7 @@ export class TurnOwner {
 
     const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.state.deps);
     if (turn.outputSchema) spec.outputSchema = turn.outputSchema;
+    if (run.limit) spec.budget = run.limit;
     const reports = this.reports(turn, marks);
     let handle: WorkerHandle;
     try {
@@ -104,6 +111,7 @@ export class TurnOwner {
     if (this.state.stopped || this.state.halted) turn.stopUnrequested();
 
     const result = await handle.result;
+    this.liveUsage.forget(turn.runId);
     crashPoint('terminal-received');
     await reports.started();
     // Durable before the worker hears it was: then it may exit.
@@ -133,7 +141,7 @@ export class TurnOwner {
       const message = `the configured sandbox cannot run (${deps.sandboxUnavailable}); nothing was submitted. ${SANDBOX_ACTION}`;
       return { code: 'sandbox_unavailable', message, retryable: false };
     }
-    return null;
+    return budgetAtLaunch(this.state, this.state.run(turn.runId)).refused ?? null;
   }
 
   /** Null when the run may not start (ended meanwhile, or the controller is stopping). */
@@ -146,7 +154,8 @@ export class TurnOwner {
       return null;
     }
     // The turn reports on the session's route as it is now (a retarget may have come since acceptance).
-    const run: RunRecord = withReply({ ...current, state: 'starting', startedAt: this.state.now().toISOString() }, routeOf(this.state.session(current.sessionId)));
+    const { limit } = budgetAtLaunch(this.state, current);
+    const run: RunRecord = withReply({ ...current, state: 'starting', startedAt: this.state.now().toISOString(), ...(limit && { limit }) }, routeOf(this.state.session(current.sessionId)));
     await this.state.commit({ runs: [run] });
     turn.start();
     this.state.changed();
@@ -167,6 +176,7 @@ export class TurnOwner {
       onProgress: (event) => {
         if (turn.record(event, state.now().toISOString())) state.changed();
       },
+      onUsage: (usage) => this.liveUsage.report(turn, usage),
       onCatalog: (models, answeredAt) => state.deps.offerModels?.(models, answeredAt),
       onRename: (outcome) => void state.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => log.error({ err }, 'rename record failed')),
       onInvalidMessage: (problem) => log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),

@@ -24,7 +24,7 @@
  * durable, and only then does the worker hear of it.
  */
 import type { ProgressEvent } from '../droid/turn-collector.js';
-import type { ProgressRecord } from '../shared/records.js';
+import type { ProgressRecord, TokenUsage } from '../shared/records.js';
 import type { WorkerHandle } from '../worker/parent/runner.js';
 import type { LockClaim } from './admission.js';
 import { appendEvent } from './run-outcome.js';
@@ -47,6 +47,7 @@ export class Turn {
   /** Bounded progress log; persisted with the result. */
   readonly events: ProgressRecord[] = [];
   private text = '';
+  private runningUsage: TokenUsage | null = null;
   /** Puck sends the reply gate approved in this turn, by tool-use id, with the route they were approved on. */
   private readonly approvedSends = new Map<string, string>();
   /**
@@ -97,6 +98,15 @@ export class Turn {
   /** Latest assistant text: a running turn's only history. */
   get partialText(): string {
     return this.text;
+  }
+
+  /** The running usage the worker last reported (live-usage.ts makes it durable now and then); null: none yet. */
+  get usage(): TokenUsage | null {
+    return this.runningUsage;
+  }
+
+  recordUsage(usage: TokenUsage): void {
+    this.runningUsage = usage;
   }
 
   /** queued → admitted: the claim is held from here; only the owner gives it back. */

@@ -3,8 +3,8 @@
  * tools return, so nothing private (droid session ids, fingerprints, stderr,
  * state paths) may be added here.
  */
-import type { RunRecord, RunState, SessionRecord } from '../shared/records.js';
-import { LIVE_STATES } from '../shared/records.js';
+import type { Budget, RunRecord, RunState, SessionRecord, TokenUsage } from '../shared/records.js';
+import { LIVE_STATES, TERMINAL_STATES } from '../shared/records.js';
 
 export type AgentState = 'working' | 'idle' | 'unknown';
 
@@ -33,7 +33,10 @@ export interface RunView {
   cancelReason: string | null;
   droidReason: string | null;
   error: { code: string; message: string; retryable: boolean } | null;
-  usage: RunRecord['usage'];
+  /** Usage so far; `final` once droid's terminal figure is recorded. Null: nothing reported. */
+  usage: (TokenUsage & { final: boolean }) | null;
+  /** The spend ceiling the turn ran under (its budget, the session's remaining, the host's), null: none. */
+  limit: Budget | null;
   needsAttention: boolean;
   permissionsDeclined: RunRecord['permissionsDeclined'];
   questions: RunRecord['questions'];
@@ -63,7 +66,14 @@ export interface SessionView {
   notificationError: { code: string; message: string } | null;
   queuedRuns: number;
   preview: string;
+  /** The session's total budget and what its turns spent so far; null: no session budget. */
+  budget: SessionBudgetView | null;
   latestRun: RunView;
+}
+
+export interface SessionBudgetView extends Budget {
+  spentTokens: number;
+  spentCredits: number;
 }
 
 function notificationOf(run: RunRecord): Notification {
@@ -94,7 +104,8 @@ function runView(run: RunRecord): RunView {
     cancelReason: run.cancelReason,
     droidReason: run.reason,
     error: run.error ? { code: run.error.code, message: run.error.message, retryable: run.error.retryable } : null,
-    usage: run.usage,
+    usage: run.usage === null ? null : { ...run.usage, final: run.usageLive !== true && TERMINAL_STATES.includes(run.state) },
+    limit: run.limit ?? null,
     needsAttention: run.needsAttention,
     permissionsDeclined: run.permissionsDeclined,
     questions: run.questions,
@@ -143,7 +154,7 @@ export function summarizeRuns(headRunId: string, runs: readonly Pick<RunRecord, 
 }
 
 /** The session's view from its runs' summary and the record of its head run (`summary.headId`). */
-export function sessionView(session: SessionRecord, summary: RunsSummary, head: RunRecord): SessionView {
+export function sessionView(session: SessionRecord, summary: RunsSummary, head: RunRecord, budget: SessionBudgetView | null = null): SessionView {
   return {
     session: session.id,
     workspace: session.workspace,
@@ -159,6 +170,7 @@ export function sessionView(session: SessionRecord, summary: RunsSummary, head: 
     notificationError: head.reply?.failure ? { code: head.reply.failure.code, message: head.reply.failure.message } : null,
     queuedRuns: summary.queuedRuns,
     preview: summary.preview,
+    budget,
     latestRun: runView(head),
   };
 }

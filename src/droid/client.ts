@@ -20,7 +20,7 @@ import {
 } from './permission-policy.js';
 import { adoptDroid, spawnDroid, type DroidProcess, type SpawnDroidOptions } from './process.js';
 import type { StartedDroid } from './launch.js';
-import { TurnCollector, type ProgressEvent } from './turn-collector.js';
+import { TurnCollector, type ProgressEvent, type UsageOptions } from './turn-collector.js';
 
 export interface CatalogModel {
   id: string;
@@ -88,6 +88,9 @@ export interface InitializeResult {
 
 export interface LoadResult {
   cwd?: string;
+  /** The session's running totals so far (droid 0.225.2; turn-usage.ts). */
+  tokenUsage?: unknown;
+  inclusiveTokenUsage?: unknown;
   /** The catalog, as in InitializeResult. */
   availableModels?: unknown;
   isAgentLoopInProgress?: boolean;
@@ -245,8 +248,8 @@ export class DroidClient {
    * Submits one user message. The collector is attached first, so no early
    * notification of the turn can be missed.
    */
-  async submit(text: string, onProgress?: (e: ProgressEvent) => void): Promise<TurnCollector> {
-    const collector = new TurnCollector(randomUUID(), onProgress);
+  async submit(text: string, onProgress?: (e: ProgressEvent) => void, usage?: UsageOptions): Promise<TurnCollector> {
+    const collector = new TurnCollector(randomUUID(), onProgress, usage);
     this.process.connection.onNotification((frame) => {
       const n = sessionNotification(frame);
       if (n) collector.handle(n);

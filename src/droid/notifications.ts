@@ -25,7 +25,7 @@ export type SessionNotification =
   | { type: 'assistant_text_delta'; messageId?: string; textDelta?: string }
   | { type: 'tool_call'; toolUse: { id?: string; name?: string; input?: unknown } }
   | { type: 'tool_result'; toolUseId?: string; content?: unknown; isError?: boolean }
-  | { type: 'agent_turn_completed'; turnId?: string; reason?: string; tokenUsage?: Partial<TokenUsage> }
+  | { type: 'agent_turn_completed'; turnId?: string; reason?: string; tokenUsage?: Partial<TokenUsage>; childTokenUsage?: Partial<TokenUsage> }
   | { type: 'error'; message?: string; error?: { name?: string; message?: string } }
   | { type: 'droid_working_state_changed'; newState?: string }
   | { type: string; [key: string]: unknown };

@@ -2,7 +2,8 @@
  * Folds the notifications of one turn into its result. The turn ends only on
  * `agent_turn_completed` whose `turnId` is the `messageId` we submitted.
  */
-import { normalizeUsage, textOf, type SessionNotification, type TokenUsage } from './notifications.js';
+import { textOf, type SessionNotification, type TokenUsage } from './notifications.js';
+import { sessionTotal, TurnUsageMeter, type RawUsage } from './turn-usage.js';
 import { head, summarize, tail } from '../util/text.js';
 
 const FINAL_TEXT_CHARS = 16_000;
@@ -49,6 +50,14 @@ export interface DroidErrorNote {
   text: string;
 }
 
+/** How a collector counts the turn's usage (turn-usage.ts). */
+export interface UsageOptions {
+  /** The session's total when the turn began; null: unknown (no running figure). Default: zeros, a new session. */
+  baseline?: RawUsage | null;
+  /** The turn's running figure changed. */
+  onUsage?(usage: TokenUsage): void;
+}
+
 export class TurnCollector {
   readonly transcript: TranscriptEntry[] = [];
   readonly droidErrors: DroidErrorNote[] = [];
@@ -60,7 +69,8 @@ export class TurnCollector {
   /** The last object droid sent in a `structured_output` notification during this turn; undefined when none came. */
   structuredOutput: unknown = undefined;
   private readonly spans = new Map<string, ToolSpan>();
-  private latestUsage: TokenUsage | null = null;
+  private readonly meter: TurnUsageMeter;
+  private readonly onUsage: (usage: TokenUsage) => void;
   private lastPartialAt = 0;
   private resolveEnd!: (end: TurnEnd) => void;
   readonly ended: Promise<TurnEnd>;
@@ -68,12 +78,15 @@ export class TurnCollector {
   constructor(
     readonly turnId: string,
     private readonly onProgress: (event: ProgressEvent) => void = () => {},
+    usage: UsageOptions = {},
   ) {
+    this.meter = new TurnUsageMeter(usage.baseline === undefined ? {} : usage.baseline);
+    this.onUsage = usage.onUsage ?? (() => {});
     this.ended = new Promise((resolve) => (this.resolveEnd = resolve));
   }
 
   get usage(): TokenUsage | null {
-    return this.end?.usage ?? this.latestUsage;
+    return this.end ? this.end.usage : this.meter.current;
   }
 
   handle(n: SessionNotification): void {
@@ -97,7 +110,7 @@ export class TurnCollector {
       case 'tool_result':
         return this.onToolResult(n as Extract<SessionNotification, { type: 'tool_result' }>);
       case 'session_token_usage_changed':
-        this.latestUsage = normalizeUsage((n as { tokenUsage?: Partial<TokenUsage> }).tokenUsage) ?? this.latestUsage;
+        if (this.meter.observe(sessionTotal(n as { tokenUsage?: unknown; inclusiveTokenUsage?: unknown }))) this.onUsage(this.meter.current!);
         return;
       case 'error': {
         const e = n as Extract<SessionNotification, { type: 'error' }>;
@@ -185,7 +198,7 @@ export class TurnCollector {
       return;
     }
     this.abortOpenSpans(`turn ended (${reason}) before the tool reported a result`);
-    this.end = { reason, usage: normalizeUsage(n.tokenUsage) ?? this.latestUsage };
+    this.end = { reason, usage: this.meter.final(n) };
     this.resolveEnd(this.end);
   }
 }

@@ -10,6 +10,7 @@
  */
 import type { SessionController } from '../controller/controller.js';
 import type { SessionView } from '../controller/views.js';
+import { tokensOf } from '../shared/budget.js';
 
 const PROGRESS_INTERVAL_MS = 3_000;
 const DETAIL_CHARS = 120;
@@ -28,7 +29,7 @@ export type WaitingController = Pick<SessionController, 'waitForSessions' | 'sta
 /**
  * One line about the sessions waited on: how many settled, and what each
  * working one is doing: the tail of the text it is streaming, else its latest
- * progress event.
+ * progress event, with its usage so far when droid reported any.
  */
 export function describeWait(views: readonly SessionView[], liveText: (runId: string) => string | undefined = () => undefined): string {
   const working = views.filter((v) => v.agentState === 'working');
@@ -42,7 +43,9 @@ export function describeWait(views: readonly SessionView[], liveText: (runId: st
       const latest = v.latestRun.events.at(-1)?.detail.replace(/\s+/g, ' ').trim() ?? '';
       text = latest.length > DETAIL_CHARS ? `${latest.slice(0, DETAIL_CHARS)}…` : latest;
     }
-    return `${v.session.slice(0, 8)} ${v.latestRun.state}${text ? `: ${text}` : ''}`;
+    const usage = v.latestRun.usage;
+    const spent = usage && !usage.final ? ` (${tokensOf(usage)} tokens${usage.factoryCredits !== null ? `, ${usage.factoryCredits} credits` : ''} so far)` : '';
+    return `${v.session.slice(0, 8)} ${v.latestRun.state}${spent}${text ? `: ${text}` : ''}`;
   });
   return `${head}; working: ${parts.join('; ')}`;
 }

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { autonomySchema, errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../shared/record-schemas.js';
+import { budgetInput, budgetOutputs, spendFilters } from './budget-schemas.js';
 import { changeSet, contextStats } from '../shared/evidence-types.js';
 import { MAX_LABEL_CHARS, MAX_LABELS } from '../controller/metadata.js';
 import { CONVERSATION_ID } from '../controller/reply-route.js';
@@ -38,6 +39,7 @@ export const createInput = z.strictObject({
   title: z.string().min(1).max(200).optional(),
   labels: z.array(label).max(MAX_LABELS).optional(),
   outputSchema: outputSchema.optional(),
+  budget: budgetInput.session.optional(),
 });
 
 export const sendInput = z.strictObject({
@@ -55,6 +57,7 @@ export const sendInput = z.strictObject({
   autonomy: autonomySchema.optional(),
   reasoningEffort: reasoningEffort.optional(),
   outputSchema: outputSchema.optional(),
+  budget: budgetInput.turn.optional(),
 });
 
 export const sessionInput = z.strictObject({ session: sessionHandle });
@@ -68,8 +71,8 @@ export const emptyInput = z.strictObject({});
 
 // ── outputs ────────────────────────────────────────────────────────────
 
-// Records reach callers in the shapes they are stored in.
-const usage = tokenUsage.nullable();
+// Records reach callers in the shapes they are stored in (usage with whether it is droid's final figure).
+const usage = budgetOutputs.runUsage(tokenUsage);
 
 export const runView = z.object({
   run: z.string(),
@@ -87,6 +90,7 @@ export const runView = z.object({
   droidReason: z.string().nullable(),
   error: errorInfo.nullable(),
   usage,
+  limit: budgetOutputs.limit,
   needsAttention: z.boolean(),
   permissionsDeclined: z.array(permissionRecord),
   questions: z.array(questionRecord),
@@ -128,6 +132,7 @@ export const sessionView = z.object({
   notificationError: z.object({ code: z.string(), message: z.string() }).nullable().describe('Why notification is failed (reply_misrouted, reply_send_failed, reply_gate_bypassed).'),
   queuedRuns: z.number(),
   preview: z.string(),
+  budget: budgetOutputs.session,
   latestRun: runView,
 });
 
@@ -171,6 +176,7 @@ export const workspacesOutput = z.object({
     reasoningEffort: z.string().nullable(),
     runTimeoutMs: z.number(),
     replyBack: z.boolean(),
+    ceilings: budgetOutputs.ceilings,
     sandbox: z.object({
       mode: z.enum(['bwrap', 'off']),
       /** False: every create, send and catalog read fails sandbox_unavailable until the operator fixes it. */
@@ -216,6 +222,7 @@ export const findInput = z.strictObject({
     .boolean()
     .optional()
     .describe('true: sessions where some turn recorded changed files; false: sessions where none did (unknown counts as none).'),
+  ...spendFilters,
   cursor: cursor.optional(),
   limit: pageLimit,
 });
@@ -234,6 +241,7 @@ export const usageInput = z.strictObject({
   session: sessionHandle.optional(),
   after: isoDate.optional().describe('Turns accepted at or after this ISO date-time.'),
   before: isoDate.optional().describe('Turns accepted before this ISO date-time.'),
+  groupBy: z.enum(['model']).optional().describe('"model": also split the total by the model each turn ran on (byModel).'),
 });
 
 const historyItem = z.discriminatedUnion('type', [
@@ -263,4 +271,4 @@ export const readOutput = z.object({ items: z.array(historyItem), nextCursor: z.
 
 export const findOutput = z.object({ sessions: z.array(sessionView), nextCursor: z.string().nullable() });
 
-export const usageOutput = tokenUsage.extend({ turns: z.number(), turnsWithUsage: z.number() });
+export const usageOutput = budgetOutputs.usageSummary(tokenUsage);

@@ -7,6 +7,7 @@ import type { z } from 'zod';
 import type { CatalogModel } from '../droid/client.js';
 import type { SessionController } from '../controller/controller.js';
 import type { LaunchDefaults } from '../controller/launch-settings.js';
+import { NO_CEILINGS, type HostCeilings } from '../shared/budget.js';
 import { MAX_LABELS } from '../controller/metadata.js';
 import * as s from './schemas.js';
 import { waitWithProgress, type ProgressSink } from './progress.js';
@@ -21,6 +22,8 @@ export interface ToolContext {
   /** The droid CLI's version, or null when `droid --version` could not be read. */
   droidVersion(): Promise<string | null>;
   sandbox: SandboxStatus;
+  /** The operator's spend ceilings; absent: none. */
+  ceilings?: HostCeilings;
 }
 
 /** The sandbox mode and whether its start-up trial run worked. */
@@ -63,7 +66,9 @@ export const TOOLS: readonly ToolDefinition[] = [
       'Amp\'s puck tool; notification in the status says what it did. Omitted model, autonomy and reasoningEffort use the ' +
       'host launch defaults. admission says whether the turn started at once or is queued, and behind what. ' +
       'outputSchema (optional JSON Schema, object root, ≤ 32 KiB) asks for a structured answer for this turn; a schema ' +
-      'droid or our validator rejects is invalid_arguments and nothing is accepted.\n' +
+      'droid or our validator rejects is invalid_arguments and nothing is accepted. budget {maxTokens?, maxCredits?} caps ' +
+      "the session's total spend across its turns; the cap is checked whenever droid reports usage, so a turn can overshoot " +
+      'by one model step, and a turn that reaches it is interrupted (budget_exceeded).\n' +
       'Example: {"requestKey":"review-42","workspace":"/srv/repos/app","prompt":"Review the diff and report findings.","autonomy":"off","replyTo":null,"title":"Diff review"}',
     input: s.createInput,
     output: s.acceptanceOutput,
@@ -80,7 +85,10 @@ export const TOOLS: readonly ToolDefinition[] = [
       "session's last accepted ones. replyTo: omit to keep the session's reply route, a conversation id to retarget, " +
       'null to detach; a retarget or detach invalidates every older reply handle from the moment it is accepted. ' +
       'admission says what happened: started, queued (waitingFor: behind what) or interrupting. ' +
-      'outputSchema applies to this turn only (give it again on each turn that needs it).\n' +
+      'outputSchema applies to this turn only (give it again on each turn that needs it). budget {maxTokens?, maxCredits?} ' +
+      "caps this turn instead of what is left of the session's budget; the cap is checked whenever droid reports usage, so " +
+      'a turn can overshoot by one model step. A session whose budget is spent refuses a message without its own budget ' +
+      '(budget_exhausted).\n' +
       'Example: {"requestKey":"review-42-fix","session":"5b3c…","prompt":"Now fix the first finding.","interrupt":false}',
     input: s.sendInput,
     output: s.acceptanceOutput,
@@ -93,7 +101,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       "Return a session's agentState (working, idle or unknown), needsAttention, notification (what the latest turn did " +
       'about reporting back), a short output preview and its latest ' +
-      'run: state, effective settings, error, usage, declined permissions, declined questions and recent progress, plus ' +
+      'run: state, effective settings, error, usage (so far while it runs: final:false; the ceiling it runs under in limit), declined permissions, declined questions and recent progress, plus ' +
       'evidence: structuredOutput (the object the turn returned, valid against its outputSchema by our own check: it proves ' +
       'the shape, not that the content is true), changes (paths added, modified, deleted and renamed in the workspace, from ' +
       'git state before and after the turn: proves what changed on disk, not who changed it, and null means unknown, not ' +
@@ -113,7 +121,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       'Wait until every listed session (1 to 10 distinct handles) has settled, that is no longer working, or until ' +
       'timeoutSeconds (0 to 60, default 30) pass. Returns the status of each; timedOut:true is not a failure, call again. ' +
       'Settled includes idle, needsAttention and unknown. With a progress token, notifications/progress reports sessions ' +
-      'as they settle and every few seconds (what is still working, latest progress text).\n' +
+      'as they settle and every few seconds (what is still working, latest progress text, usage so far).\n' +
       'Example: {"sessions":["5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"],"timeoutSeconds":60}',
     input: s.waitInput,
     output: s.waitOutput,
@@ -143,7 +151,7 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       'Find sessions by text (title, labels and output preview; never prompts) and filters: state, workspace (and its ' +
       'subdirectories), labels (all required), creation time range, archived, hasChanges (some turn recorded changed ' +
-      'files). Newest created first; pass nextCursor with ' +
+      'files), spend (tokensAbove, creditsAbove). Newest created first; pass nextCursor with ' +
       'the same filters for the next page (new sessions never shift later pages).\n' +
       'Example: {"query":"review","state":"idle","labels":["backend"],"after":"2026-11-01T00:00:00Z","limit":10}',
     input: s.findInput,
@@ -176,7 +184,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       'Sum token usage over the turns of one session, or over every turn accepted in a date range (after inclusive, before ' +
       'exclusive). Each turn counts once; turnsWithUsage counts turns whose provider reported usage (no report is not ' +
-      'zero work). factoryCredits is null when Factory reported none.\n' +
+      'zero work). factoryCredits is null when Factory reported none. Running turns count with their usage so far ' +
+      '(turnsRunning; final:false until they end). groupBy "model" adds byModel.\n' +
       'Example: {"after":"2026-11-01T00:00:00Z","before":"2026-12-01T00:00:00Z"}',
     input: s.usageInput,
     output: s.usageOutput,
@@ -220,6 +229,7 @@ export const TOOLS: readonly ToolDefinition[] = [
         reasoningEffort: ctx.policy.reasoningEffort,
         runTimeoutMs: ctx.runTimeoutMs,
         replyBack: ctx.replyBack,
+        ceilings: ctx.ceilings ?? NO_CEILINGS,
         sandbox: ctx.sandbox,
       },
       droid: { version: await ctx.droidVersion() },

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../droid/schemas.js';
 import { changeSet, contextStats } from './evidence-types.js';
+import type { Budget } from './budget.js';
 import {
   AUTONOMY_LEVELS,
   RUN_STATES,
@@ -42,6 +43,11 @@ const effectiveSettings = z
   })
   .strict();
 
+/** A stored ceiling: whole tokens, fractional credits, each positive or null (none). */
+export const budgetRecord = z
+  .object({ maxTokens: z.number().int().positive().nullable(), maxCredits: z.number().positive().finite().nullable() })
+  .strict();
+
 export const progressRecord = z.object({ at: z.string(), kind: z.string(), detail: z.string() }).strict();
 
 export const sessionRecordSchema = z
@@ -59,6 +65,8 @@ export const sessionRecordSchema = z
     droidSessionId: z.string().nullable(),
     headRunId: id,
     factoryTitle: z.string().nullable(),
+    // Optional: absent on sessions without a budget, including all written before budgets.
+    budget: budgetRecord.optional(),
   })
   .strict()
   // A routed session without its route (or a route without a recipient) is incomplete.
@@ -111,6 +119,10 @@ export const runRecordSchema = z
     context: contextStats.nullable().optional(),
     // Optional: absent on detached turns, including all written before reply-back.
     reply: runReply.optional(),
+    // Optional, so runs written before budgets and live usage load unchanged.
+    budget: budgetRecord.optional(),
+    limit: budgetRecord.optional(),
+    usageLive: z.literal(true).optional(),
   })
   .strict();
 
@@ -166,3 +178,4 @@ agree<Same<z.infer<typeof effectiveSettings>, EffectiveSettings>>();
 agree<Same<z.infer<typeof progressRecord>, ProgressRecord>>();
 agree<Same<z.infer<typeof runReply>, RunReply>>();
 agree<Same<z.infer<typeof replyHandleRecord>, ReplyHandleRecord>>();
+agree<Same<z.infer<typeof budgetRecord>, Budget>>();

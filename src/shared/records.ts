@@ -7,11 +7,12 @@ import type { TokenUsage } from '../droid/notifications.js';
 import type { Autonomy, PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
 import type { TranscriptEntry } from '../droid/turn-collector.js';
 import type { ChangeSet, ContextStats } from './evidence-types.js';
+import type { Budget } from './budget.js';
 
 // The droid-side shapes a record carries, so that the layers above the wire
 // client take them from here rather than from src/droid/.
 export { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
-export type { Autonomy, ChangeSet, ContextStats, ErrorInfo, PermissionRecord, QuestionRecord, TokenUsage, TranscriptEntry };
+export type { Autonomy, Budget, ChangeSet, ContextStats, ErrorInfo, PermissionRecord, QuestionRecord, TokenUsage, TranscriptEntry };
 
 export const STATE_VERSION = 1;
 
@@ -56,6 +57,8 @@ export interface SessionRecord {
   headRunId: string;
   /** Title known to be applied in Factory (for best-effort sync). */
   factoryTitle: string | null;
+  /** The caller's total budget over all the session's turns; absent: none (every session before budgets). */
+  budget?: Budget;
 }
 
 /** A reply handle Amp returned to an approved own-route send, and the route it belongs to. */
@@ -129,6 +132,16 @@ export interface RunRecord {
    * includes every run written before reply-back existed.
    */
   reply?: RunReply;
+  /** The caller's budget for this turn (droid_send_message); absent: none given. Part of the fingerprint. */
+  budget?: Budget;
+  /** The ceiling the turn ran under, worked out when it started; absent: none (or not started). */
+  limit?: Budget;
+  /**
+   * Present (true) while `usage` is a running figure, not droid's final one:
+   * a live turn's last durable figure, which a crash leaves behind. Absent
+   * on every run written before live usage, all final.
+   */
+  usageLive?: true;
 }
 
 /** The per-run result file: the evidence kept beyond the record. */

@@ -12,6 +12,8 @@
 //             never answered, and stdin EOF and SIGTERM are ignored
 //   | auth-error-0215  a missing Factory login as droid 0.215.0 reports it
 //             (AuthenticationError notification, then reason `error`)
+//   | credits  20 model steps 100 ms apart, each reported like a Factory model's
+//             (10 input tokens, 0.5 credits) in session_token_usage_changed
 // Env:
 //   MOCK_DROID_STATE_DIR      sessions persist here as <sessionId>.json; the value
 //                             `droid` keeps them where droid does, as
@@ -280,6 +282,19 @@ async function runTurn(prompt, messageId, requestId) {
         addMessage({ id: randomUUID(), role: 'system', content: [{ type: 'text', text: 'Authentication failed. Please log in.' }], parentId: messageId });
         complete(messageId, 'error', zeroUsage(), started);
         return;
+      }
+      case 'credits': {
+        const sum = (a, b) => Object.fromEntries(Object.keys(a).map((k) => [k, a[k] + b[k]]));
+        const step = { ...zeroUsage(), inputTokens: 10, factoryCredits: 0.5 };
+        let spent = zeroUsage();
+        for (let i = 0; i < 20; i++) {
+          await sleep(100, signal);
+          spent = sum(spent, step);
+          const total = sum(session.cumulative, spent);
+          notify({ type: 'session_token_usage_changed', sessionId: session.sessionId, tokenUsage: total, inclusiveTokenUsage: total, lastCallTokenUsage: { inputTokens: 10, outputTokens: 0, cacheReadTokens: 0 } });
+        }
+        session.cumulative = sum(session.cumulative, spent);
+        break;
       }
       case 'slow': {
         const id = randomUUID();

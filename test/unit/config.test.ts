@@ -90,6 +90,7 @@ describe('loadConfig defaults', () => {
       warmPoolSize: 1,
       runTimeoutMs: 3_600_000,
       cancelGraceMs: 5_000,
+      ceilings: { maxTurnTokens: null, maxTurnCredits: null, maxSessionCredits: null },
       modelCacheTtlMs: 60_000,
       port: 8787,
       sandbox: { mode: 'bwrap', bwrapPath: null },
@@ -434,6 +435,24 @@ describe('loadConfig refusals: policy and limits', () => {
     ['warmPoolSize', 1.5],
   ])('refuses %s = %j', async (key, value) => {
     await expectRefused(base({ [key]: value }), key, { mentions: ['integer'] });
+  });
+});
+
+describe('loadConfig: spend ceilings', () => {
+  it('reads maxTurnTokens, maxTurnCredits and maxSessionCredits; absent is none', async () => {
+    const config = await load(base({ maxTurnTokens: 50_000, maxTurnCredits: 2.5, maxSessionCredits: 10 }));
+    expect(config.ceilings).toEqual({ maxTurnTokens: 50_000, maxTurnCredits: 2.5, maxSessionCredits: 10 });
+    expect((await load(base({ maxTurnCredits: 1 }))).ceilings).toEqual({ maxTurnTokens: null, maxTurnCredits: 1, maxSessionCredits: null });
+  });
+
+  it.each([
+    ['maxTurnTokens', 0, 'integer'],
+    ['maxTurnTokens', 1.5, 'integer'],
+    ['maxTurnCredits', 0, 'above 0'],
+    ['maxTurnCredits', -1, 'above 0'],
+    ['maxSessionCredits', '10', 'above 0'],
+  ])('refuses %s = %j', async (key, value, mention) => {
+    await expectRefused(base({ [key]: value }), key, { mentions: [mention] });
   });
 });
 

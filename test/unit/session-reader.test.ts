@@ -32,7 +32,7 @@ describe('SessionReader', () => {
     const runs = [runRecord({ sessionId: 'a', seq: 1, state: 'running', hasResult: false })];
     const { s } = store(runs, [sessionRecord({ id: 'a', headRunId: 'a-r1' })]);
     const events = new Map([['a-r1', [{ at: 't', kind: 'tool_started', detail: 'Read x' }]]]);
-    const live = (id: string) => (events.has(id) ? { events: events.get(id)!, partialText: '' } : undefined);
+    const live = (id: string) => (events.has(id) ? { events: events.get(id)!, partialText: '', usage: null } : undefined);
     const reader = new SessionReader(s, { live, shown: (r) => r }, async (p) => p, { warn() {} });
     expect(reader.status('a')).toMatchObject({ agentState: 'working', latestRun: { events: [{ detail: 'Read x' }] } });
     expect(runs[0]!.events).toEqual([]);

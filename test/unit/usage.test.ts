@@ -43,9 +43,10 @@ describe('which runs are turns', () => {
     ['cancelled', true, true],
     ['cancelled', false, false],
     ['queued', false, false],
-    ['starting', true, false],
-    ['running', true, false],
-    ['cancelling', true, false],
+    // Live runs count with their usage so far (issue 22).
+    ['starting', true, true],
+    ['running', true, true],
+    ['cancelling', true, true],
   ])('%s (started: %s) counts: %s', (state, started, counts) => {
     expect(countsAsTurn(run({ state, startedAt: started ? at(0) : null }))).toBe(counts);
   });
@@ -56,6 +57,8 @@ describe('summarizeUsage', () => {
     expect(summarizeUsage([])).toEqual({
       turns: 0,
       turnsWithUsage: 0,
+      turnsRunning: 0,
+      final: true,
       inputTokens: 0,
       outputTokens: 0,
       cacheCreationTokens: 0,
@@ -70,6 +73,8 @@ describe('summarizeUsage', () => {
     expect(summarizeUsage(runs)).toEqual({
       turns: 2,
       turnsWithUsage: 2,
+      turnsRunning: 0,
+      final: true,
       inputTokens: 101,
       outputTokens: 22,
       cacheCreationTokens: 8,
@@ -94,15 +99,32 @@ describe('summarizeUsage', () => {
     expect(s.factoryCredits).toBe(2);
   });
 
-  it('leaves out live, queued and never-started cancelled runs, even when they carry usage', () => {
+  it('leaves out queued and never-started cancelled runs, even when they carry usage', () => {
     const s = summarizeUsage([
-      run({ state: 'running', usage: usage({ inputTokens: 999 }) }),
       run({ state: 'queued', startedAt: null, usage: usage({ inputTokens: 999 }) }),
       run({ state: 'cancelled', startedAt: null, cancelReason: 'superseded', usage: usage({ inputTokens: 999 }) }),
       run({ state: 'cancelled', cancelReason: 'cancelled', usage: usage({ inputTokens: 3 }) }),
     ]);
     expect(s.turns).toBe(1);
     expect(s.inputTokens).toBe(3);
+    expect(s.final).toBe(true);
+  });
+
+  it('counts a live run with its running figure from memory, not final, and never twice', () => {
+    const live = run({ state: 'running', usage: usage({ inputTokens: 10 }) });
+    const ended = run({ usage: usage({ inputTokens: 3 }) });
+    const inMemory = new Map([[live.id, usage({ inputTokens: 40 })]]);
+    const s = summarizeUsage([live, ended, live], (id) => inMemory.get(id));
+    expect(s).toMatchObject({ turns: 2, turnsRunning: 1, final: false, inputTokens: 43 });
+    // No figure in memory yet: the record's (the last durable one).
+    expect(summarizeUsage([live], () => undefined).inputTokens).toBe(10);
+    // An ended run's figure is its record's, whatever memory still holds.
+    expect(summarizeUsage([ended], () => usage({ inputTokens: 999 })).inputTokens).toBe(3);
+  });
+
+  it('is not final while a counted turn has an unknown outcome with a figure', () => {
+    expect(summarizeUsage([run({ state: 'unknown', usage: usage(), usageLive: true })]).final).toBe(false);
+    expect(summarizeUsage([run({ state: 'unknown', usage: null })]).final).toBe(true);
   });
 
   it('reports credits as null when none were reported, else their sum', () => {

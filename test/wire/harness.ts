@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CatalogModel } from '../../src/droid/client.js';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
+import type { TokenUsage } from '../../src/droid/notifications.js';
 import type { RenameOutcome, TurnResult, TurnSpec } from '../../src/worker/shared/protocol.js';
 import { forkWorker, startWorker, type WorkerHandle } from '../../src/worker/parent/runner.js';
 import { afterAll, beforeAll } from 'vitest';
@@ -24,6 +25,8 @@ export interface TurnRun {
   /** The start's stages (epoch ms), once started: runner.ts StartTimeline. */
   stages: Record<string, number>;
   events: ProgressEvent[];
+  /** Every running usage figure the worker reported, in order. */
+  usages: TokenUsage[];
   renames: RenameOutcome[];
   /** The catalogs the worker reported from droid's session answers. */
   catalogs: Array<{ models: CatalogModel[]; answeredAt: number }>;
@@ -68,6 +71,7 @@ function warmWorker(spec: TurnSpec, env: NodeJS.ProcessEnv): { child: ChildProce
 /** `warm`: undefined follows DROID_MCP_TEST_WARM_POOL (on unless 0). */
 export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmPoolOn()): TurnRun {
   const events: ProgressEvent[] = [];
+  const usages: TokenUsage[] = [];
   const renames: RenameOutcome[] = [];
   const catalogs: TurnRun['catalogs'] = [];
   let resolveStarted!: (id: string) => void;
@@ -84,6 +88,7 @@ export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmP
       resolveStarted(id);
     },
     onProgress: (e) => events.push(e),
+    onUsage: (u) => usages.push(u),
     onRename: (r) => renames.push(r),
     onCatalog: (models, answeredAt) => catalogs.push({ models, answeredAt }),
   });
@@ -93,7 +98,7 @@ export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmP
     if (prepared?.dir) rmSync(prepared.dir, { recursive: true, force: true });
     return result;
   });
-  return { handle, started, stages, events, renames, catalogs, done };
+  return { handle, started, stages, events, usages, renames, catalogs, done };
 }
 
 /**

@@ -61,6 +61,7 @@ export class RecordInterner {
       droidSessionId: s.droidSessionId,
       headRunId: s.headRunId,
       factoryTitle: s.factoryTitle !== null && s.factoryTitle === title ? title : s.factoryTitle,
+      ...(s.budget !== undefined ? { budget: Object.freeze({ ...s.budget }) } : {}),
     });
   }
 
@@ -94,6 +95,7 @@ export class RecordInterner {
       hasResult: r.hasResult,
       // Optional evidence: present only on runs that recorded it, so older runs keep their shape.
       ...evidenceCopy(r),
+      ...costCopy(r),
       // Optional: kept absent (undefined, so never written) when absent.
       reply: r.reply === undefined ? undefined : this.#reply(r.reply),
     });
@@ -182,6 +184,15 @@ function evidenceCopy(r: RunRecord): Pick<RunRecord, EvidenceKey> {
   return out;
 }
 
+/** Budget, limit and the live-usage mark, each only when present (older runs keep their shape). */
+function costCopy(r: RunRecord): Pick<RunRecord, 'budget' | 'limit' | 'usageLive'> {
+  const out: Pick<RunRecord, 'budget' | 'limit' | 'usageLive'> = {};
+  if (r.budget !== undefined) out.budget = Object.freeze({ ...r.budget });
+  if (r.limit !== undefined) out.limit = Object.freeze({ ...r.limit });
+  if (r.usageLive !== undefined) out.usageLive = r.usageLive;
+  return out;
+}
+
 /** Plain JSON data only (validated records): a structural copy, frozen at every level. */
 function deepFrozenCopy<T>(value: T): T {
   if (typeof value !== 'object' || value === null) return value;
@@ -207,11 +218,13 @@ type NoOptionalFields<T> = Same<Required<T>, T>;
 function noOptional<T extends true>(): T | undefined {
   return undefined;
 }
-noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId'>>>();
-// The only optional run fields are reply and the evidence ones, which evidenceCopy copies.
-noOptional<NoOptionalFields<Omit<RunRecord, EvidenceKey | 'reply'>>>();
+noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId' | 'budget'>>>();
+// The only optional run fields are reply, the evidence ones (evidenceCopy) and the cost ones (costCopy).
+type CostKey = 'budget' | 'limit' | 'usageLive';
+noOptional<NoOptionalFields<Omit<RunRecord, EvidenceKey | CostKey | 'reply'>>>();
 type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never }[keyof T];
-noOptional<Same<OptionalKeys<RunRecord>, EvidenceKey | 'reply'>>();
+noOptional<Same<OptionalKeys<RunRecord>, EvidenceKey | CostKey | 'reply'>>();
+noOptional<Same<OptionalKeys<SessionRecord>, 'replyRouteId' | 'budget'>>();
 noOptional<NoOptionalFields<RunReply>>();
 noOptional<NoOptionalFields<ReplyHandleRecord>>();
 noOptional<NoOptionalFields<NonNullable<RunRecord['predecessorFailure']>>>();

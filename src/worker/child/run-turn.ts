@@ -21,11 +21,16 @@ import type { EarlyDroid } from './early-droid.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.js';
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '../../evidence/turn-evidence.js';
 import type { Launcher } from '../../evidence/git.js';
+import type { TokenUsage } from '../../droid/notifications.js';
+import { sessionTotal, type RawUsage } from '../../droid/turn-usage.js';
+import { budgetExceeded, watchBudget, type BudgetWatch, type Reached } from './budget-stop.js';
 
 export interface TurnHooks {
   /** The prompt is submitted; `stages` says when each step of the start happened. */
   onStarted(droidSessionId: string, stages: StartMarks): void;
   onProgress(event: ProgressEvent): void;
+  /** The turn's running usage changed (before any budget check). */
+  onUsage?(usage: TokenUsage): void;
   /** The models droid's initialize_session or load_session answered with, as droid sent them (the caller validates). */
   onCatalog?(availableModels: unknown): void;
   /** Resolves when the controller asks to stop this turn. */
@@ -36,7 +41,7 @@ export interface TurnHooks {
   onReply?(event: ReplyEvent): void;
 }
 
-type Stop = { kind: 'cancel' } | { kind: 'deadline' };
+type Stop = { kind: 'cancel' } | { kind: 'deadline' } | { kind: 'budget'; reached: Reached };
 
 interface TurnState {
   client?: DroidClient;
@@ -48,6 +53,9 @@ interface TurnState {
   evidence?: EvidenceStart;
   /** The start, stage by stage (protocol.ts START_STAGES). */
   marks: StartMarks;
+  /** The session's usage total when the turn began (zeros: new session; null: droid did not say). */
+  baseline: RawUsage | null;
+  budget: BudgetWatch;
 }
 
 const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
@@ -77,13 +85,15 @@ const RENAMABLE: readonly TurnOutcome[] = ['succeeded', 'interrupted'];
  */
 export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid, early?: EarlyDroid): Promise<FinishedTurn> {
   const startedAt = Date.now();
-  const state: TurnState = { droidSessionId: null, submitted: false, marks: { spec_received: epochMs() } };
+  const budget = watchBudget(spec.budget, (usage) => hooks.onUsage?.(usage));
+  const state: TurnState = { droidSessionId: null, submitted: false, marks: { spec_received: epochMs() }, baseline: {}, budget };
   let deadlineTimer: NodeJS.Timeout | undefined;
   let cancelledAt: number | null = null;
   void hooks.cancelled.then(() => (cancelledAt ??= Date.now()));
   const stop = new Promise<Stop>((resolve) => {
     deadlineTimer = setTimeout(() => resolve({ kind: 'deadline' }), spec.timeoutMs);
     void hooks.cancelled.then(() => resolve({ kind: 'cancel' }));
+    void budget.hit.then((reached) => resolve({ kind: 'budget', reached }));
   });
 
   let verdict: Verdict;
@@ -164,7 +174,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
-  const setup = openSession(spec, client, hooks, state.marks).then((id) => {
+  const setup = openSession(spec, client, hooks, state).then((id) => {
     state.droidSessionId = id;
     state.marks.session_ready = epochMs();
     return null;
@@ -178,7 +188,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
 
   await state.evidence.before;
   state.marks.submit_sent = epochMs();
-  const collector = await client.submit(spec.prompt, hooks.onProgress);
+  const collector = await client.submit(spec.prompt, hooks.onProgress, { baseline: state.baseline, onUsage: state.budget.onUsage });
   state.marks.submit_answered = epochMs();
   state.collector = collector;
   state.submitted = true;
@@ -203,6 +213,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
       error: { code: 'run_timed_out', message: `turn exceeded its ${spec.timeoutMs} ms deadline`, retryable: true },
     };
   }
+  if (first.kind === 'budget') return afterBudget(first.reached, end, collector);
   if (end) return fromReason(end.reason, collector);
   return {
     outcome: 'cancelled',
@@ -231,7 +242,8 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number, 
   }
 }
 
-async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<TurnHooks, 'onCatalog'>, marks: StartMarks): Promise<string> {
+async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<TurnHooks, 'onCatalog'>, state: Pick<TurnState, 'marks' | 'baseline'>): Promise<string> {
+  const marks = state.marks;
   // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
   const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
   // Held by the droid process, not the session: given on this turn's initialize or load (docs/PROTOCOL-NOTES.md).
@@ -257,6 +269,8 @@ async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<Turn
   }
   const loaded = await client.loadSession(spec.session.droidSessionId, { ...format, ...(mcpServers && { mcpServers }) });
   marks.initialized = epochMs();
+  // The session's totals so far: this turn's running figure is what comes on top (turn-usage.ts).
+  state.baseline = sessionTotal(loaded) ?? null;
   if (loaded.availableModels !== undefined) hooks.onCatalog?.(loaded.availableModels);
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
@@ -335,6 +349,18 @@ function stoppedBeforeSubmit(stop: Stop): Verdict {
         error: { code: 'run_timed_out', message: 'the deadline passed before droid was ready; nothing was submitted', retryable: true },
       }
     : { outcome: 'cancelled', reason: null, error: null };
+}
+
+/**
+ * After the budget interrupt: droid's `completed` stands (the work was done
+ * before the interrupt landed); any other end is `interrupted` with
+ * budget_exceeded; no end in time is an unconfirmed interrupt.
+ */
+function afterBudget(reached: Reached, end: { reason: string } | undefined, collector: Pick<TurnCollector, 'droidErrors'>): Verdict {
+  if (end?.reason === 'completed') return fromReason(end.reason, collector);
+  if (end) return { outcome: 'interrupted', reason: end.reason, error: budgetExceeded(reached) };
+  const message = `${budgetExceeded(reached).message}; droid did not confirm the interrupt in time`;
+  return { outcome: 'cancelled', reason: null, error: { code: 'interrupt_unconfirmed', message, retryable: false } };
 }
 
 function diedMidTurn(err: Error): Verdict {

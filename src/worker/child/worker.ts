@@ -162,6 +162,7 @@ async function execute(rawSpec: unknown): Promise<void> {
         cancelled,
         onStarted: (droidSessionId, stages) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString(), stages }),
         onProgress: (event) => void send({ type: 'progress', event }),
+        onUsage: (usage) => void send({ type: 'usage', usage }),
         onCatalog: sendCatalog,
         replyGate: askGate,
         onReply: (event) => void send({ type: 'reply_event', event }),

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import type { CatalogModel } from '../../droid/client.js';
 import type { ProgressEvent } from '../../droid/turn-collector.js';
 import type { ErrorInfo } from '../../droid/errors.js';
+import type { TokenUsage } from '../../droid/notifications.js';
 import { parseWorkerMessage } from '../shared/ipc.js';
 import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from '../shared/protocol.js';
 import { TextTail } from '../../util/text.js';
@@ -29,6 +30,8 @@ export interface WorkerOptions {
   /** The prompt is submitted; `stages`: when each step of the start happened (epoch ms), the worker's and the runner's. */
   onStarted?(droidSessionId: string, stages: StartTimeline): void;
   onProgress?(event: ProgressEvent): void;
+  /** The turn's running usage so far (each change droid reported). */
+  onUsage?(usage: TokenUsage): void;
   /** The models this turn's droid session answered with (validated, never empty), and when (ms since the epoch). */
   onCatalog?(models: CatalogModel[], answeredAt: number): void;
   /** After the result: whether the pending Factory title was applied. */
@@ -225,6 +228,7 @@ function relayMessage(raw: unknown, watch: TurnWatch, options: WorkerOptions, po
     watch.startedSession = message.droidSessionId;
     options.onStarted?.(message.droidSessionId, { worker_ready: watch.readyAt, ...message.stages });
   } else if (message.type === 'progress') options.onProgress?.(message.event);
+  else if (message.type === 'usage') options.onUsage?.(message.usage);
   else if (message.type === 'catalog') options.onCatalog?.(message.models, Date.parse(message.answeredAt));
   else if (message.type === 'rename') options.onRename?.(message.outcome);
   else if (message.type === 'reply_call') {

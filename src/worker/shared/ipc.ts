@@ -86,6 +86,7 @@ const workerToParentSchema = z.discriminatedUnion('type', [
   // Never empty: an empty list is no catalog (model-catalog.ts `offer`).
   z.object({ type: z.literal('catalog'), models: z.array(catalogModel).min(1), answeredAt: z.iso.datetime() }).strict(),
   z.object({ type: z.literal('progress'), event: progressEventSchema }).strict(),
+  z.object({ type: z.literal('usage'), usage: tokenUsage }).strict(),
   z.object({ type: z.literal('terminal'), result: turnResultSchema }).strict(),
   z.object({ type: z.literal('rename'), outcome: renameOutcome }).strict(),
   z.object({ type: z.literal('reply_call'), id: z.string().min(1), call: replyCall }).strict(),

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { WireLaunch } from './worker-process.js';
-import { autonomySchema } from '../../shared/record-schemas.js';
+import { autonomySchema, budgetRecord } from '../../shared/record-schemas.js';
 import type { CatalogModel } from '../../droid/client.js';
 import type { ErrorInfo } from '../../droid/errors.js';
 import type { TokenUsage } from '../../droid/notifications.js';
@@ -60,6 +60,11 @@ export const turnSpecSchema = z
      * gate (the controller). Detached turns never contact it.
      */
     replyBack: z.object({ url: z.string().min(1), replyTo: z.string().min(1) }).strict().optional(),
+    /**
+     * The turn's spend ceiling (controller/budget-policy.ts): the worker
+     * interrupts the turn when droid's running usage reaches it. Absent: none.
+     */
+    budget: budgetRecord.optional(),
   })
   .strict();
 
@@ -152,6 +157,8 @@ export type WorkerToParent =
   /** A warm worker's droid died (or could not start) before any turn: the pool drops it. */
   | { type: 'warm_lost'; detail: string }
   | { type: 'progress'; event: ProgressEvent }
+  /** The turn's running usage changed (droid's session_token_usage_changed, turn-usage.ts). */
+  | { type: 'usage'; usage: TokenUsage }
   | { type: 'terminal'; result: TurnResult }
   | { type: 'rename'; outcome: RenameOutcome }
   | { type: 'reply_call'; id: string; call: ReplyCall }
