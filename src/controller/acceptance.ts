@@ -12,7 +12,9 @@ import { canonicalJson, checkOutputSchema } from '../evidence/output-schema.js';
 import { ControllerError } from '../shared/public-error.js';
 import { acceptedRun, type RunRecord, type SessionRecord } from '../shared/records.js';
 import { crashPoint } from '../util/crash-point.js';
+import { resolvedWorkspace, turnWorkspace } from '../worktree/plan.js';
 import type { Admission } from './admission.js';
+import type { CheckoutIntent, Isolation } from './checkouts.js';
 import { workspaceChanged, type ControllerState } from './controller-state.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { resolveLaunchSettings, type Requested } from './launch-settings.js';
@@ -31,6 +33,8 @@ export interface CreateInput extends Requested {
   title?: string;
   labels?: string[];
   outputSchema?: Record<string, unknown>;
+  /** "worktree": the session gets its own checkout (checkouts.ts); omitted or "none": it works in the workspace. */
+  isolation?: Isolation;
 }
 
 export interface SendInput extends Requested {
@@ -92,11 +96,15 @@ export class TurnAcceptance {
     const workspace = await this.state.deps.resolveWorkspace(input.workspace);
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
-    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels, ...schemaIntent(schema) };
+    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels, ...schemaIntent(schema), ...isolationIntent(input.isolation) };
+    let checkout: CheckoutIntent | null = null;
     return this.accept({
       input,
       intent,
       schema,
+      confirm: async () => {
+        checkout = await this.state.checkouts.intent(input.isolation, input.autonomy, workspace);
+      },
       basis: () => {
         const sessionId = randomUUID();
         const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
@@ -112,6 +120,7 @@ export class TurnAcceptance {
           droidSessionId: null,
           headRunId: run.id,
           factoryTitle: null,
+          ...(checkout && { checkout: this.state.checkouts.plan(checkout, sessionId, run.settings.autonomy) }),
         });
         return { sessionId, runs: [], route: { replyTo: null, routeId: null }, head };
       },
@@ -131,7 +140,8 @@ export class TurnAcceptance {
         this.assertRoutable(input.replyTo === undefined ? session.replyTo : input.replyTo);
         // The workspace is fixed for the session: it must still be approved and
         // still resolve to the same directory (no symlink swapped in since).
-        if ((await this.state.deps.resolveWorkspace(session.workspace)) !== session.workspace) throw workspaceChanged();
+        const workspace = resolvedWorkspace(session);
+        if ((await this.state.deps.resolveWorkspace(workspace)) !== workspace) throw workspaceChanged();
       },
       basis: () => {
         const runs = this.state.deps.store.runsBySession(session.id);
@@ -143,6 +153,7 @@ export class TurnAcceptance {
           );
         }
         const current = this.state.session(session.id);
+        this.state.checkouts.assertUsable(current);
         const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
           ...current,
           headRunId: run.id,
@@ -198,7 +209,7 @@ export class TurnAcceptance {
       crashPoint('accepted');
       // Committed: now memory follows.
       this.steering.apply(stops);
-      const { turn, admission } = this.queue.enqueue(run, session.workspace, input.prompt, stops.stopping, request.schema);
+      const { turn, admission } = this.queue.enqueue(run, turnWorkspace(session), input.prompt, stops.stopping, request.schema);
       return { run, turn, admission };
     });
     return this.report(accepted);
@@ -272,6 +283,10 @@ function validOutputSchema(schema: unknown): Record<string, unknown> | null {
     throw new ControllerError('invalid_arguments', check.reason, 'Pass outputSchema as a JSON Schema object with "type": "object" at its root, at most 32 KiB serialized, or omit it.');
   }
   return check.schema;
+}
+
+function isolationIntent(isolation: Isolation | undefined): Pick<Intent, 'isolation'> {
+  return isolation === 'worktree' ? { isolation } : {};
 }
 
 function schemaIntent(schema: Record<string, unknown> | null): Pick<Intent, 'outputSchema'> {

@@ -19,6 +19,8 @@ export interface Intent {
   labels: readonly string[];
   /** Canonical JSON of the outputSchema, when one was given. */
   outputSchema?: string;
+  /** A create that asked for its own checkout. */
+  isolation?: 'worktree';
 }
 
 export function fingerprint(intent: Intent): string {
@@ -36,6 +38,8 @@ export function fingerprint(intent: Intent): string {
     [...intent.labels].sort(),
     // Only when present, so fingerprints of requests without a schema stay as they were.
     ...(intent.outputSchema !== undefined ? [intent.outputSchema] : []),
+    // Likewise; an object, so it can never equal a schema's canonical JSON.
+    ...(intent.isolation !== undefined ? [{ isolation: intent.isolation }] : []),
   ];
   return createHash('sha256').update(JSON.stringify(normalized)).digest('hex');
 }

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../droid/schemas.js';
 import { changeSet, contextStats } from './evidence-types.js';
+import { checkoutRecord, commitsAhead } from './checkout-types.js';
 import {
   AUTONOMY_LEVELS,
   RUN_STATES,
@@ -59,6 +60,8 @@ export const sessionRecordSchema = z
     droidSessionId: z.string().nullable(),
     headRunId: id,
     factoryTitle: z.string().nullable(),
+    // Optional: absent on sessions without a checkout, including all written before checkouts.
+    checkout: checkoutRecord.optional(),
   })
   .strict()
   // A routed session without its route (or a route without a recipient) is incomplete.
@@ -109,6 +112,7 @@ export const runRecordSchema = z
     structuredOutput: z.record(z.string(), z.unknown()).nullable().optional(),
     changes: changeSet.nullable().optional(),
     context: contextStats.nullable().optional(),
+    commits: commitsAhead.nullable().optional(),
     // Optional: absent on detached turns, including all written before reply-back.
     reply: runReply.optional(),
   })

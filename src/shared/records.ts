@@ -7,10 +7,12 @@ import type { TokenUsage } from '../droid/notifications.js';
 import type { Autonomy, PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
 import type { TranscriptEntry } from '../droid/turn-collector.js';
 import type { ChangeSet, ContextStats } from './evidence-types.js';
+import type { CheckoutRecord, CommitsAhead } from './checkout-types.js';
 
 // The droid-side shapes a record carries, so that the layers above the wire
 // client take them from here rather than from src/droid/.
 export { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
+export type { CheckoutRecord, CommitsAhead } from './checkout-types.js';
 export type { Autonomy, ChangeSet, ContextStats, ErrorInfo, PermissionRecord, QuestionRecord, TokenUsage, TranscriptEntry };
 
 export const STATE_VERSION = 1;
@@ -56,6 +58,12 @@ export interface SessionRecord {
   headRunId: string;
   /** Title known to be applied in Factory (for best-effort sync). */
   factoryTitle: string | null;
+  /**
+   * The session's own checkout (`isolation: "worktree"`). Absent: the session
+   * runs in `workspace` itself, which includes every session written before
+   * checkouts existed.
+   */
+  checkout?: CheckoutRecord;
 }
 
 /** A reply handle Amp returned to an approved own-route send, and the route it belongs to. */
@@ -124,6 +132,8 @@ export interface RunRecord {
   changes?: ChangeSet | null;
   /** Context occupancy after the turn; null when droid did not say. */
   context?: ContextStats | null;
+  /** A checkout session's writer turn: its branch's commits ahead of the base; null when git could not tell. */
+  commits?: CommitsAhead | null;
   /**
    * Reply-back of a routed turn. Absent: the turn is detached, which
    * includes every run written before reply-back existed.

@@ -61,6 +61,8 @@ export class RecordInterner {
       droidSessionId: s.droidSessionId,
       headRunId: s.headRunId,
       factoryTitle: s.factoryTitle !== null && s.factoryTitle === title ? title : s.factoryTitle,
+      // Optional: kept absent (undefined, so never written) when absent.
+      checkout: s.checkout === undefined ? undefined : Object.freeze({ ...s.checkout }),
     });
   }
 
@@ -173,11 +175,12 @@ function usage(u: TokenUsage): TokenUsage {
 }
 
 /** The optional evidence fields of a run, deep-copied and frozen; only those present. */
-type EvidenceKey = 'structuredOutput' | 'changes' | 'context';
+type EvidenceKey = 'structuredOutput' | 'changes' | 'context' | 'commits';
 function evidenceCopy(r: RunRecord): Pick<RunRecord, EvidenceKey> {
   const out: Pick<RunRecord, EvidenceKey> = {};
   if (r.structuredOutput !== undefined) out.structuredOutput = deepFrozenCopy(r.structuredOutput);
   if (r.changes !== undefined) out.changes = deepFrozenCopy(r.changes);
+  if (r.commits !== undefined) out.commits = deepFrozenCopy(r.commits);
   if (r.context !== undefined) out.context = r.context === null ? null : Object.freeze({ used: r.context.used, limit: r.context.limit, fraction: r.context.fraction });
   return out;
 }
@@ -207,7 +210,7 @@ type NoOptionalFields<T> = Same<Required<T>, T>;
 function noOptional<T extends true>(): T | undefined {
   return undefined;
 }
-noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId'>>>();
+noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId' | 'checkout'>>>();
 // The only optional run fields are reply and the evidence ones, which evidenceCopy copies.
 noOptional<NoOptionalFields<Omit<RunRecord, EvidenceKey | 'reply'>>>();
 type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never }[keyof T];
