@@ -13,6 +13,7 @@ import { main as soak } from './soak.js';
 import { main as lineReader } from './line-reader.js';
 import { main as evidence } from './evidence.js';
 import { main as catalogPause } from './catalog-pause.js';
+import { main as checkout } from './checkout.js';
 import { printGoals } from './goals.js';
 
 const benches: Array<[string, () => Promise<unknown> | unknown]> = [
@@ -27,6 +28,7 @@ const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['one long frame line', lineReader],
   ['changed-files evidence: added time per turn', evidence],
   ['create after a pause longer than the catalog TTL', () => catalogPause(3)],
+  ['one session checkout of a 10,000-file repository (isolation: "worktree")', checkout],
 ];
 
 for (const [name, run] of benches) {
