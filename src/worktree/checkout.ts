@@ -142,8 +142,8 @@ const LISTED_PATHS = 5;
 /**
  * Why removing the checkout would lose work, or null when nothing would be
  * lost: uncommitted or untracked files (ignored ones are not counted), or
- * commits of its HEAD, branches, tags or stash that the repository's branch
- * does not hold. Anything git cannot answer counts as a reason.
+ * commits of its HEAD or any of its refs but the remote-tracking ones
+ * (branches, tags, the stash) that the repository's branch does not hold. Anything git cannot answer counts as a reason.
  */
 export async function removalBlocker(host: GitHost, rec: CheckoutRecord): Promise<string | null> {
   const inClone = { cwd: rec.path, writable: false, timeoutMs: GIT_TIMEOUT_MS };
@@ -156,7 +156,7 @@ export async function removalBlocker(host: GitHost, rec: CheckoutRecord): Promis
     }
     const tip = (await confinedGit(host, { ...inClone, cwd: rec.gitDir }, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '')).trim();
     if (!tip) return `the branch ${rec.branch} is missing from the repository ${rec.repository}`;
-    const unheld = (await confinedGit(host, inClone, ['rev-list', 'HEAD', '--branches', '--tags', '--glob=refs/stash', '--not', tip])).split('\n').filter(Boolean);
+    const unheld = (await confinedGit(host, inClone, ['rev-list', 'HEAD', '--exclude=refs/remotes/*', '--all', '--not', tip])).split('\n').filter(Boolean);
     if (unheld.length > 0) return `${unheld.length} commit(s) of the checkout (${unheld[0]!.slice(0, 12)}…) are not on the repository's branch ${rec.branch}`;
     return null;
   } catch (err) {
