@@ -19,7 +19,7 @@ import { removeTree } from '../util/remove-tree.js';
 import { confinedGit, GitUnavailable, type GitHost } from './confined-git.js';
 
 /** Making one checkout (a clone and its files) may take this long; then it is given up. */
-export const CREATE_TIMEOUT_MS = 120_000;
+const CREATE_TIMEOUT_MS = 120_000;
 /** Every other git call on a checkout or its repository. */
 const GIT_TIMEOUT_MS = 15_000;
 /** Commits ahead listed by sha and subject; the rest are counted. */
@@ -55,7 +55,7 @@ export async function inspectRepository(host: GitHost, workspace: string): Promi
 }
 
 /** The commit the workspace's HEAD names, or null (no commit yet). */
-export async function headCommit(host: GitHost, workspace: string): Promise<string | null> {
+async function headCommit(host: GitHost, workspace: string): Promise<string | null> {
   const out = await confinedGit(host, { cwd: workspace, writable: false, timeoutMs: GIT_TIMEOUT_MS }, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}']).catch(
     () => null,
   );

@@ -8,7 +8,7 @@ import { isAtOrBelow, overlaps } from '../util/paths.js';
 import type { Repository } from './checkout.js';
 
 /** The branch of a session's checkout, in the repository and the checkout alike. */
-export function branchOf(sessionId: string): string {
+function branchOf(sessionId: string): string {
   return `droid/${sessionId}`;
 }
 
