@@ -110,7 +110,12 @@ export class SessionCheckouts {
     }
   }
 
-  /** Before a turn's spec: the session's checkout made if it is still pending (and recorded). Rejects with the reason nothing may start. */
+  /** Whether the session's checkout is still to be made (its next turn makes it). */
+  pending(sessionId: string): boolean {
+    return this.state.session(sessionId).checkout?.state === 'pending';
+  }
+
+  /** Before a turn's spec: the session's pending checkout made and recorded. Rejects with the reason nothing may start. */
   async prepare(sessionId: string): Promise<void> {
     const checkout = this.state.session(sessionId).checkout;
     if (!checkout || checkout.state !== 'pending') return;
@@ -122,13 +127,22 @@ export class SessionCheckouts {
     this.state.deps.log.info({ session: sessionId, checkout: made.path, branch: made.branch, base: made.base }, 'session checkout made');
   }
 
-  /** After a writer turn of a checkout session: its branch in the repository, and its commits ahead. Undefined: not such a turn. */
-  async afterTurn(run: RunRecord): Promise<CommitsAhead | null | undefined> {
-    const checkout = this.state.session(run.sessionId).checkout;
-    if (!checkout || checkout.state !== 'ready' || run.settings.autonomy === 'off') return undefined;
-    const inRepository = await syncBranch(this.git, checkout);
-    if (!inRepository) this.state.deps.log.warn({ session: run.sessionId, branch: checkout.branch }, "the session branch could not be brought back into the repository (diverged or git failed); its commits stay in the checkout");
-    return commitsAhead(this.git, checkout, inRepository);
+  /** Whether `run` is a writer turn of a session with a checkout, whose branch comes back after it. */
+  syncsAfter(run: RunRecord): boolean {
+    return this.state.session(run.sessionId).checkout?.state === 'ready' && run.settings.autonomy !== 'off';
+  }
+
+  /** After such a turn: its branch in the repository, and its commits ahead; null when git could not tell. Never rejects. */
+  async afterTurn(run: RunRecord): Promise<CommitsAhead | null> {
+    const checkout = this.state.session(run.sessionId).checkout!;
+    try {
+      const inRepository = await syncBranch(this.git, checkout);
+      if (!inRepository) this.state.deps.log.warn({ session: run.sessionId, branch: checkout.branch }, 'the session branch could not be brought back into the repository (diverged or git failed); its commits stay in the checkout');
+      return await commitsAhead(this.git, checkout, inRepository);
+    } catch (err) {
+      this.state.deps.log.warn({ err, run: run.id }, 'could not read the session branch after the turn');
+      return null;
+    }
   }
 
   /**

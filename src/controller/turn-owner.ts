@@ -90,13 +90,13 @@ export class TurnOwner {
     }
 
     // A checkout session's first turn makes its checkout (checkouts.ts); nothing is submitted if that fails.
-    const unprepared = await this.state.checkouts.prepare(run.sessionId).then(
-      () => null,
-      (err: unknown) => (err instanceof ControllerError ? err.toPublic() : { code: 'checkout_failed', message: String(err), retryable: false }),
-    );
-    if (unprepared) {
-      await this.settle(turn, emptyFailure({ code: unprepared.code, message: unprepared.message, retryable: unprepared.retryable }));
-      return;
+    // Checked first, so a turn of any other session starts its worker without an extra wait.
+    if (this.state.checkouts.pending(run.sessionId)) {
+      const unprepared = await this.state.checkouts.prepare(run.sessionId).then(() => null, checkoutFailure);
+      if (unprepared) {
+        await this.settle(turn, emptyFailure(unprepared));
+        return;
+      }
     }
     const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.state.deps);
     if (turn.outputSchema) spec.outputSchema = turn.outputSchema;
@@ -116,7 +116,7 @@ export class TurnOwner {
     const result = await handle.result;
     crashPoint('terminal-received');
     await reports.started();
-    const commits = await this.state.checkouts.afterTurn(run).catch((err: unknown) => (this.state.deps.log.warn({ err, run: run.id }, 'could not read the session branch after the turn'), null));
+    const commits = this.state.checkouts.syncsAfter(run) ? await this.state.checkouts.afterTurn(run) : undefined;
     // Durable before the worker hears it was: then it may exit.
     const recorded = await this.recordTerminal(turn, commits === undefined ? result : { ...result, commits });
     crashPoint('terminal-persisted');
@@ -272,6 +272,10 @@ export class TurnOwner {
     state.deps.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
     state.changed();
   }
+}
+
+function checkoutFailure(err: unknown): ErrorInfo {
+  return err instanceof ControllerError ? { code: err.code, message: err.message, retryable: err.retryable } : { code: 'checkout_failed', message: String(err), retryable: false };
 }
 
 /**

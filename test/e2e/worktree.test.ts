@@ -10,12 +10,11 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { script } from '../../src/testbed/scripted-model.js';
 import { gitRepo } from '../support/git-repo.js';
 import type { RunningServer } from '../support/mcp-server.js';
-import { waitForNoProcesses } from '../support/processes.js';
-import { makeContext, waitForNoDroids, type E2EContext } from './context.js';
+import { makeContext, tearDownEach, waitForNoDroids, type E2EContext } from './context.js';
 
 const TAG = `e2e-worktree-${process.pid}-${Date.now()}`;
 let ctx: E2EContext;
@@ -90,14 +89,7 @@ beforeAll(async () => {
   base = git(repo, 'rev-parse', 'HEAD');
   server = await ctx.start({ worktrees: { directory: checkouts } });
 });
-afterEach(async () => {
-  await waitForNoDroids(TAG, 15_000);
-});
-afterAll(async () => {
-  await server?.close();
-  await waitForNoProcesses(TAG, 15_000);
-  await ctx?.cleanup();
-});
+tearDownEach(TAG, () => ({ server, ctx }));
 
 describe('isolation: "worktree"', () => {
   it('two writer sessions of one repository overlap and commit on their own branches; the repository checkout is untouched', async () => {
