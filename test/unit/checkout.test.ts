@@ -17,6 +17,9 @@ import type { SessionRecord } from '../../src/shared/records.js';
 import { commitsAhead, inspectRepository, makeCheckout, removalBlocker, syncBranch } from '../../src/worktree/checkout.js';
 import { classifyCheckouts } from '../../src/worktree/inventory.js';
 import { alsoWritableOf, placementProblem, plannedCheckout, turnWorkspace } from '../../src/worktree/plan.js';
+import { checkCheckouts } from '../../src/ops/doctor-checkouts.js';
+import { StateStore } from '../../src/store/store.js';
+import { acceptedRun } from '../../src/shared/records.js';
 import { gitRepo } from '../support/git-repo.js';
 
 const HOST = { sandbox: { mode: 'off' as const }, droidEnv: {} };
@@ -173,5 +176,25 @@ describe('the controller: who may have a checkout', () => {
     const intent: Intent = { kind: 'create', target: repo, prompt: 'p', interrupt: false, replyTo: null, title: null, labels: [] };
     expect(fingerprint({ ...intent })).toBe(fingerprint({ ...intent, isolation: undefined }));
     expect(fingerprint({ ...intent, isolation: 'worktree' })).not.toBe(fingerprint(intent));
+  });
+});
+
+describe('doctor: session checkouts', () => {
+  it('counts the checkouts sessions own, their disk, and names the orphans, from the state as written', async () => {
+    const stateDir = join(root, 'state');
+    const owned = await made('owned');
+    mkdirSync(join(dir, 'stray'));
+    writeFileSync(join(dir, 'stray', 'left.txt'), 'x'.repeat(10_000));
+    const store = await StateStore.open(stateDir);
+    const run = acceptedRun({ id: 'r1', sessionId: 'owned', seq: 1, kind: 'create', requestKey: 'k', fingerprint: 'f', interrupt: false, settings: { model: 'm', autonomy: 'high', reasoningEffort: null }, acceptedAt: 'now' });
+    const session: SessionRecord = { id: 'owned', createdAt: 'now', updatedAt: 'now', workspace: repo, title: null, labels: [], archived: false, replyTo: null, droidSessionId: null, headRunId: 'r1', factoryTitle: null, checkout: owned };
+    await store.commit({ sessions: [session], runs: [run] });
+    await store.close();
+    expect(await checkCheckouts(undefined, stateDir)).toBeNull();
+    const check = (await checkCheckouts(dir, stateDir))!;
+    expect(check).toMatchObject({ status: 'warn', action: expect.stringContaining('remove it by hand') });
+    expect(check.detail).toMatch(new RegExp(`^1 checkout\\(s\\) in ${dir}, \\d+\\.\\d MiB in all; 1 orphaned: ${join(dir, 'stray')}$`));
+    rmSync(join(dir, 'stray'), { recursive: true });
+    expect(await checkCheckouts(dir, stateDir)).toMatchObject({ status: 'ok' });
   });
 });
