@@ -27,7 +27,7 @@ function median(values: number[]): number {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-function makeRepo(dir: string): void {
+export function makeRepo(dir: string): void {
   const git = (...args: string[]) =>
     execFileSync('git', ['-c', 'core.hooksPath=/dev/null', '-c', 'user.name=b', '-c', 'user.email=b@b', ...args], {
       cwd: dir,

@@ -14,6 +14,7 @@ import { main as lineReader } from './line-reader.js';
 import { main as evidence } from './evidence.js';
 import { main as catalogPause } from './catalog-pause.js';
 import { main as liveUsage } from './live-usage.js';
+import { main as checkout } from './checkout.js';
 import { printGoals } from './goals.js';
 
 const benches: Array<[string, () => Promise<unknown> | unknown]> = [
@@ -29,6 +30,7 @@ const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['changed-files evidence: added time per turn', evidence],
   ['create after a pause longer than the catalog TTL', () => catalogPause(3)],
   ['live usage: durable writes per turn, on vs off; a turn stopped at its ceiling', liveUsage],
+  ['one session checkout of a 10,000-file repository (isolation: "worktree")', checkout],
 ];
 
 for (const [name, run] of benches) {

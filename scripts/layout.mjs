@@ -26,7 +26,7 @@ const LAYERS = [
   ['store'],
   ['config'],
   ['sandbox', 'worker/shared'],
-  ['evidence'],
+  ['evidence', 'worktree'],
   ['worker/child', 'worker/parent'],
   ['controller'],
   ['mcp'],

@@ -24,6 +24,8 @@ import type { Logger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 import { DroidError } from './droid/errors.js';
 import { stringEnv } from './util/string-env.js';
+import { turnWorkspace } from './worktree/plan.js';
+import { reportCheckouts } from './controller/checkout-report.js';
 
 /** A started controller: what a stop has to close, in order. */
 export interface Running {
@@ -56,6 +58,7 @@ export async function startController(config: Config, log: Logger): Promise<{ ru
   if (sandbox.status.available) log.info({ sandbox: sandbox.status.mode }, 'turn sandbox ready');
   else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
 
+  if (config.worktrees) void reportCheckouts(config.worktrees.directory, store, log);
   const catalog = catalogFor(config, droidEnv, sandbox, log);
   const pool = warmPoolFor(config, droidEnv, sandbox, log);
   const { controller, toolContext } = compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion, log });
@@ -134,7 +137,7 @@ async function recoverTurnSessions(store: StateStore, droidEnv: Record<string, s
     const recovered = await recoverSessionCopies(factoryDirOf(droidEnv), (runId) => {
       const run = store.runs.get(runId);
       const session = run ? store.sessions.get(run.sessionId) : undefined;
-      return session ? { droidSessionId: session.droidSessionId, workspace: session.workspace } : null;
+      return session ? { droidSessionId: session.droidSessionId, workspace: turnWorkspace(session) } : null;
     });
     for (const r of recovered) log.warn(r, "recovered droid's session files of a turn an unclean stop left in its private sessions copy");
   } catch (err) {
@@ -245,6 +248,7 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
     sandbox: sandbox.spec,
     sandboxUnavailable: sandbox.status.available ? null : (sandbox.status.detail ?? 'unknown'),
     ampMcpUrl: config.ampMcp?.url ?? null,
+    worktrees: config.worktrees ?? null,
     log,
   });
   const toolContext: ToolContext = {

@@ -5,6 +5,7 @@ import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
 import { currentUid, factoryDirOf, FACTORY_UNBOUND, privateTmpRootIn } from '../shared/host-paths.js';
 import { placementProblems } from './placement.js';
+import { checkWorktrees } from './worktrees.js';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { errCode, sharedMode } from '../util/errno.js';
@@ -113,13 +114,21 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     ...(tokenFile !== undefined && { tokenFile }),
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
     ...(file.ampMcp !== undefined && { ampMcp: { url: file.ampMcp.url ?? AMP_MCP_URL } }),
-    sandbox,
+    ...{ sandbox, ...(await resolveWorktrees(configPath, file, approvedDirectories)) },
   };
 }
 
 /** The spend ceilings; an absent key is none. */
 function ceilingsOf(file: ConfigFile): Config['ceilings'] {
   return { maxTurnTokens: file.maxTurnTokens ?? null, maxTurnCredits: file.maxTurnCredits ?? null, maxSessionCredits: file.maxSessionCredits ?? null };
+}
+
+/** `worktrees`, when set: its directory checked (config/worktrees.ts). */
+async function resolveWorktrees(configPath: string, file: ConfigFile, approvedDirectories: readonly string[]): Promise<Pick<Config, 'worktrees'>> {
+  if (file.worktrees === undefined) return {};
+  const worktrees = await checkWorktrees(file.worktrees, approvedDirectories);
+  if (typeof worktrees === 'string') throw invalid(configPath, 'worktrees.directory', worktrees);
+  return { worktrees };
 }
 
 /** A path resolved as far as it exists (a state directory may not exist yet), the rest appended. */

@@ -110,12 +110,21 @@ export interface Config {
   readonly publicUrl?: string;
   /** Absent means reply-back is disabled. */
   readonly ampMcp?: AmpMcpConfig;
+  /** Absent: sessions may not ask for `isolation: "worktree"` (config/worktrees.ts checks the directory). */
+  readonly worktrees?: WorktreesConfig;
   /**
    * How turns are confined. `bwrap` (the Linux default) with the path found,
    * or null when no bubblewrap was found (turns then fail sandbox_unavailable);
    * `off` only when the operator said so.
    */
   readonly sandbox: { readonly mode: 'bwrap'; readonly bwrapPath: string | null } | { readonly mode: 'off' };
+}
+
+/** Per-session checkouts (issue 21): where they are made, and how many may exist at once. */
+export interface WorktreesConfig {
+  /** Canonical, private, inside an approved root. */
+  readonly directory: string;
+  readonly maxCheckouts: number;
 }
 
 // Messages below are appended to the quoted key name by the loader, so they
@@ -196,6 +205,14 @@ const ampMcpSchema = z.strictObject(
   { error: typeError('an object: {} to enable reply-back with the generic Amp endpoint, or omit the key') },
 );
 
+const worktreesSchema = z.strictObject(
+  {
+    directory: absolutePath('a private directory inside an approved root where session checkouts are made'),
+    maxCheckouts: intRange(1, 256).default(16),
+  },
+  { error: typeError('an object {"directory": "/abs/path"} to let sessions ask for isolation: "worktree", or omit the key') },
+);
+
 /**
  * Shape of the JSON config file. Syntax and single-key rules only; checks
  * that need the filesystem or several keys live in the loader.
@@ -241,6 +258,7 @@ export const configFileSchema = z.strictObject(
     ampMcp: ampMcpSchema.optional(),
     sandbox: oneOf(SANDBOX_MODES).optional(),
     bwrapPath: absolutePath('the bubblewrap (bwrap) executable').optional(),
+    worktrees: worktreesSchema.optional(),
   },
   { error: typeError('a JSON object of settings') },
 );
@@ -251,6 +269,7 @@ export type ConfigFile = z.output<typeof configFileSchema>;
 export const CONFIG_KEYS: Readonly<Record<string, readonly string[]>> = {
   '': Object.keys(configFileSchema.shape),
   ampMcp: Object.keys(ampMcpSchema.shape),
+  worktrees: Object.keys(worktreesSchema.shape),
 };
 
 /** Keys that once existed or are commonly guessed, with why they are refused. */

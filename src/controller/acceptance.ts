@@ -12,7 +12,9 @@ import { canonicalJson, checkOutputSchema } from '../evidence/output-schema.js';
 import { ControllerError } from '../shared/public-error.js';
 import { acceptedRun, type Budget, type RunRecord, type SessionRecord } from '../shared/records.js';
 import { crashPoint } from '../util/crash-point.js';
+import { resolvedWorkspace, turnWorkspace } from '../worktree/plan.js';
 import type { Admission } from './admission.js';
+import type { CheckoutIntent, Isolation } from './checkouts.js';
 import { workspaceChanged, type ControllerState } from './controller-state.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { acceptBudget, withBudget, type BudgetInput } from './budget-acceptance.js';
@@ -34,6 +36,8 @@ export interface CreateInput extends Requested {
   outputSchema?: Record<string, unknown>;
   /** The session's total budget over all its turns. */
   budget?: BudgetInput;
+  /** "worktree": the session gets its own checkout (checkouts.ts); omitted or "none": it works in the workspace. */
+  isolation?: Isolation;
 }
 
 export interface SendInput extends Requested {
@@ -100,11 +104,26 @@ export class TurnAcceptance {
     const workspace = await this.state.deps.resolveWorkspace(input.workspace);
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
-    const intent: Intent = { kind: 'create', target: workspace, prompt: input.prompt, interrupt: false, replyTo: input.replyTo, title, labels, ...schemaIntent(schema), ...budget.intent };
+    const intent: Intent = {
+      kind: 'create',
+      target: workspace,
+      prompt: input.prompt,
+      interrupt: false,
+      replyTo: input.replyTo,
+      title,
+      labels,
+      ...schemaIntent(schema),
+      ...budget.intent,
+      ...isolationIntent(input.isolation),
+    };
+    let checkout: CheckoutIntent | null = null;
     return this.accept({
       input,
       intent,
       schema,
+      confirm: async () => {
+        checkout = await this.state.checkouts.intent(input.isolation, input.autonomy, workspace);
+      },
       basis: () => {
         const sessionId = randomUUID();
         const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
@@ -121,6 +140,7 @@ export class TurnAcceptance {
           headRunId: run.id,
           factoryTitle: null,
           ...budget.session,
+          ...(checkout && { checkout: this.state.checkouts.plan(checkout, sessionId, run.settings.autonomy) }),
         });
         return { sessionId, runs: [], route: { replyTo: null, routeId: null }, head };
       },
@@ -142,7 +162,8 @@ export class TurnAcceptance {
         this.assertRoutable(input.replyTo === undefined ? session.replyTo : input.replyTo);
         // The workspace is fixed for the session: it must still be approved and
         // still resolve to the same directory (no symlink swapped in since).
-        if ((await this.state.deps.resolveWorkspace(session.workspace)) !== session.workspace) throw workspaceChanged();
+        const workspace = resolvedWorkspace(session);
+        if ((await this.state.deps.resolveWorkspace(workspace)) !== workspace) throw workspaceChanged();
       },
       basis: () => {
         const runs = this.state.deps.store.runsBySession(session.id);
@@ -155,6 +176,7 @@ export class TurnAcceptance {
         }
         const current = this.state.session(session.id);
         budget.assertLeft(current, runs);
+        this.state.checkouts.assertUsable(current);
         const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
           ...current,
           headRunId: run.id,
@@ -210,7 +232,7 @@ export class TurnAcceptance {
       crashPoint('accepted');
       // Committed: now memory follows.
       this.steering.apply(stops);
-      const { turn, admission } = this.queue.enqueue(run, session.workspace, input.prompt, stops.stopping, request.schema);
+      const { turn, admission } = this.queue.enqueue(run, turnWorkspace(session), input.prompt, stops.stopping, request.schema);
       return { run, turn, admission };
     });
     return this.report(accepted);
@@ -284,6 +306,10 @@ function validOutputSchema(schema: unknown): Record<string, unknown> | null {
     throw new ControllerError('invalid_arguments', check.reason, 'Pass outputSchema as a JSON Schema object with "type": "object" at its root, at most 32 KiB serialized, or omit it.');
   }
   return check.schema;
+}
+
+function isolationIntent(isolation: Isolation | undefined): Pick<Intent, 'isolation'> {
+  return isolation === 'worktree' ? { isolation } : {};
 }
 
 function schemaIntent(schema: Record<string, unknown> | null): Pick<Intent, 'outputSchema'> {

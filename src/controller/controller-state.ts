@@ -20,6 +20,7 @@ import type { Log } from '../util/logger.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
 import type { TurnSpec } from '../worker/shared/protocol.js';
 import type { HostCeilings } from '../shared/budget.js';
+import { SessionCheckouts, type CheckoutHost } from './checkouts.js';
 import type { LaunchDefaults } from './launch-settings.js';
 import { SessionReader, type ReadableStore } from './session-reader.js';
 import { SessionWaits } from './session-waits.js';
@@ -54,6 +55,8 @@ export interface ControllerDeps {
   sandboxUnavailable: string | null;
   /** The configured Amp MCP endpoint; null: reply-back is off and routed requests are refused. */
   ampMcpUrl: string | null;
+  /** Per-session checkouts (config `worktrees`); absent or null: isolation is off. */
+  worktrees?: CheckoutHost | null;
   log: Log;
   now?: () => Date;
 }
@@ -63,6 +66,7 @@ export class ControllerState {
   readonly turns = new Map<string, Turn>();
   readonly reader: SessionReader;
   readonly waits: SessionWaits;
+  readonly checkouts: SessionCheckouts = new SessionCheckouts(this);
   readonly now: () => Date;
   /** Orders state changes (commits and the checks they depend on); never I/O beyond the store. */
   private chain: Promise<unknown> = Promise.resolve();

@@ -32,6 +32,7 @@ import { ReplyBack } from './reply-back.js';
 import { Steering } from './steering.js';
 import { TurnOwner } from './turn-owner.js';
 import { TurnQueue } from './turn-queue.js';
+import type { SessionRecord } from '../shared/records.js';
 import type { ModelUsage, UsageScope, UsageSummary } from './usage.js';
 import type { SessionView } from './views.js';
 
@@ -105,15 +106,22 @@ export class SessionController {
   }
 
   /** Title, labels, archive flag: controller metadata only, never work or routing. */
-  update(sessionId: string, update: SessionUpdate): Promise<SessionView> {
+  async update(sessionId: string, update: SessionUpdate): Promise<SessionView> {
     const { state } = this;
-    return state.serialized(async () => {
-      const session = state.session(sessionId);
-      state.assertRunning();
-      const next = applySessionUpdate(session, state.deps.store.runsBySession(session.id), update, state.now().toISOString());
-      await state.commit({ sessions: [next] });
-      return state.reader.status(session.id);
-    });
+    // Archiving a checkout session removes its checkout first, when nothing would be lost (checkouts.ts).
+    const check = (session: SessionRecord) => void applySessionUpdate(session, state.deps.store.runsBySession(session.id), update, state.now().toISOString());
+    const removal = update.archived === true ? await state.checkouts.beginRemoval(sessionId, check) : null;
+    try {
+      return await state.serialized(async () => {
+        const session = state.session(sessionId);
+        state.assertRunning();
+        const next = applySessionUpdate(session, state.deps.store.runsBySession(session.id), update, state.now().toISOString());
+        await state.commit({ sessions: [removal?.checkout ? { ...next, checkout: removal.checkout } : next] });
+        return state.reader.status(session.id);
+      });
+    } finally {
+      removal?.done();
+    }
   }
 
   /**

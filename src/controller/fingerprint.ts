@@ -21,6 +21,8 @@ export interface Intent {
   outputSchema?: string;
   /** The caller's budget (create: the session's; send: the turn's), when one was given. */
   budget?: { maxTokens: number | null; maxCredits: number | null };
+  /** A create that asked for its own checkout. */
+  isolation?: 'worktree';
 }
 
 export function fingerprint(intent: Intent): string {
@@ -40,6 +42,8 @@ export function fingerprint(intent: Intent): string {
     ...(intent.outputSchema !== undefined ? [intent.outputSchema] : []),
     // Likewise; an array, so it can never equal an outputSchema string.
     ...(intent.budget !== undefined ? [['budget', intent.budget.maxTokens, intent.budget.maxCredits]] : []),
+    // Likewise; an object, so it can never equal a schema's canonical JSON.
+    ...(intent.isolation !== undefined ? [{ isolation: intent.isolation }] : []),
   ];
   return createHash('sha256').update(JSON.stringify(normalized)).digest('hex');
 }

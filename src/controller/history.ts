@@ -7,7 +7,8 @@
  */
 import type { ChangeSet } from '../shared/evidence-types.js';
 import type { PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
-import type { RunRecord, RunResultFile, RunState } from '../shared/records.js';
+import type { CommitsAhead, RunRecord, RunResultFile, RunState } from '../shared/records.js';
+import type { CheckoutView } from './views.js';
 import { LIVE_STATES } from '../shared/records.js';
 import { ControllerError } from '../shared/public-error.js';
 
@@ -72,7 +73,14 @@ export interface ChangesItem {
   changes: ChangeSet;
 }
 
-export type HistoryItem = AssistantTextItem | ToolCallItem | NoticeItem | PartialTextItem | StructuredOutputItem | ChangesItem;
+/** A checkout session's writer turn: its branch's commits ahead of the base. */
+export interface CommitsItem {
+  type: 'commits';
+  run: string;
+  commits: CommitsAhead;
+}
+
+export type HistoryItem = AssistantTextItem | ToolCallItem | NoticeItem | PartialTextItem | StructuredOutputItem | ChangesItem | CommitsItem;
 
 export interface HistoryPage {
   items: HistoryItem[];
@@ -80,6 +88,8 @@ export interface HistoryPage {
   nextCursor: string | null;
   /** False when some turn that reached droid has no retained transcript. */
   historyAvailable: boolean;
+  /** Present only for sessions created with isolation: "worktree": where the work is. */
+  checkout?: CheckoutView;
 }
 
 export interface HistoryInput {
@@ -203,6 +213,7 @@ function runItems(run: RunRecord, input: HistoryInput): HistoryItem[] {
   for (const q of run.questions) items.push({ type: 'notice', run: run.id, kind: 'question_declined', detail: questionDetail(q) });
   if (run.structuredOutput) items.push({ type: 'structured_output', run: run.id, value: run.structuredOutput });
   if (run.changes) items.push({ type: 'changes', run: run.id, changes: run.changes });
+  if (run.commits) items.push({ type: 'commits', run: run.id, commits: run.commits });
   const outcome = outcomeNotice(run);
   if (outcome) items.push(outcome);
   return items;

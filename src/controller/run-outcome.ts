@@ -3,7 +3,7 @@
  * progress log. Pure.
  */
 import type { ProgressEvent } from '../droid/turn-collector.js';
-import type { ProgressRecord, RunRecord, RunResultFile } from '../shared/records.js';
+import type { CommitsAhead, ProgressRecord, RunRecord, RunResultFile } from '../shared/records.js';
 import type { TurnResult } from '../worker/shared/protocol.js';
 import { head, tail } from '../util/text.js';
 import { hasChanges } from '../shared/evidence-types.js';
@@ -34,6 +34,9 @@ export function appendEvent(events: ProgressRecord[], event: ProgressEvent, at: 
   if (events.length > MAX_EVENTS) events.splice(0, events.length - MAX_EVENTS);
 }
 
+/** A worker's result as the owner records it: a checkout session's writer turn adds its branch's commits (checkouts.ts). */
+export type OwnedResult = TurnResult & { commits?: CommitsAhead | null };
+
 export interface TerminalContext {
   /** Someone asked for this turn to stop (cancel or steering). */
   cancelRequested: boolean;
@@ -41,7 +44,7 @@ export interface TerminalContext {
   at: string;
 }
 
-export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: TerminalContext): RunRecord {
+export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: TerminalContext): RunRecord {
   const state = result.outcome;
   const cancelReason =
     state === 'cancelled' ? (result.error?.code === 'interrupt_unconfirmed' ? 'interrupt_unconfirmed' : 'cancelled') : null;
@@ -83,6 +86,7 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     ...(result.context !== undefined ? { context: result.context } : {}),
     // No agent_turn_completed (droid died, the interrupt went unconfirmed): the figure is the last running one.
     ...(result.usage !== null && result.reason === null ? { usageLive: true as const } : {}),
+    ...(result.commits !== undefined ? { commits: result.commits } : {}),
   };
 }
 

@@ -13,7 +13,7 @@ import { ControllerError } from '../shared/public-error.js';
 import { findSessions, SessionIndex, type FindFilters } from './find.js';
 import { pageHistory, type HistoryPage } from './history.js';
 import { selectRunsForUsage, summarizeUsage, usageByModel, type ModelUsage, type UsageScope, type UsageSummary } from './usage.js';
-import { isWorking, sessionView, summarizeRuns, type RunsSummary, type SessionBudgetView, type SessionView } from './views.js';
+import { checkoutView, isWorking, sessionView, summarizeRuns, type RunsSummary, type SessionBudgetView, type SessionView } from './views.js';
 
 /** The part of the durable store reading needs. */
 export interface ReadableStore {
@@ -128,7 +128,8 @@ export class SessionReader {
       const result = await this.result(run.id);
       if (result) results.set(run.id, result);
     }
-    return pageHistory({ sessionId: session.id, runs, results, livePartialText: { get: (runId) => this.live.live(runId)?.partialText }, cursor, limit });
+    const page = pageHistory({ sessionId: session.id, runs, results, livePartialText: { get: (runId) => this.live.live(runId)?.partialText }, cursor, limit });
+    return session.checkout ? { ...page, checkout: checkoutView(session.checkout) } : page;
   }
 
   async find(filters: FindFilters, cursor?: string, limit?: number): Promise<{ sessions: SessionView[]; nextCursor: string | null }> {

@@ -21,11 +21,12 @@ import { TERMINAL_STATES, type ErrorInfo, type RunRecord } from '../shared/recor
 import { crashPoint } from '../util/crash-point.js';
 import type { StartTimeline, WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
 import { epochMs } from '../util/epoch.js';
-import { emptyFailure, RENAME_SKIPPED, type RenameOutcome, type TurnResult } from '../worker/shared/protocol.js';
+import { emptyFailure, RENAME_SKIPPED, type RenameOutcome } from '../worker/shared/protocol.js';
 import { workspaceChanged, type ControllerState } from './controller-state.js';
 import type { ReplyBack } from './reply-back.js';
 import { routeOf, withReply } from './reply-route.js';
-import { MAX_EVENTS, resultFile, terminalUpdate } from './run-outcome.js';
+import { MAX_EVENTS, resultFile, terminalUpdate, type OwnedResult } from './run-outcome.js';
+import { resolvedWorkspace } from '../worktree/plan.js';
 import type { Turn } from './turn.js';
 import type { TurnQueue } from './turn-queue.js';
 import { turnSpecFor } from './turn-spec.js';
@@ -94,6 +95,15 @@ export class TurnOwner {
       return;
     }
 
+    // A checkout session's first turn makes its checkout (checkouts.ts); nothing is submitted if that fails.
+    // Checked first, so a turn of any other session starts its worker without an extra wait.
+    if (this.state.checkouts.pending(run.sessionId)) {
+      const unprepared = await this.state.checkouts.prepare(run.sessionId).then(() => null, checkoutFailure);
+      if (unprepared) {
+        await this.settle(turn, emptyFailure(unprepared));
+        return;
+      }
+    }
     const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.state.deps);
     if (turn.outputSchema) spec.outputSchema = turn.outputSchema;
     if (run.limit) spec.budget = run.limit;
@@ -114,8 +124,9 @@ export class TurnOwner {
     this.liveUsage.forget(turn.runId);
     crashPoint('terminal-received');
     await reports.started();
+    const commits = this.state.checkouts.syncsAfter(run) ? await this.state.checkouts.afterTurn(run) : undefined;
     // Durable before the worker hears it was: then it may exit.
-    const recorded = await this.recordTerminal(turn, result);
+    const recorded = await this.recordTerminal(turn, commits === undefined ? result : { ...result, commits });
     crashPoint('terminal-persisted');
     if (recorded) turn.end();
     await handle.cleanedUp;
@@ -126,8 +137,9 @@ export class TurnOwner {
     const session = this.state.session(turn.sessionId);
     const { deps } = this.state;
     // The workspace may have changed since acceptance (a symlink swapped in).
-    const moved = await deps.resolveWorkspace(session.workspace).then(
-      (resolved) => (resolved === session.workspace ? null : workspaceChanged().toPublic()),
+    const workspace = resolvedWorkspace(session);
+    const moved = await deps.resolveWorkspace(workspace).then(
+      (resolved) => (resolved === workspace ? null : workspaceChanged().toPublic()),
       (err: unknown) => (err instanceof ControllerError ? err.toPublic() : workspaceChanged().toPublic()),
     );
     if (moved) return { code: moved.code, message: `${moved.message} Nothing was submitted.`, retryable: false };
@@ -216,7 +228,7 @@ export class TurnOwner {
   }
 
   /** A turn that ends with no worker to tell: recorded, then ended. */
-  private async settle(turn: Turn, result: TurnResult): Promise<void> {
+  private async settle(turn: Turn, result: OwnedResult): Promise<void> {
     if (await this.recordTerminal(turn, result)) turn.end();
   }
 
@@ -225,7 +237,7 @@ export class TurnOwner {
    * fails, the controller halts (see `ControllerState.halt`) rather than
    * release the session across a turn it could not record. True when recorded.
    */
-  private async recordTerminal(turn: Turn, result: TurnResult): Promise<boolean> {
+  private async recordTerminal(turn: Turn, result: OwnedResult): Promise<boolean> {
     for (let attempt = 1; !this.state.halted; attempt++) {
       try {
         await this.state.serialized(() => this.onTerminal(turn, result));
@@ -243,7 +255,7 @@ export class TurnOwner {
     return false;
   }
 
-  private async onTerminal(turn: Turn, result: TurnResult): Promise<void> {
+  private async onTerminal(turn: Turn, result: OwnedResult): Promise<void> {
     const { state } = this;
     const run = state.run(turn.runId);
     // Already ended (cancelled while it waited): that record stands.
@@ -270,6 +282,10 @@ export class TurnOwner {
     state.deps.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
     state.changed();
   }
+}
+
+function checkoutFailure(err: unknown): ErrorInfo {
+  return err instanceof ControllerError ? { code: err.code, message: err.message, retryable: err.retryable } : { code: 'checkout_failed', message: String(err), retryable: false };
 }
 
 /**

@@ -5,6 +5,7 @@
 import type { RunRecord, SessionRecord } from '../shared/records.js';
 import type { TurnSpec } from '../worker/shared/protocol.js';
 import type { SandboxSpec } from '../sandbox/sandbox.js';
+import { alsoWritableOf, turnWorkspace } from '../worktree/plan.js';
 import { replyPrompt } from './reply-prompt.js';
 
 export interface TurnHost {
@@ -27,9 +28,11 @@ export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: stri
   if (routed) {
     prompt = replyPrompt({ replyTo: session.replyTo!, session: session.id, run: run.id, specMode: run.settings.autonomy === 'off' }) + prompt;
   }
+  const alsoWritable = alsoWritableOf(session);
   return {
     runId: run.id,
-    workspace: session.workspace,
+    workspace: turnWorkspace(session),
+    ...(alsoWritable.length > 0 ? { alsoWritable } : {}),
     droidPath: host.droidPath,
     droidEnv: host.droidEnv,
     // The first turn that reaches droid creates its session; later ones resume it.

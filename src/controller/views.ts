@@ -3,7 +3,7 @@
  * tools return, so nothing private (droid session ids, fingerprints, stderr,
  * state paths) may be added here.
  */
-import type { Budget, RunRecord, RunState, SessionRecord, TokenUsage } from '../shared/records.js';
+import type { Budget, CheckoutRecord, RunRecord, RunState, SessionRecord, TokenUsage } from '../shared/records.js';
 import { LIVE_STATES, TERMINAL_STATES } from '../shared/records.js';
 
 export type AgentState = 'working' | 'idle' | 'unknown';
@@ -48,6 +48,25 @@ export interface RunView {
   changes: NonNullable<RunRecord['changes']> | null;
   /** Context occupancy after the turn; null when not known. */
   context: NonNullable<RunRecord['context']> | null;
+  /** Checkout sessions' writer turns only: the branch's commits ahead of its base; null when git could not tell. */
+  commits?: RunRecord['commits'];
+}
+
+/** Where a checkout session's work is (only sessions created with isolation: "worktree" have one). */
+export interface CheckoutView {
+  isolation: 'worktree';
+  /** The folder its turns run in. */
+  path: string;
+  branch: string;
+  /** The commit it was made from; null until its first turn made it. */
+  base: string | null;
+  /** The repository the branch is kept in. */
+  repository: string;
+  state: CheckoutRecord['state'];
+}
+
+export function checkoutView(c: CheckoutRecord): CheckoutView {
+  return { isolation: c.isolation, path: c.workspace, branch: c.branch, base: c.base, repository: c.repository, state: c.state };
 }
 
 export interface SessionView {
@@ -69,6 +88,8 @@ export interface SessionView {
   /** The session's total budget and what its turns spent so far; null: no session budget. */
   budget: SessionBudgetView | null;
   latestRun: RunView;
+  /** Present only for sessions created with isolation: "worktree". */
+  checkout?: CheckoutView;
 }
 
 export interface SessionBudgetView extends Budget {
@@ -122,6 +143,7 @@ function runView(run: RunRecord): RunView {
     structuredOutput: run.structuredOutput ?? null,
     changes: run.changes ?? null,
     context: run.context ?? null,
+    ...(run.commits !== undefined ? { commits: run.commits } : {}),
   };
 }
 
@@ -172,5 +194,6 @@ export function sessionView(session: SessionRecord, summary: RunsSummary, head: 
     preview: summary.preview,
     budget,
     latestRun: runView(head),
+    ...(session.checkout ? { checkout: checkoutView(session.checkout) } : {}),
   };
 }

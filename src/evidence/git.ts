@@ -49,7 +49,7 @@ export interface GitOptions {
 const MAX_DIRTY_PATHS = 20_000;
 const MAX_OUTPUT_BYTES = 32 * 1024 * 1024;
 
-class GitUnavailable extends Error {}
+export class GitUnavailable extends Error {}
 
 /** Fixed options: no hooks, no pager, no fsmonitor, no optional locks, no external helpers. */
 const HARDENING = [
@@ -75,8 +75,8 @@ function gitEnv(): Record<string, string> {
   return env;
 }
 
-/** Runs one git command in the workspace; resolves its stdout, rejects GitUnavailable. */
-function git(opts: GitOptions, args: readonly string[], stdin?: string): Promise<string> {
+/** Runs one git command in the workspace; resolves its stdout, rejects GitUnavailable. Checkouts (src/worktree/) run their git through it too. */
+export function git(opts: GitOptions, args: readonly string[], stdin?: string): Promise<string> {
   const remaining = opts.deadline - Date.now();
   if (remaining <= 0) return Promise.reject(new GitUnavailable('git time budget exhausted'));
   const gitArgs = [...HARDENING, ...args];

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { autonomySchema, errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../shared/record-schemas.js';
 import { budgetInput, budgetOutputs, spendFilters } from './budget-schemas.js';
 import { changeSet, contextStats } from '../shared/evidence-types.js';
+import { CHECKOUT_STATES, commitsAhead } from '../shared/checkout-types.js';
 import { MAX_LABEL_CHARS, MAX_LABELS } from '../controller/metadata.js';
 import { CONVERSATION_ID } from '../controller/reply-route.js';
 
@@ -40,6 +41,15 @@ export const createInput = z.strictObject({
   labels: z.array(label).max(MAX_LABELS).optional(),
   outputSchema: outputSchema.optional(),
   budget: budgetInput.session.optional(),
+  isolation: z
+    .enum(['none', 'worktree'])
+    .optional()
+    .describe(
+      'Default "none": the session works in the workspace itself. "worktree": the session gets its own checkout of the ' +
+        "workspace's git repository, made from its current HEAD on a new branch droid/<session> when the first turn starts; " +
+        'its turns run and commit there, so several writer sessions of one repository run at once. Needs the host to offer it ' +
+        '(config worktrees), a workspace inside a git work tree, and autonomy above off. Nothing is ever merged for you.',
+    ),
 });
 
 export const sendInput = z.strictObject({
@@ -110,7 +120,25 @@ export const runView = z.object({
   context: contextStats
     .nullable()
     .describe('Context window occupancy after the turn (tokens used, limit, fraction); above about 0.8, start a fresh session.'),
+  commits: commitsAhead
+    .nullable()
+    .optional()
+    .describe(
+      'Only for writer turns of a session with its own checkout: the session branch after the turn, its commits ahead of the ' +
+        'base (newest first, at most 20 listed), and inRepository (the branch was fast-forwarded in the repository). null: git could not tell.',
+    ),
 });
+
+const checkoutView = z
+  .object({
+    isolation: z.literal('worktree'),
+    path: z.string().describe('The folder its turns run in.'),
+    branch: z.string(),
+    base: z.string().nullable().describe('The commit the checkout was made from; null until the first turn made it.'),
+    repository: z.string().describe('The repository that keeps the branch.'),
+    state: z.enum(CHECKOUT_STATES).describe('pending: made when the first turn starts; ready: on disk; removed: archived away (the branch stays).'),
+  })
+  .describe('Only for sessions created with isolation "worktree": where the work is.');
 
 export const sessionView = z.object({
   session: z.string(),
@@ -134,6 +162,7 @@ export const sessionView = z.object({
   preview: z.string(),
   budget: budgetOutputs.session,
   latestRun: runView,
+  checkout: checkoutView.optional(),
 });
 
 const admission = z
@@ -265,9 +294,10 @@ const historyItem = z.discriminatedUnion('type', [
   z.object({ type: z.literal('partial_text'), run: z.string(), text: z.string() }),
   z.object({ type: z.literal('structured_output'), run: z.string(), value: z.record(z.string(), z.unknown()) }),
   z.object({ type: z.literal('changes'), run: z.string(), changes: changeSet }),
+  z.object({ type: z.literal('commits'), run: z.string(), commits: commitsAhead }),
 ]);
 
-export const readOutput = z.object({ items: z.array(historyItem), nextCursor: z.string().nullable(), historyAvailable: z.boolean() });
+export const readOutput = z.object({ items: z.array(historyItem), nextCursor: z.string().nullable(), historyAvailable: z.boolean(), checkout: checkoutView.optional() });
 
 export const findOutput = z.object({ sessions: z.array(sessionView), nextCursor: z.string().nullable() });
 

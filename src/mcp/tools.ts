@@ -68,7 +68,9 @@ export const TOOLS: readonly ToolDefinition[] = [
       'outputSchema (optional JSON Schema, object root, ≤ 32 KiB) asks for a structured answer for this turn; a schema ' +
       'droid or our validator rejects is invalid_arguments and nothing is accepted. budget {maxTokens?, maxCredits?} caps ' +
       "the session's total spend across its turns; the cap is checked whenever droid reports usage, so a turn can overshoot " +
-      'by one model step, and a turn that reaches it is interrupted (budget_exceeded).\n' +
+      'by one model step, and a turn that reaches it is interrupted (budget_exceeded). isolation:"worktree" (when the host ' +
+      'offers it) gives a writer session its own checkout of the repository on branch droid/<session>, so writer sessions of ' +
+      'one repository run side by side; merging is left to you (or to a droid turn you ask).\n' +
       'Example: {"requestKey":"review-42","workspace":"/srv/repos/app","prompt":"Review the diff and report findings.","autonomy":"off","replyTo":null,"title":"Diff review"}',
     input: s.createInput,
     output: s.acceptanceOutput,
@@ -107,6 +109,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'git state before and after the turn: proves what changed on disk, not who changed it, and null means unknown, not ' +
       'none; ignored files and paths outside the workspace are not listed, outsideWorkspace:true flags tool calls that named ' +
       'such paths) and context {used, limit, fraction} (droid\'s estimate after the turn; above 0.8 start a fresh session). ' +
+      'A session created with isolation:"worktree" also shows checkout {isolation, path, branch, base, repository, state}, and its ' +
+      "writer turns commits (the branch's commits ahead of the base). " +
       'Reading status never starts droid.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"}',
     input: s.sessionInput,
@@ -135,8 +139,8 @@ export const TOOLS: readonly ToolDefinition[] = [
     name: 'droid_read_session',
     title: 'Read session history',
     description:
-      "Page through a session's history: assistant text, tool calls with their results, each turn's structured output " +
-      'and changed files (own items), and controller notices ' +
+      "Page through a session's history: assistant text, tool calls with their results, each turn's structured output, " +
+      'changed files and (checkout sessions) branch commits (own items; the page also names the checkout), and controller notices ' +
       '(interruptions, declined permissions and questions, failures). User prompts are never returned. Follow nextCursor ' +
       'until it is null. historyAvailable:false means some turn has no retained transcript. Reading never starts droid.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21","limit":50}',
@@ -168,7 +172,9 @@ export const TOOLS: readonly ToolDefinition[] = [
     description:
       `Change a session's title, labels ({add, remove}; lowercase, at most ${MAX_LABELS}) or archived flag. Controller metadata only: ` +
       'it never cancels work or changes routing or settings. A new title is applied in Factory after the next turn. ' +
-      'Archiving a session with queued or running turns is rejected; a new message restores an archived session.\n' +
+      'Archiving a session with queued or running turns is rejected; a new message restores an archived session. Archiving a ' +
+      'session with its own checkout also removes the checkout folder, only when its branch in the repository holds every commit ' +
+      'and nothing is uncommitted or untracked (else checkout_has_unsaved_work, nothing changed); the branch is never deleted.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21","title":"Auth refactor","labels":{"add":["backend"]}}',
     input: s.updateInput,
     output: s.statusOutput,

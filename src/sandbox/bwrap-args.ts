@@ -34,6 +34,8 @@ const FACTORY_TMPFS_BYTES = 256 * 1024 * 1024;
 export interface Confinement {
   /** The turn's workspace; null for a droid that opens no session (catalog read). */
   workspace: { path: string; writable: boolean } | null;
+  /** Writable besides the workspace: a checkout session's git folder when its workspace is a subfolder (issue 21). */
+  alsoWritable?: readonly string[];
   /** droid's own `.factory` folder. */
   factoryDir: string;
   /** Names of its host entries shown read-only (turn-paths.ts listFactoryEntries); the rest of it is a per-turn tmpfs. */
@@ -86,13 +88,14 @@ export function bwrapArgs(c: Confinement): string[] {
   const tmpRoot = dirname(c.turnTmp);
   args.push('--tmpfs', tmpRoot, '--bind', c.turnTmp, c.turnTmp, '--remount-ro', tmpRoot, '--setenv', 'TMPDIR', c.turnTmp);
   if (c.workspace) args.push(c.workspace.writable ? '--bind' : '--ro-bind', c.workspace.path, c.workspace.path);
+  for (const path of c.alsoWritable ?? []) args.push('--bind', path, path);
   // droid's home: a throwaway tmpfs, its host entries read-only on top of it.
   args.push('--size', String(FACTORY_TMPFS_BYTES), '--tmpfs', c.factoryDir);
   for (const name of c.factoryEntries) args.push('--ro-bind', join(c.factoryDir, name), join(c.factoryDir, name));
   if (c.sessionsCopy) args.push('--bind', c.sessionsCopy, join(c.factoryDir, 'sessions'));
   // A runtime directory holding a bound path (an odd host) stays: covering it would hide the turn's own folders;
   // its sockets are still refused by the seccomp filter.
-  const bound = [c.turnTmp, c.factoryDir, ...(c.workspace ? [c.workspace.path] : [])];
+  const bound = [c.turnTmp, c.factoryDir, ...(c.workspace ? [c.workspace.path] : []), ...(c.alsoWritable ?? [])];
   const runtimeDir = c.runtimeDir;
   if (runtimeDir && !bound.some((path) => isAtOrBelow(path, runtimeDir))) args.push('--tmpfs', runtimeDir, '--remount-ro', runtimeDir);
   // Last, so a secret inside a writable bind is still hidden.

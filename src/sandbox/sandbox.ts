@@ -88,8 +88,9 @@ export function checkConfinement(bwrapPath: string, confinement: Confinement): {
   const workspace = confinement.workspace?.path;
   const real = (path: string) => (existsSync(path) ? realpathSync(path) : path);
   const guarded = [confinement.factoryDir, dirname(confinement.turnTmp), ...(confinement.sessionsCopy ? [confinement.sessionsCopy] : [])].map(real);
-  if (workspace && guarded.some((path) => overlaps(path, workspace))) {
-    throw new DroidError('sandbox_unavailable', `the workspace ${workspace} overlaps droid's home or the sandbox's private folders; nothing was started. Approve project folders only`);
+  const writable = [...(workspace ? [workspace] : []), ...(confinement.alsoWritable ?? [])];
+  if (writable.some((w) => guarded.some((path) => overlaps(path, w)))) {
+    throw new DroidError('sandbox_unavailable', `the workspace ${writable.join(', ')} overlaps droid's home or the sandbox's private folders; nothing was started. Approve project folders only`);
   }
   const filter = hostSeccompFilter();
   if (!filter) throw new DroidError('sandbox_unavailable', `no seccomp filter exists for this architecture (${process.arch}). ${SANDBOX_ACTION}`);

@@ -18,6 +18,7 @@ export interface TurnLaunchInput {
   droidPath: string;
   droidEnv: Record<string, string>;
   workspace: string;
+  alsoWritable?: readonly string[] | undefined;
   autonomy: string;
   sandbox: SandboxSpec;
 }
@@ -48,7 +49,8 @@ export function turnLaunch(spec: TurnLaunchInput): TurnLaunch {
   };
   // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
   const workspace = { path: spec.workspace, writable: spec.autonomy !== 'off' };
-  const checked = checkConfinement(sandbox.bwrapPath, { ...confinement, workspace });
+  const alsoWritable = workspace.writable ? (spec.alsoWritable ?? []) : [];
+  const checked = checkConfinement(sandbox.bwrapPath, { ...confinement, workspace, alsoWritable });
   return {
     droid: { droidPath: spec.droidPath, env: confinedEnv(spec.droidEnv), cwd: spec.workspace, launcher: checked.launcher(workspace) },
     // git reads a repository the turn may have rigged (config, attributes): it gets no more rights than the turn.

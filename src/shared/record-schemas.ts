@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../droid/schemas.js';
 import { changeSet, contextStats } from './evidence-types.js';
 import type { Budget } from './budget.js';
+import { checkoutRecord, commitsAhead } from './checkout-types.js';
 import {
   AUTONOMY_LEVELS,
   RUN_STATES,
@@ -67,6 +68,8 @@ export const sessionRecordSchema = z
     factoryTitle: z.string().nullable(),
     // Optional: absent on sessions without a budget, including all written before budgets.
     budget: budgetRecord.optional(),
+    // Optional: absent on sessions without a checkout, including all written before checkouts.
+    checkout: checkoutRecord.optional(),
   })
   .strict()
   // A routed session without its route (or a route without a recipient) is incomplete.
@@ -117,6 +120,7 @@ export const runRecordSchema = z
     structuredOutput: z.record(z.string(), z.unknown()).nullable().optional(),
     changes: changeSet.nullable().optional(),
     context: contextStats.nullable().optional(),
+    commits: commitsAhead.nullable().optional(),
     // Optional: absent on detached turns, including all written before reply-back.
     reply: runReply.optional(),
     // Optional, so runs written before budgets and live usage load unchanged.

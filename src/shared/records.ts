@@ -8,10 +8,12 @@ import type { Autonomy, PermissionRecord, QuestionRecord } from '../droid/permis
 import type { TranscriptEntry } from '../droid/turn-collector.js';
 import type { ChangeSet, ContextStats } from './evidence-types.js';
 import type { Budget } from './budget.js';
+import type { CheckoutRecord, CommitsAhead } from './checkout-types.js';
 
 // The droid-side shapes a record carries, so that the layers above the wire
 // client take them from here rather than from src/droid/.
 export { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
+export type { CheckoutRecord, CommitsAhead } from './checkout-types.js';
 export type { Autonomy, Budget, ChangeSet, ContextStats, ErrorInfo, PermissionRecord, QuestionRecord, TokenUsage, TranscriptEntry };
 
 export const STATE_VERSION = 1;
@@ -59,6 +61,12 @@ export interface SessionRecord {
   factoryTitle: string | null;
   /** The caller's total budget over all the session's turns; absent: none (every session before budgets). */
   budget?: Budget;
+  /**
+   * The session's own checkout (`isolation: "worktree"`). Absent: the session
+   * runs in `workspace` itself, which includes every session written before
+   * checkouts existed.
+   */
+  checkout?: CheckoutRecord;
 }
 
 /** A reply handle Amp returned to an approved own-route send, and the route it belongs to. */
@@ -127,6 +135,8 @@ export interface RunRecord {
   changes?: ChangeSet | null;
   /** Context occupancy after the turn; null when droid did not say. */
   context?: ContextStats | null;
+  /** A checkout session's writer turn: its branch's commits ahead of the base; null when git could not tell. */
+  commits?: CommitsAhead | null;
   /**
    * Reply-back of a routed turn. Absent: the turn is detached, which
    * includes every run written before reply-back existed.

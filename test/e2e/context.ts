@@ -6,8 +6,9 @@ import { mkdirSync, realpathSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeDroidBed, type DroidBed } from '../support/droid-home.js';
 import { privateDir, startServer, writeConfig, type RunningServer } from '../support/mcp-server.js';
-import { pidsWithEnvTag } from '../support/processes.js';
+import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { readFileSync } from 'node:fs';
+import { afterAll, afterEach } from 'vitest';
 
 export interface E2EContext {
   bed: DroidBed;
@@ -96,4 +97,17 @@ export async function waitForNoDroids(tag: string, timeoutMs: number): Promise<v
     if (Date.now() > end) throw new Error(`droid processes still alive: ${liveDroids(tag).join(', ')}`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** The teardown of a file with one server: no droid left after each test; the server, every tagged process and the context gone after the last. */
+export function tearDownEach(tag: string, parts: () => { server: RunningServer | undefined; ctx: E2EContext | undefined }): void {
+  afterEach(async () => {
+    await waitForNoDroids(tag, 15_000);
+  });
+  afterAll(async () => {
+    const { server, ctx } = parts();
+    await server?.close();
+    await waitForNoProcesses(tag, 15_000);
+    await ctx?.cleanup();
+  });
 }

@@ -41,6 +41,8 @@ describe('config.example.json', () => {
     const moved = (p: unknown) => join(tmp, String(p));
     const roots = (file.approvedDirectories as string[]).map(moved);
     for (const root of roots) await mkdir(root, { recursive: true });
+    const worktrees = file.worktrees as { directory: string; maxCheckouts: number };
+    await mkdir(moved(worktrees.directory), { mode: 0o700 });
     await mkdir(join(tmp, 'home/droid/.local/bin'), { recursive: true });
     await mkdir(join(tmp, 'usr/bin'), { recursive: true });
     const config = {
@@ -50,6 +52,7 @@ describe('config.example.json', () => {
       droidPath: await executable(moved(file.droidPath)),
       bwrapPath: await executable(moved(file.bwrapPath)),
       tokenFile: moved(file.tokenFile),
+      worktrees: { ...worktrees, directory: moved(worktrees.directory) },
     };
     const path = join(tmp, 'config.json');
     await writeFile(path, JSON.stringify(config), { mode: 0o600 });
@@ -75,6 +78,7 @@ describe('config.example.json', () => {
       tokenFile: config.tokenFile,
       publicUrl: 'https://droid.example.com/mcp',
       ampMcp: { url: 'https://ampcode.com/mcp?profile=puck' },
+      worktrees: { directory: config.worktrees.directory, maxCheckouts: 16 },
     });
   });
 });

@@ -5,6 +5,11 @@
  * the host's Unix sockets, /dev/shm and droid's environment. Every check
  * looks at the host, never at droid's words alone. Each attack succeeded
  * before the safeguard it names existed (see the issue's list).
+ *
+ * Every attack runs twice: from a session's workspace, and from a session's
+ * own checkout (issue 21, made by the controller's own code), which adds the
+ * repository's hooks, config, other branches and another session's checkout
+ * to what must stay out of reach.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
@@ -20,6 +25,10 @@ import { sessionFolderName } from '../../src/sandbox/session-copy.js';
 import { sandboxSpecFor } from '../../src/sandbox/sandbox.js';
 import { privateTmpRoot } from '../../src/sandbox/turn-paths.js';
 import type { TurnSpec } from '../../src/worker/shared/protocol.js';
+import type { CheckoutRecord } from '../../src/shared/checkout-types.js';
+import { inspectRepository, makeCheckout } from '../../src/worktree/checkout.js';
+import { plannedCheckout } from '../../src/worktree/plan.js';
+import { gitRepo } from '../support/git-repo.js';
 import { script } from '../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
@@ -35,16 +44,36 @@ let outside: string;
 let stateDir: string;
 let tag: string;
 const cleanups: Array<() => void> = [];
+/** The repository a checkout session's checkout was made from (checkout sessions only). */
+let project: string;
+let checkoutsDir: string;
 
-function spec(over: Partial<TurnSpec> = {}): TurnSpec {
+type Kind = 'workspace' | 'checkout';
+const KINDS: Kind[] = ['workspace', 'checkout'];
+
+/** A checkout of `project` as the controller makes one for a session's first turn. */
+async function newCheckout(sandbox: TurnSpec['sandbox']): Promise<CheckoutRecord> {
+  const host = { sandbox, droidEnv: real.bed.home.env };
+  return makeCheckout(host, plannedCheckout(randomUUID(), checkoutsDir, (await inspectRepository(host, project))!), project);
+}
+
+async function spec(kind: Kind, over: Partial<TurnSpec> = {}): Promise<TurnSpec> {
   tag = newTag();
   root = realpathSync(mkdtempSync(join(tmpdir(), 'hostile-')));
-  workspace = join(root, 'approved', 'project');
+  project = join(root, 'approved', 'project');
+  checkoutsDir = join(root, 'approved', 'checkouts');
   outside = join(root, 'outside');
   stateDir = join(root, 'state');
-  for (const dir of [workspace, outside, stateDir]) mkdirSync(dir, { recursive: true });
+  for (const dir of [project, outside, stateDir]) mkdirSync(dir, { recursive: true });
+  const sandbox = sandboxSpecFor(BWRAP, stateDir, null);
+  workspace = project;
+  if (kind === 'checkout') {
+    gitRepo(project, { 'README.md': 'base\n' });
+    mkdirSync(checkoutsDir, { mode: 0o700 });
+    workspace = (await newCheckout(sandbox)).workspace;
+  }
   const s = realDroidSpec(real.bed, tag, { workspace, autonomy: 'high', ...over });
-  s.sandbox = sandboxSpecFor(BWRAP, stateDir, null);
+  s.sandbox = sandbox;
   return s;
 }
 
@@ -74,9 +103,9 @@ function hostProcesses(needle: string): number[] {
   return out === '' ? [] : out.split('\n').map(Number).filter((pid) => pid !== process.pid);
 }
 
-describe("hostile turn: droid's own home", () => {
+describe.each(KINDS)("hostile turn: droid's own home (a %s session)", (kind) => {
   it('a turn cannot plant MCP servers, settings, hooks, droids or binaries, nor touch another session; its own session is kept', async () => {
-    const s = spec();
+    const s = await spec(kind);
     const f = factory();
     // Another session of the same workspace, as droid stores it.
     const folder = join(f, 'sessions', sessionFolderName(workspace));
@@ -132,7 +161,7 @@ describe("hostile turn: droid's own home", () => {
   });
 
   it('the catalog droid runs confined: a stdio MCP server already in mcp.json writes nothing outside and dies with the read', async () => {
-    spec();
+    await spec(kind);
     const marker = join(outside, 'catalog-server-ran');
     const sleeper = `1000.${Math.floor(Math.random() * 1e9)}`;
     const mcpPath = join(factory(), 'mcp.json');
@@ -146,9 +175,9 @@ describe("hostile turn: droid's own home", () => {
   });
 });
 
-describe("hostile turn: droid's process", () => {
+describe.each(KINDS)("hostile turn: droid's process (a %s session)", (kind) => {
   it("pidfd_getfd, ptrace and /proc/<pid>/mem on droid are refused to the turn's commands", async () => {
-    const s = spec();
+    const s = await spec(kind);
     // perl's syscall() reaches the calls by number; droid is found among the command's ancestors.
     const perl = [
       'my $p = getppid(); my $d = 0;',
@@ -177,9 +206,9 @@ describe("hostile turn: droid's process", () => {
   });
 });
 
-describe("hostile turn: the host's daemons", () => {
+describe.each(KINDS)("hostile turn: the host's daemons (a %s session)", (kind) => {
   it('a host tmux server, a named and an abstract AF_UNIX listener are unreachable; socket variables and /dev/shm are gone', async () => {
-    const s = spec();
+    const s = await spec(kind);
     const tmuxSocket = join(root, 'tmux.sock');
     const tmuxMarker = join(outside, 'tmux-ran');
     execFileSync('tmux', ['-S', tmuxSocket, 'new-session', '-d', '-s', 'host', 'sleep 600']);
@@ -226,9 +255,9 @@ describe("hostile turn: the host's daemons", () => {
   });
 });
 
-describe('hostile turn: what still works', () => {
+describe.each(KINDS)('hostile turn: what still works (a %s session)', (kind) => {
   it("droid's own tools (Grep through its ripgrep), local git, and npm and curl over TCP work inside the sandbox", async () => {
-    const s = spec();
+    const s = await spec(kind);
     // A registry stand-in on loopback for npm.
     const registryHits: string[] = [];
     const registry = http.createServer((req, res) => {
@@ -253,10 +282,61 @@ describe('hostile turn: what still works', () => {
     const result = await runWorkerTurn(s, tag).done;
     expect(result.outcome).toBe('succeeded');
     expect(result.finalText).toContain('needle.txt');
-    expect(result.finalText).toContain('COMMITS=1');
+    // A checkout already holds the repository's base commit.
+    expect(result.finalText).toContain(kind === 'checkout' ? 'COMMITS=2' : 'COMMITS=1');
     expect(result.finalText).toMatch(/HTTP=\d{3}/);
     expect(result.finalText).not.toContain('HTTP=000');
     expect(result.finalText).toContain('NPM-PONG=1');
     expect(registryHits).toContain('/-/ping');
+  });
+});
+
+describe('hostile turn: a checkout session and the repository it came from', () => {
+  /** What of the repository a turn must not change: config, hooks, every ref, the object store's listing. */
+  function repositoryFingerprint(): string {
+    const gitDir = join(project, '.git');
+    const files = ['config', ...readdirSync(join(gitDir, 'hooks')).map((h) => `hooks/${h}`)];
+    const hashes = files.map((f) => `${f} ${createHash('sha256').update(readFileSync(join(gitDir, f))).digest('hex').slice(0, 16)}`);
+    const refs = execFileSync('git', ['-C', project, 'for-each-ref', '--format=%(refname) %(objectname)'], { encoding: 'utf8' });
+    const objects = execFileSync('find', [join(gitDir, 'objects'), '-type', 'f'], { encoding: 'utf8' }).split('\n').sort().join('\n');
+    return [...hashes, refs, objects].join('\n');
+  }
+
+  it("commits on its own branch, but cannot change the repository's hooks, config, other branches or objects, nor another session's checkout", async () => {
+    const s = await spec('checkout');
+    const other = await newCheckout(s.sandbox);
+    const before = repositoryFingerprint();
+    const otherBefore = readFileSync(join(other.path, 'README.md'), 'utf8');
+    const main = join(project, '.git');
+    const attempts = [
+      `echo 'touch ${outside}/hook-ran' > ${main}/hooks/post-commit && chmod +x ${main}/hooks/post-commit`,
+      `git -C ${project} config core.hooksPath ${outside}`,
+      `echo '[core] fsmonitor = touch ${outside}/fsmonitor-ran' >> ${main}/config`,
+      `git -C ${project} update-ref refs/heads/main HEAD`,
+      `git -C ${project} update-ref refs/heads/${other.branch} HEAD`,
+      `git -C ${project} branch planted HEAD`,
+      `rm -f ${main}/objects/*/*`,
+      `echo evil > ${other.path}/README.md`,
+    ];
+    const attack = attempts.map((a, i) => `(${a}) >/dev/null 2>&1 && echo OK${i} || echo NO${i}`).join('; ');
+    // droid's own guard wants each commit and push in its own Execute, with git -C and a literal path.
+    const steps = [
+      execute(`echo mine > ${workspace}/mine.txt && git -C ${workspace} add mine.txt && git -C ${workspace} config user.email t@t && git -C ${workspace} config user.name t`),
+      execute(`git -C ${workspace} commit -q -m mine && echo COMMITTED`),
+      execute(attack),
+      // A new commit to push: the repository's branches must not take it.
+      execute(`git -C ${workspace} push -q origin HEAD:refs/heads/main && echo PUSHED || echo PUSH-REFUSED`),
+    ];
+    s.prompt = `attack ${script({ steps })}`;
+    const result = await runWorkerTurn(s, tag).done;
+    expect(result.outcome).toBe('succeeded');
+    for (let i = 0; i < attempts.length; i++) expect(result.finalText).toContain(`NO${i}`);
+    expect(result.finalText).toContain('COMMITTED');
+    expect(result.finalText).toContain('PUSH-REFUSED');
+    expect(repositoryFingerprint()).toBe(before);
+    expect(readFileSync(join(other.path, 'README.md'), 'utf8')).toBe(otherBefore);
+    expect(existsSync(join(outside, 'hook-ran'))).toBe(false);
+    // The turn's commit is on its own branch, in its checkout (the controller brings it back after the turn).
+    expect(execFileSync('git', ['-C', workspace, 'log', '-1', '--format=%s'], { encoding: 'utf8' }).trim()).toBe('mine');
   });
 });

@@ -62,6 +62,8 @@ export class RecordInterner {
       headRunId: s.headRunId,
       factoryTitle: s.factoryTitle !== null && s.factoryTitle === title ? title : s.factoryTitle,
       ...(s.budget !== undefined ? { budget: Object.freeze({ ...s.budget }) } : {}),
+      // Optional: kept absent (undefined, so never written) when absent.
+      checkout: s.checkout === undefined ? undefined : Object.freeze({ ...s.checkout }),
     });
   }
 
@@ -175,11 +177,12 @@ function usage(u: TokenUsage): TokenUsage {
 }
 
 /** The optional evidence fields of a run, deep-copied and frozen; only those present. */
-type EvidenceKey = 'structuredOutput' | 'changes' | 'context';
+type EvidenceKey = 'structuredOutput' | 'changes' | 'context' | 'commits';
 function evidenceCopy(r: RunRecord): Pick<RunRecord, EvidenceKey> {
   const out: Pick<RunRecord, EvidenceKey> = {};
   if (r.structuredOutput !== undefined) out.structuredOutput = deepFrozenCopy(r.structuredOutput);
   if (r.changes !== undefined) out.changes = deepFrozenCopy(r.changes);
+  if (r.commits !== undefined) out.commits = deepFrozenCopy(r.commits);
   if (r.context !== undefined) out.context = r.context === null ? null : Object.freeze({ used: r.context.used, limit: r.context.limit, fraction: r.context.fraction });
   return out;
 }
@@ -218,13 +221,13 @@ type NoOptionalFields<T> = Same<Required<T>, T>;
 function noOptional<T extends true>(): T | undefined {
   return undefined;
 }
-noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId' | 'budget'>>>();
+noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId' | 'budget' | 'checkout'>>>();
 // The only optional run fields are reply, the evidence ones (evidenceCopy) and the cost ones (costCopy).
 type CostKey = 'budget' | 'limit' | 'usageLive';
 noOptional<NoOptionalFields<Omit<RunRecord, EvidenceKey | CostKey | 'reply'>>>();
 type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never }[keyof T];
 noOptional<Same<OptionalKeys<RunRecord>, EvidenceKey | CostKey | 'reply'>>();
-noOptional<Same<OptionalKeys<SessionRecord>, 'replyRouteId' | 'budget'>>();
+noOptional<Same<OptionalKeys<SessionRecord>, 'replyRouteId' | 'budget' | 'checkout'>>();
 noOptional<NoOptionalFields<RunReply>>();
 noOptional<NoOptionalFields<ReplyHandleRecord>>();
 noOptional<NoOptionalFields<NonNullable<RunRecord['predecessorFailure']>>>();

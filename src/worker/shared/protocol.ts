@@ -17,6 +17,8 @@ export const turnSpecSchema = z
   .object({
     runId: z.string().min(1),
     workspace: z.string().startsWith('/'),
+    /** A checkout session's git folder when its workspace is a subfolder of the checkout: writable for writer turns too (issue 21). */
+    alsoWritable: z.array(z.string().startsWith('/')).optional(),
     droidPath: z.string().min(1),
     droidEnv: z.record(z.string(), z.string()),
     session: z.discriminatedUnion('mode', [

@@ -1,0 +1,171 @@
+/**
+ * A session's checkout on disk: made from the workspace's HEAD on the
+ * session's own branch, its branch brought back into the repository after
+ * each writer turn, its commits ahead of the base, and what removing it
+ * would lose. All git goes through confined-git.ts.
+ *
+ * The checkout is a local clone that borrows the repository's objects
+ * (`git clone --shared`): a turn writes only the clone (its own objects,
+ * refs, config and hooks), never the repository's `.git`. A `git worktree`
+ * would need the repository's object store and refs folder writable to
+ * commit, and with those a turn could delete the repository's packs or move
+ * another session's branch (measured: bench/checkout.ts, README).
+ */
+import { mkdir, rmdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { CheckoutRecord, CommitsAhead } from '../shared/checkout-types.js';
+import { ControllerError } from '../shared/public-error.js';
+import { removeTree } from '../util/remove-tree.js';
+import { confinedGit, GitUnavailable, type GitHost } from './confined-git.js';
+
+/** Making one checkout (a clone and its files) may take this long; then it is given up. */
+const CREATE_TIMEOUT_MS = 120_000;
+/** Every other git call on a checkout or its repository. */
+const GIT_TIMEOUT_MS = 15_000;
+/** Commits ahead listed by sha and subject; the rest are counted. */
+const MAX_LISTED_COMMITS = 20;
+const SUBJECT_CHARS = 200;
+
+export interface Repository {
+  /** Top-level work tree. */
+  top: string;
+  /** Its git (common) directory: where branches and objects live. */
+  gitDir: string;
+  /** The workspace's path below `top` ('' at the top, else ending in '/'). */
+  prefix: string;
+}
+
+/** The workspace's repository, or null when it is not inside a git work tree (or git cannot tell). */
+export async function inspectRepository(host: GitHost, workspace: string): Promise<Repository | null> {
+  try {
+    const out = await confinedGit(host, { cwd: workspace, writable: false, timeoutMs: GIT_TIMEOUT_MS }, [
+      'rev-parse',
+      '--path-format=absolute',
+      '--show-toplevel',
+      '--git-common-dir',
+      '--show-prefix',
+    ]);
+    const [top, gitDir, prefix = ''] = out.split('\n');
+    if (!top || !gitDir) return null;
+    return { top, gitDir, prefix };
+  } catch (err) {
+    if (err instanceof GitUnavailable) return null;
+    throw err;
+  }
+}
+
+/** The commit the workspace's HEAD names, or null (no commit yet). */
+async function headCommit(host: GitHost, workspace: string): Promise<string | null> {
+  const out = await confinedGit(host, { cwd: workspace, writable: false, timeoutMs: GIT_TIMEOUT_MS }, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}']).catch(
+    () => null,
+  );
+  return out?.trim() || null;
+}
+
+function failed(what: string, err: unknown, action: string): ControllerError {
+  return new ControllerError('checkout_failed', `${what}: ${(err as Error).message}`, action);
+}
+
+/**
+ * Makes the checkout of `rec` (pending): the branch in the repository at the
+ * workspace's HEAD, then the clone on it. A folder already at `rec.path` is
+ * never touched. Resolves the record as made (ready, with its base).
+ */
+export async function makeCheckout(host: GitHost, rec: CheckoutRecord, sourceWorkspace: string): Promise<CheckoutRecord> {
+  const base = await headCommit(host, sourceWorkspace);
+  if (!base) throw new ControllerError('checkout_failed', 'the workspace has no commit to make a checkout from', 'Commit once in the repository, then start a new session.');
+  try {
+    await mkdir(rec.path, { mode: 0o700 });
+  } catch (err) {
+    throw failed(`could not make the checkout folder (kept as it is)`, err, 'Move the folder aside or start a new session; nothing was submitted.');
+  }
+  try {
+    // The branch first, in the repository: it keeps the base reachable whatever happens to the workspace's HEAD.
+    await confinedGit(host, { cwd: rec.gitDir, writable: true, timeoutMs: GIT_TIMEOUT_MS }, ['--git-dir', rec.gitDir, 'branch', '--no-track', '--', rec.branch, base]);
+    await confinedGit(host, { cwd: rec.path, writable: true, timeoutMs: CREATE_TIMEOUT_MS }, [
+      '-c',
+      'gc.auto=0',
+      'clone',
+      '--quiet',
+      '--shared',
+      '--no-tags',
+      '--branch',
+      rec.branch,
+      '--',
+      rec.gitDir,
+      rec.path,
+    ]);
+  } catch (err) {
+    // Only what this call made goes: the folder holds no turn's work yet. The branch stays (never deleted here).
+    await removeTree(rec.path);
+    await rmdir(rec.path).catch(() => undefined);
+    throw failed('could not make the checkout', err, 'Check the repository (git status, git branch) and start a new session; nothing was submitted.');
+  }
+  return { ...rec, base, state: 'ready' };
+}
+
+/** Fast-forwards the repository's branch to the checkout's; false when it cannot (diverged, missing, git failed). Never forced. */
+export async function syncBranch(host: GitHost, rec: CheckoutRecord): Promise<boolean> {
+  const ref = `refs/heads/${rec.branch}`;
+  const args = ['--git-dir', rec.gitDir, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--no-recurse-submodules', '--', rec.path, `${ref}:${ref}`];
+  return confinedGit(host, { cwd: rec.gitDir, writable: true, timeoutMs: GIT_TIMEOUT_MS }, args).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** The branch's commits ahead of its base, read where they are (the repository when synced, else the checkout); null when git cannot tell. */
+export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inRepository: boolean): Promise<CommitsAhead | null> {
+  if (!rec.base) return null;
+  const where = inRepository ? { cwd: rec.gitDir, gitDir: rec.gitDir } : { cwd: rec.path, gitDir: join(rec.path, '.git') };
+  const range = `${rec.base}..refs/heads/${rec.branch}`;
+  const call = { cwd: where.cwd, writable: false, timeoutMs: GIT_TIMEOUT_MS };
+  try {
+    const count = Number((await confinedGit(host, call, ['--git-dir', where.gitDir, 'rev-list', '--count', range])).trim());
+    const log = await confinedGit(host, call, ['--git-dir', where.gitDir, 'log', '--no-color', `--max-count=${MAX_LISTED_COMMITS}`, '--format=%H%x1f%s', range]);
+    const commits = log
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => {
+        const [sha = '', subject = ''] = line.split('\x1f');
+        return { sha, subject: subject.slice(0, SUBJECT_CHARS) };
+      });
+    return { branch: rec.branch, ahead: count, commits, truncated: Math.max(0, count - commits.length), inRepository };
+  } catch (err) {
+    if (err instanceof GitUnavailable) return null;
+    throw err;
+  }
+}
+
+const LISTED_PATHS = 5;
+
+/**
+ * Why removing the checkout would lose work, or null when nothing would be
+ * lost: uncommitted or untracked files (ignored ones are not counted), or
+ * commits of its HEAD or any of its refs but the remote-tracking ones
+ * (branches, tags, the stash) that the repository's branch does not hold. Anything git cannot answer counts as a reason.
+ */
+export async function removalBlocker(host: GitHost, rec: CheckoutRecord): Promise<string | null> {
+  const inClone = { cwd: rec.path, writable: false, timeoutMs: GIT_TIMEOUT_MS };
+  try {
+    const status = await confinedGit(host, inClone, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=none']);
+    const paths = status.split('\0').filter((entry) => entry.length > 3).map((entry) => entry.slice(3));
+    if (paths.length > 0) {
+      const shown = paths.slice(0, LISTED_PATHS).join(', ') + (paths.length > LISTED_PATHS ? ` and ${paths.length - LISTED_PATHS} more` : '');
+      return `the checkout has ${paths.length} uncommitted or untracked path(s): ${shown}`;
+    }
+    const tip = (await confinedGit(host, { ...inClone, cwd: rec.gitDir }, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '')).trim();
+    if (!tip) return `the branch ${rec.branch} is missing from the repository ${rec.repository}`;
+    const unheld = (await confinedGit(host, inClone, ['rev-list', 'HEAD', '--exclude=refs/remotes/*', '--all', '--not', tip])).split('\n').filter(Boolean);
+    if (unheld.length > 0) return `${unheld.length} commit(s) of the checkout (${unheld[0]!.slice(0, 12)}…) are not on the repository's branch ${rec.branch}`;
+    return null;
+  } catch (err) {
+    return `git could not check the checkout (${(err as Error).message})`;
+  }
+}
+
+/** Removes the checkout's folder (the branch stays); rejects when it could not. */
+export async function removeCheckout(rec: CheckoutRecord): Promise<void> {
+  const problem = await removeTree(rec.path);
+  if (problem !== null) throw new ControllerError('checkout_remove_failed', `the checkout could not be removed: ${problem}`, 'Remove the folder by hand once you have checked it, then archive again.');
+}

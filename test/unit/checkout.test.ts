@@ -1,0 +1,200 @@
+/**
+ * Session checkouts (issue 21) below the tools: the git of src/worktree/
+ * against real repositories (unconfined here; the wire and e2e tiers run
+ * it in bwrap), the pure placement and inventory rules, and the
+ * controller's refusals through SessionCheckouts with a stand-in state.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SessionCheckouts } from '../../src/controller/checkouts.js';
+import { fingerprint, type Intent } from '../../src/controller/fingerprint.js';
+import type { CheckoutRecord } from '../../src/shared/checkout-types.js';
+import { ControllerError } from '../../src/shared/public-error.js';
+import type { SessionRecord } from '../../src/shared/records.js';
+import { commitsAhead, inspectRepository, makeCheckout, removalBlocker, syncBranch } from '../../src/worktree/checkout.js';
+import { classifyCheckouts } from '../../src/worktree/inventory.js';
+import { alsoWritableOf, placementProblem, plannedCheckout, turnWorkspace } from '../../src/worktree/plan.js';
+import { checkCheckouts } from '../../src/ops/doctor-checkouts.js';
+import { StateStore } from '../../src/store/store.js';
+import { acceptedRun } from '../../src/shared/records.js';
+import { gitRepo } from '../support/git-repo.js';
+
+const HOST = { sandbox: { mode: 'off' as const }, droidEnv: {} };
+let root: string;
+let repo: string;
+let dir: string;
+
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd, encoding: 'utf8', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' } }).trim();
+
+beforeEach(() => {
+  root = realpathSync(mkdtempSync(join(tmpdir(), 'checkout-unit-')));
+  repo = join(root, 'repo');
+  dir = join(root, 'checkouts');
+  mkdirSync(join(repo, 'sub'), { recursive: true });
+  mkdirSync(dir);
+  gitRepo(repo, { 'README.md': 'base\n', 'sub/a.txt': 'a\n' });
+});
+afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+async function made(id = 's1', workspace = repo): Promise<CheckoutRecord> {
+  const r = (await inspectRepository(HOST, workspace))!;
+  return makeCheckout(HOST, plannedCheckout(id, dir, r), workspace);
+}
+
+function commitIn(path: string, file: string, message: string): void {
+  writeFileSync(join(path, file), `${message}\n`);
+  git(path, 'add', file);
+  git(path, 'commit', '-q', '-m', message);
+}
+
+describe('a checkout on disk', () => {
+  it('is made from HEAD on the session branch, in the same subfolder, with the branch in the repository', async () => {
+    const c = await made('s1', join(repo, 'sub'));
+    expect(c).toMatchObject({ state: 'ready', base: git(repo, 'rev-parse', 'HEAD'), branch: 'droid/s1', path: join(dir, 's1'), workspace: join(dir, 's1', 'sub') });
+    expect(git(repo, 'rev-parse', 'droid/s1')).toBe(c.base);
+    expect(git(c.path, 'symbolic-ref', '--short', 'HEAD')).toBe('droid/s1');
+    // Only a subfolder workspace needs the checkout's git folder writable besides.
+    const session = { workspace: join(repo, 'sub'), checkout: c } as SessionRecord;
+    expect(turnWorkspace(session)).toBe(join(dir, 's1', 'sub'));
+    expect(alsoWritableOf(session)).toEqual([join(dir, 's1', '.git')]);
+    expect(alsoWritableOf({ ...session, checkout: { ...c, workspace: c.path } })).toEqual([]);
+  });
+
+  it('never touches a folder already at its place', async () => {
+    mkdirSync(join(dir, 's1'));
+    writeFileSync(join(dir, 's1', 'keep.txt'), 'mine\n');
+    await expect(made('s1')).rejects.toMatchObject({ code: 'checkout_failed' });
+    expect(execFileSync('ls', [join(dir, 's1')], { encoding: 'utf8' }).trim()).toBe('keep.txt');
+  });
+
+  it('brings the branch back by fast-forward only; a diverged repository branch is never overwritten', async () => {
+    const c = await made();
+    commitIn(c.path, 'one.txt', 'one');
+    expect(await syncBranch(HOST, c)).toBe(true);
+    expect(await commitsAhead(HOST, c, true)).toMatchObject({ ahead: 1, commits: [{ subject: 'one' }], inRepository: true });
+    // A person commits on the session branch in the repository meanwhile.
+    git(repo, 'update-ref', 'refs/heads/droid/s1', git(repo, 'commit-tree', '-p', 'droid/s1', '-m', 'theirs', 'droid/s1^{tree}'));
+    const theirs = git(repo, 'rev-parse', 'droid/s1');
+    commitIn(c.path, 'two.txt', 'two');
+    expect(await syncBranch(HOST, c)).toBe(false);
+    expect(git(repo, 'rev-parse', 'droid/s1')).toBe(theirs);
+    expect(await commitsAhead(HOST, c, false)).toMatchObject({ ahead: 2, inRepository: false });
+  });
+
+  it('blocks removal for uncommitted, untracked or unheld work, and only then allows it', async () => {
+    const c = await made();
+    expect(await removalBlocker(HOST, c)).toBeNull();
+    writeFileSync(join(c.path, 'README.md'), 'edited\n');
+    expect(await removalBlocker(HOST, c)).toContain('README.md');
+    git(c.path, 'checkout', '-q', '--', 'README.md');
+    writeFileSync(join(c.path, 'new.txt'), 'untracked\n');
+    expect(await removalBlocker(HOST, c)).toContain('new.txt');
+    rmSync(join(c.path, 'new.txt'));
+    commitIn(c.path, 'x.txt', 'not yet back');
+    expect(await removalBlocker(HOST, c)).toContain('not on the repository');
+    await syncBranch(HOST, c);
+    expect(await removalBlocker(HOST, c)).toBeNull();
+    // A commit on another branch of the checkout is work too.
+    git(c.path, 'checkout', '-q', '-b', 'side');
+    commitIn(c.path, 'side.txt', 'side');
+    git(c.path, 'checkout', '-q', 'droid/s1');
+    expect(await removalBlocker(HOST, c)).toContain('not on the repository');
+    git(c.path, 'branch', '-q', '-D', 'side');
+    writeFileSync(join(c.path, 'README.md'), 'stashed\n');
+    git(c.path, 'stash', '-q');
+    expect(await removalBlocker(HOST, c)).toContain('not on the repository');
+  });
+});
+
+describe('where checkouts may go, and what is in the directory', () => {
+  it('refuses a workspace inside the checkouts directory or a directory inside the repository', () => {
+    const r = { top: repo, gitDir: join(repo, '.git'), prefix: '' };
+    expect(placementProblem(repo, r, dir)).toBeNull();
+    expect(placementProblem(join(dir, 'x'), { ...r, top: join(dir, 'x') }, dir)).toContain('inside the checkouts directory');
+    expect(placementProblem(repo, r, join(repo, 'checkouts'))).toContain('inside this repository');
+  });
+
+  it('classifies folders as owned, orphaned, missing or kept', () => {
+    const rec = (id: string, state: CheckoutRecord['state']) => ({ id, checkout: { ...plannedCheckout(id, dir, { top: repo, gitDir: join(repo, '.git'), prefix: '' }), state } }) as SessionRecord;
+    const sessions = [rec('a', 'ready'), rec('b', 'ready'), rec('gone', 'ready'), rec('old', 'removed'), { id: 'plain' } as SessionRecord];
+    expect(classifyCheckouts(dir, ['a', 'b', 'old', 'stray'], sessions, new Set(['b']))).toEqual({
+      directory: dir,
+      owned: [join(dir, 'a'), join(dir, 'b')],
+      orphans: [join(dir, 'old'), join(dir, 'stray')],
+      missing: [join(dir, 'gone')],
+      kept: [join(dir, 'b')],
+    });
+  });
+});
+
+describe('the controller: who may have a checkout', () => {
+  function checkouts(over: { worktrees?: { directory: string; maxCheckouts: number } | null; sessions?: SessionRecord[] } = {}) {
+    const sessions = new Map((over.sessions ?? []).map((s) => [s.id, s]));
+    const deps = {
+      sandbox: { mode: 'off' as const },
+      droidEnv: {},
+      sandboxUnavailable: null,
+      worktrees: over.worktrees === undefined ? { directory: dir, maxCheckouts: 2 } : over.worktrees,
+      store: { sessions, runsBySession: () => [] },
+      log: { info: () => undefined, warn: () => undefined } as never,
+    };
+    return new SessionCheckouts({ deps, session: (id) => sessions.get(id)!, serialized: (fn) => fn(), commit: async () => undefined });
+  }
+  const refusal = (p: Promise<unknown> | (() => unknown)) =>
+    (typeof p === 'function' ? Promise.resolve().then(p) : p).then(
+      () => null,
+      (err: unknown) => (err instanceof ControllerError ? err.code : String(err)),
+    );
+
+  it('no isolation asks nothing of the host, even with checkouts off', async () => {
+    expect(await checkouts({ worktrees: null }).intent(undefined, 'off', join(root, 'anything'))).toBeNull();
+    expect(await checkouts({ worktrees: null }).intent('none', 'high', join(root, 'anything'))).toBeNull();
+  });
+
+  it('refuses when the host has checkouts off, for readers, and outside a git work tree', async () => {
+    expect(await refusal(checkouts({ worktrees: null }).intent('worktree', 'high', repo))).toBe('isolation_unavailable');
+    expect(await refusal(checkouts().intent('worktree', 'off', repo))).toBe('isolation_not_for_readers');
+    mkdirSync(join(root, 'plain'));
+    expect(await refusal(checkouts().intent('worktree', 'high', join(root, 'plain')))).toBe('isolation_not_a_repository');
+    const intent = (await checkouts().intent('worktree', undefined, repo))!;
+    // A default autonomy of off is refused once the settings are resolved.
+    expect(await refusal(() => checkouts().plan(intent, 's9', 'off'))).toBe('isolation_not_for_readers');
+  });
+
+  it('refuses a checkout beyond the host limit; removed ones do not count', async () => {
+    const intent = (await checkouts().intent('worktree', 'high', repo))!;
+    const session = (id: string, state: CheckoutRecord['state']) => ({ id, checkout: { ...plannedCheckout(id, dir, intent.repo), state } }) as SessionRecord;
+    expect(checkouts({ sessions: [session('a', 'ready'), session('b', 'removed')] }).plan(intent, 'c', 'high').state).toBe('pending');
+    expect(await refusal(() => checkouts({ sessions: [session('a', 'ready'), session('b', 'pending')] }).plan(intent, 'c', 'high'))).toBe('checkout_limit_reached');
+  });
+
+  it('fingerprints isolation only when asked for, so earlier requests replay unchanged', () => {
+    const intent: Intent = { kind: 'create', target: repo, prompt: 'p', interrupt: false, replyTo: null, title: null, labels: [] };
+    expect(fingerprint({ ...intent })).toBe(fingerprint({ ...intent, isolation: undefined }));
+    expect(fingerprint({ ...intent, isolation: 'worktree' })).not.toBe(fingerprint(intent));
+  });
+});
+
+describe('doctor: session checkouts', () => {
+  it('counts the checkouts sessions own, their disk, and names the orphans, from the state as written', async () => {
+    const stateDir = join(root, 'state');
+    const owned = await made('owned');
+    mkdirSync(join(dir, 'stray'));
+    writeFileSync(join(dir, 'stray', 'left.txt'), 'x'.repeat(10_000));
+    const store = await StateStore.open(stateDir);
+    const run = acceptedRun({ id: 'r1', sessionId: 'owned', seq: 1, kind: 'create', requestKey: 'k', fingerprint: 'f', interrupt: false, settings: { model: 'm', autonomy: 'high', reasoningEffort: null }, acceptedAt: 'now' });
+    const session: SessionRecord = { id: 'owned', createdAt: 'now', updatedAt: 'now', workspace: repo, title: null, labels: [], archived: false, replyTo: null, droidSessionId: null, headRunId: 'r1', factoryTitle: null, checkout: owned };
+    await store.commit({ sessions: [session], runs: [run] });
+    await store.close();
+    expect(await checkCheckouts(undefined, stateDir)).toBeNull();
+    const check = (await checkCheckouts(dir, stateDir))!;
+    expect(check).toMatchObject({ status: 'warn', action: expect.stringContaining('remove it by hand') });
+    expect(check.detail).toMatch(new RegExp(`^1 checkout\\(s\\) in ${dir}, \\d+\\.\\d MiB in all; 1 orphaned: ${join(dir, 'stray')}$`));
+    rmSync(join(dir, 'stray'), { recursive: true });
+    expect(await checkCheckouts(dir, stateDir)).toMatchObject({ status: 'ok' });
+  });
+});
