@@ -7,6 +7,7 @@ import { countsAsTurn, selectRunsForUsage, summarizeUsage, type UsageSource } fr
 import type { TokenUsage } from '../../src/droid/notifications.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/shared/records.js';
 import { runRecord } from '../support/records.js';
+import { RunEntry } from '../../src/store/formats/run-entry.js';
 import { expectRejection } from '../support/assertions.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
@@ -125,6 +126,14 @@ describe('summarizeUsage', () => {
   it('is not final while a counted turn has an unknown outcome with a figure', () => {
     expect(summarizeUsage([run({ state: 'unknown', usage: usage(), usageLive: true })]).final).toBe(false);
     expect(summarizeUsage([run({ state: 'unknown', usage: null })]).final).toBe(true);
+  });
+
+  it('is not final when a turn ended with only a running figure (droid or its worker died before the final one)', () => {
+    const died = run({ state: 'failed', usage: usage(), usageLive: true });
+    expect(summarizeUsage([died, run()]).final).toBe(false);
+    // The store's facts say the same without the record.
+    expect(summarizeUsage([RunEntry.of(died)]).final).toBe(false);
+    expect(summarizeUsage([RunEntry.of(run())]).final).toBe(true);
   });
 
   it('reports credits as null when none were reported, else their sum', () => {
