@@ -3,7 +3,7 @@
  * progress log. Pure.
  */
 import type { ProgressEvent } from '../droid/turn-collector.js';
-import type { ProgressRecord, RunRecord, RunResultFile } from '../shared/records.js';
+import type { ProgressRecord, RunRecord, RunResultFile, TokenUsage } from '../shared/records.js';
 import type { TurnResult } from '../worker/shared/protocol.js';
 import { head, tail } from '../util/text.js';
 import { hasChanges } from '../shared/evidence-types.js';
@@ -39,6 +39,8 @@ export interface TerminalContext {
   cancelRequested: boolean;
   events: ProgressRecord[];
   at: string;
+  /** The turn's running figure in memory (the worker's last report), null: none. */
+  running?: TokenUsage | null;
 }
 
 export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: TerminalContext): RunRecord {
@@ -64,6 +66,9 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
   }
   // The running figure's mark goes: the terminal figure is droid's final one unless no end came.
   const { usageLive: _running, ...settled } = run;
+  // No figure in the result (its worker died and a stand-in result was made): the spend so far
+  // still counts, against the session's budget too, so the last running figure stands.
+  const usage = result.usage ?? ctx.running ?? run.usage;
   return {
     ...settled,
     state,
@@ -71,7 +76,7 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     reason: result.reason,
     cancelReason,
     error: result.error,
-    usage: result.usage,
+    usage,
     preview: tail(result.finalText || result.partialText, PREVIEW_CHARS),
     needsAttention,
     permissionsDeclined: result.permissionsDeclined,
@@ -81,8 +86,8 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     ...(result.structuredOutput !== undefined ? { structuredOutput: result.structuredOutput } : {}),
     ...(result.changes !== undefined ? { changes: result.changes } : {}),
     ...(result.context !== undefined ? { context: result.context } : {}),
-    // No agent_turn_completed (droid died, the interrupt went unconfirmed): the figure is the last running one.
-    ...(result.usage !== null && result.reason === null ? { usageLive: true as const } : {}),
+    // No agent_turn_completed (droid died, the interrupt went unconfirmed), or no result at all: the figure is the last running one.
+    ...(usage !== null && (result.reason === null || result.usage === null) ? { usageLive: true as const } : {}),
   };
 }
 

@@ -251,7 +251,7 @@ export class TurnOwner {
     const session = state.session(run.sessionId);
     const at = state.now().toISOString();
     await state.deps.store.writeResult(resultFile(run.id, result));
-    const finished = terminalUpdate(run, result, { cancelRequested: turn.cancelRequested, events: turn.events, at });
+    const finished = terminalUpdate(run, result, { cancelRequested: turn.cancelRequested, events: turn.events, at, running: turn.usage });
     const changedRuns: RunRecord[] = [finished];
     // The queue never resumes work across a failure: later turns are dropped.
     if (finished.state === 'failed' || finished.state === 'timed_out') {
