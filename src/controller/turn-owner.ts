@@ -111,7 +111,7 @@ export class TurnOwner {
     if (this.state.stopped || this.state.halted) turn.stopUnrequested();
 
     const result = await handle.result;
-    this.liveUsage.forget(turn.runId);
+    this.liveUsage.forget(turn);
     crashPoint('terminal-received');
     await reports.started();
     // Durable before the worker hears it was: then it may exit.
