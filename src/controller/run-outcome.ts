@@ -45,8 +45,9 @@ export interface TerminalContext {
 
 export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: TerminalContext): RunRecord {
   const state = result.outcome;
-  const cancelReason =
-    state === 'cancelled' ? (result.error?.code === 'interrupt_unconfirmed' ? 'interrupt_unconfirmed' : 'cancelled') : null;
+  // A budget stop droid never confirmed keeps its code (budget_exceeded) and is an unconfirmed interrupt all the same.
+  const unconfirmed = result.error?.code === 'interrupt_unconfirmed' || result.error?.code === 'budget_exceeded';
+  const cancelReason = state === 'cancelled' ? (unconfirmed ? 'interrupt_unconfirmed' : 'cancelled') : null;
   // A read-only turn that changed files is reported loudly: it should have been impossible.
   const readOnlyChanged = run.settings.autonomy === 'off' && !!result.changes && hasChanges(result.changes);
   const needsAttention =

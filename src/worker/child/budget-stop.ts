@@ -39,6 +39,17 @@ function amount(r: Reached, value: number): string {
   return r.dimension === 'tokens' ? `${value} tokens` : `${value} credits`;
 }
 
+/**
+ * The budget asked for the interrupt but droid never confirmed it (the
+ * group is killed): still budget_exceeded, so a caller sees why it stopped;
+ * `cancelled` as for any unconfirmed interrupt (the controller records it
+ * as interrupt_unconfirmed, needing attention).
+ */
+export function unconfirmedBudgetStop(r: Reached): { outcome: 'cancelled'; reason: null; error: ErrorInfo } {
+  const error = budgetExceeded(r);
+  return { outcome: 'cancelled', reason: null, error: { ...error, message: `${error.message}; droid did not confirm the interrupt in time` } };
+}
+
 /** The run's error when the budget stopped it: what was spent when the check fired, and the limit. */
 export function budgetExceeded(r: Reached): ErrorInfo {
   return {

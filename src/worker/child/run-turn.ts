@@ -23,7 +23,7 @@ import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '
 import type { Launcher } from '../../evidence/git.js';
 import type { TokenUsage } from '../../droid/notifications.js';
 import { sessionTotal, type RawUsage } from '../../droid/turn-usage.js';
-import { budgetExceeded, watchBudget, type BudgetWatch, type Reached } from './budget-stop.js';
+import { budgetExceeded, unconfirmedBudgetStop, watchBudget, type BudgetWatch, type Reached } from './budget-stop.js';
 
 export interface TurnHooks {
   /** The prompt is submitted; `stages` says when each step of the start happened. */
@@ -354,13 +354,12 @@ function stoppedBeforeSubmit(stop: Stop): Verdict {
 /**
  * After the budget interrupt: droid's `completed` stands (the work was done
  * before the interrupt landed); any other end is `interrupted` with
- * budget_exceeded; no end in time is an unconfirmed interrupt.
+ * budget_exceeded; no end in time is an unconfirmed interrupt, still budget_exceeded.
  */
 function afterBudget(reached: Reached, end: { reason: string } | undefined, collector: Pick<TurnCollector, 'droidErrors'>): Verdict {
   if (end?.reason === 'completed') return fromReason(end.reason, collector);
   if (end) return { outcome: 'interrupted', reason: end.reason, error: budgetExceeded(reached) };
-  const message = `${budgetExceeded(reached).message}; droid did not confirm the interrupt in time`;
-  return { outcome: 'cancelled', reason: null, error: { code: 'interrupt_unconfirmed', message, retryable: false } };
+  return unconfirmedBudgetStop(reached);
 }
 
 function diedMidTurn(err: Error): Verdict {
