@@ -106,6 +106,7 @@ export class TurnAcceptance {
       intent,
       schema,
       basis: () => {
+        budget.assertCeilings();
         const sessionId = randomUUID();
         const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
           id: sessionId,

@@ -162,14 +162,26 @@ describe('budgets', () => {
     expect((await status(server, a.metadata.session)).latestRun.run).toBe(capped.latestRun.run);
   }, 120_000);
 
-  it('a replay keeps its original budget; another budget under the same key is a conflict', async () => {
+  it('a replay keeps its original budget, also after the operator lowered a ceiling; another budget under the same key is a conflict', async () => {
     server = await ctx.start();
-    const args = { requestKey: key(), replyTo: null, workspace: ctx.workspace('replay'), prompt: `one ${steps(0, 0)}`, budget: { maxTokens: 5_000 } };
+    const args = { requestKey: key(), replyTo: null, workspace: ctx.workspace('replay'), prompt: `one ${steps(0, 0)}`, budget: { maxTokens: 5_000, maxCredits: 4 } };
     const a = await server.ok<Acceptance>('droid_create_session', args);
     await settle(server, a.metadata.session);
+    const follow = { requestKey: key(), session: a.metadata.session, prompt: `two ${steps(0, 0)}`, budget: { maxTokens: 2_000 } };
+    const sent = await server.ok<Acceptance>('droid_send_message', follow);
+    await settle(server, a.metadata.session);
+    // Both budgets are now above the host's ceilings: their replays still replay, as accepted.
+    await server.close();
+    server = await ctx.start({ maxTurnTokens: 1_000, maxSessionCredits: 1 });
     const again = await server.ok<Acceptance>('droid_create_session', args);
     expect(again.metadata).toMatchObject({ replayed: true, run: a.metadata.run });
-    expect(again.status.budget).toMatchObject({ maxTokens: 5_000 });
+    expect(again.status.budget).toMatchObject({ maxTokens: 5_000, maxCredits: 4 });
+    const resent = await server.ok<Acceptance>('droid_send_message', follow);
+    expect(resent.metadata).toMatchObject({ replayed: true, run: sent.metadata.run });
+    expect(resent.status.latestRun).toMatchObject({ run: sent.metadata.run, limit: { maxTokens: 2_000, maxCredits: null } });
+    // A new request with the same budget is above the lowered ceilings.
+    const fresh = await server.call('droid_send_message', { ...follow, requestKey: key() });
+    expect(fresh.structured.error).toMatchObject({ code: 'budget_above_ceiling' });
     for (const budget of [{ maxTokens: 6_000 }, undefined]) {
       const other = await server.call('droid_create_session', { ...args, budget });
       expect(other.structured.error).toMatchObject({ code: 'request_key_conflict' });
