@@ -54,6 +54,8 @@ export function terminalUpdate(run: RunRecord, result: TurnResult, ctx: Terminal
     state === 'failed' ||
     state === 'timed_out' ||
     cancelReason === 'interrupt_unconfirmed' ||
+    // Refused at launch: the caller's turn never ran.
+    result.error?.code === 'budget_exhausted' ||
     (state === 'interrupted' && !ctx.cancelRequested) ||
     result.permissionsDeclined.length > 0 ||
     result.questions.length > 0 ||

@@ -69,7 +69,8 @@ export class TurnOwner {
     const marks: Record<string, number> = { launch_began: epochMs() };
     const refused = await this.refusal(turn);
     if (refused) {
-      await this.settle(turn, emptyFailure(refused));
+      // A spent budget refuses this turn alone (cancelled, not failed): later queued turns are judged on their own.
+      await this.settle(turn, emptyFailure(refused, refused.code === 'budget_exhausted' ? { outcome: 'cancelled' } : {}));
       return;
     }
 
