@@ -30,7 +30,7 @@ import type { Turn } from './turn.js';
 import type { TurnQueue } from './turn-queue.js';
 import { turnSpecFor } from './turn-spec.js';
 import { LiveUsage } from './live-usage.js';
-import { budgetAtLaunch } from './budget-launch.js';
+import { budgetAtLaunch, budgetSpec } from './budget-launch.js';
 
 const TERMINAL_WRITE_ATTEMPTS = 3;
 const TERMINAL_WRITE_BACKOFF_MS = 200;
@@ -97,7 +97,7 @@ export class TurnOwner {
 
     const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.state.deps);
     if (turn.outputSchema) spec.outputSchema = turn.outputSchema;
-    if (run.limit) spec.budget = run.limit;
+    Object.assign(spec, budgetSpec(this.state, run, spec));
     const reports = this.reports(turn, marks);
     let handle: WorkerHandle;
     try {

@@ -10,7 +10,7 @@ import { launchLimit } from '../../src/controller/budget-policy.js';
 import { NO_CEILINGS } from '../../src/shared/budget.js';
 import type { TokenUsage } from '../../src/shared/records.js';
 import { emptyFailure } from '../../src/worker/shared/protocol.js';
-import { unconfirmedBudgetStop } from '../../src/worker/child/budget-stop.js';
+import { budgetStopped } from '../../src/worker/child/budget-stop.js';
 import { runRecord, sessionRecord } from '../support/records.js';
 
 const usage = (inputTokens: number): TokenUsage => ({ inputTokens, outputTokens: 0, cacheCreationTokens: 0, cacheReadTokens: 0, thinkingTokens: 0, factoryCredits: null });
@@ -47,7 +47,7 @@ describe('the terminal figure', () => {
 describe('a budget stop droid never confirmed', () => {
   it('keeps budget_exceeded (spent, limit, unconfirmed) and needs attention as an unconfirmed interrupt', () => {
     const live = runRecord({ sessionId: 's', seq: 1, state: 'running', endedAt: null, reason: null, hasResult: false, usage: null });
-    const verdict = unconfirmedBudgetStop({ dimension: 'tokens', spent: 330, limit: 300 });
+    const verdict = budgetStopped({ dimension: 'tokens', spent: 330, limit: 300 }, undefined);
     expect(verdict.error).toMatchObject({ code: 'budget_exceeded', message: expect.stringMatching(/330 tokens.*limit 300 tokens.*did not confirm the interrupt/) });
     const ended = terminalUpdate(live, { ...died, ...verdict, usage: usage(330) }, ctx);
     expect(ended).toMatchObject({ state: 'cancelled', cancelReason: 'interrupt_unconfirmed', needsAttention: true, error: { code: 'budget_exceeded' }, usageLive: true });

@@ -40,13 +40,15 @@ function amount(r: Reached, value: number): string {
 }
 
 /**
- * The budget asked for the interrupt but droid never confirmed it (the
- * group is killed): still budget_exceeded, so a caller sees why it stopped;
- * `cancelled` as for any unconfirmed interrupt (the controller records it
- * as interrupt_unconfirmed, needing attention).
+ * How a turn the budget interrupted ends (droid's `completed` aside):
+ * `interrupted` with budget_exceeded once droid confirms with another end.
+ * Never confirmed (the group is killed): still budget_exceeded, so a caller
+ * sees why it stopped, and `cancelled` as for any unconfirmed interrupt (the
+ * controller records it as interrupt_unconfirmed, needing attention).
  */
-export function unconfirmedBudgetStop(r: Reached): { outcome: 'cancelled'; reason: null; error: ErrorInfo } {
+export function budgetStopped(r: Reached, end: { reason: string } | undefined): { outcome: 'interrupted' | 'cancelled'; reason: string | null; error: ErrorInfo } {
   const error = budgetExceeded(r);
+  if (end) return { outcome: 'interrupted', reason: end.reason, error };
   return { outcome: 'cancelled', reason: null, error: { ...error, message: `${error.message}; droid did not confirm the interrupt in time` } };
 }
 
