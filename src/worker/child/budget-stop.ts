@@ -53,7 +53,7 @@ export function budgetStopped(r: Reached, end: { reason: string } | undefined): 
 }
 
 /** The run's error when the budget stopped it: what was spent when the check fired, and the limit. */
-export function budgetExceeded(r: Reached): ErrorInfo {
+function budgetExceeded(r: Reached): ErrorInfo {
   return {
     code: 'budget_exceeded',
     message:
