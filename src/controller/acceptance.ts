@@ -125,6 +125,7 @@ export class TurnAcceptance {
         checkout = await this.state.checkouts.intent(input.isolation, input.autonomy, workspace);
       },
       basis: () => {
+        budget.assertCeilings();
         const sessionId = randomUUID();
         const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
           id: sessionId,

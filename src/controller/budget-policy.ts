@@ -4,9 +4,10 @@
  *
  * - `droid_create_session {budget}` is the session's total over all its
  *   turns; `droid_send_message {budget}` is that turn's own. A follow-up
- *   without one runs under what is left of the session's budget; one with
- *   its own budget runs under that instead (the way to continue a session
- *   whose budget is spent). Each dimension (tokens, credits) on its own.
+ *   without one runs under what is left of the session's budget, each
+ *   dimension (tokens, credits) on its own; one with its own budget runs
+ *   under that instead, in both dimensions (the way to continue a session
+ *   whose budget is spent: {maxTokens} alone is enough after its credits ran out).
  * - The host's ceilings (config) always hold as well: maxTurnTokens and
  *   maxTurnCredits per turn, maxSessionCredits over the session's turns.
  *   A caller's budget above one is refused at acceptance, never lowered
@@ -81,32 +82,55 @@ function remaining(max: number | null, spent: number): number | null {
   return max === null ? null : Math.round((max - spent) * 1e6) / 1e6;
 }
 
-/** The turn's ceiling: its own budget, else what is left of the session's; then the host's. May be ≤ 0 (spent). */
+/** What the caller's side allows: the turn's own budget (both dimensions), else what is left of the session's. */
+function callerLimit(turn: Budget | undefined, session: Budget | undefined, spent: Spend): Budget {
+  if (turn) return turn;
+  return { maxTokens: remaining(session?.maxTokens ?? null, spent.tokens), maxCredits: remaining(session?.maxCredits ?? null, spent.credits) };
+}
+
+/** The turn's ceiling: the caller's, then the host's. May be ≤ 0 (spent). */
 function turnLimit(turn: Budget | undefined, session: Budget | undefined, spent: Spend, host: HostCeilings): Budget {
-  const caller: Budget = {
-    maxTokens: turn?.maxTokens ?? remaining(session?.maxTokens ?? null, spent.tokens),
-    maxCredits: turn?.maxCredits ?? remaining(session?.maxCredits ?? null, spent.credits),
-  };
   const perTurn: Budget = { maxTokens: host.maxTurnTokens, maxCredits: host.maxTurnCredits };
-  const sessionLeft: Budget = { maxTokens: null, maxCredits: remaining(host.maxSessionCredits, spent.credits) };
-  return tighter(tighter(caller, perTurn), sessionLeft);
+  return tighter(tighter(callerLimit(turn, session, spent), perTurn), hostSessionLeft(host, spent));
 }
 
-/** Why a turn under `limit` may not start: nothing of some ceiling is left. Null: it may. */
-function exhaustion(limit: Budget, spent: Spend): ErrorInfo | null {
-  const tokensGone = limit.maxTokens !== null && limit.maxTokens <= 0;
-  const creditsGone = limit.maxCredits !== null && limit.maxCredits <= 0;
-  if (!tokensGone && !creditsGone) return null;
-  const what = tokensGone ? `${spent.tokens} tokens` : `${spent.credits} credits`;
-  return {
-    code: 'budget_exhausted',
-    message: `this session's budget is spent (its turns used ${what}); nothing was submitted`,
-    retryable: false,
-  };
+function hostSessionLeft(host: HostCeilings, spent: Spend): Budget {
+  return { maxTokens: null, maxCredits: remaining(host.maxSessionCredits, spent.credits) };
 }
 
-const EXHAUSTED_ACTION =
-  "Give this message its own budget (droid_send_message budget, within the host's ceilings), or start a new session with droid_create_session.";
+const gone = (max: number | null) => max !== null && max <= 0;
+
+/**
+ * Why a turn may not start: some ceiling has nothing left. The host's
+ * session ceiling first (no budget of the caller's lifts it: only a new
+ * session does), then the session's own budget (a message's own budget
+ * replaces it). Null: it may start. A turn's own budget or a per-turn host
+ * ceiling is never spent before the turn runs.
+ */
+function exhaustion(turn: Budget | undefined, session: Budget | undefined, spent: Spend, host: HostCeilings): { error: ErrorInfo; action: string } | null {
+  const credits = `${spent.credits} credits`;
+  if (gone(hostSessionLeft(host, spent).maxCredits)) {
+    return exhausted(
+      `this session's turns used ${credits}, this host's ceiling for a session (maxSessionCredits ${host.maxSessionCredits})`,
+      "No budget of a message lifts the host's ceiling for a session: start a new session with droid_create_session (or have the operator raise maxSessionCredits).",
+    );
+  }
+  const left = callerLimit(turn, session, spent);
+  const dimension = gone(left.maxTokens)
+    ? { spent: `${spent.tokens} tokens`, key: 'maxTokens', max: session?.maxTokens }
+    : gone(left.maxCredits)
+      ? { spent: credits, key: 'maxCredits', max: session?.maxCredits }
+      : null;
+  if (dimension === null) return null;
+  return exhausted(
+    `this session's budget is spent: its turns used ${dimension.spent} of its budget.${dimension.key} ${dimension.max}`,
+    "Give this message its own budget (droid_send_message budget {maxTokens?, maxCredits?}, within the host's ceilings): it replaces the session's budget for that turn in both dimensions. Or start a new session with droid_create_session.",
+  );
+}
+
+function exhausted(message: string, action: string): { error: ErrorInfo; action: string } {
+  return { error: { code: 'budget_exhausted', message: `${message}; nothing was submitted`, retryable: false }, action };
+}
 
 /**
  * The ceiling a run starts under, or why it may not start. `runs`: the
@@ -117,13 +141,12 @@ export function launchLimit(run: RunRecord, session: SessionRecord, runs: readon
   const spent = sessionSpend(runs, run.id);
   const limit = turnLimit(run.budget, session.budget, spent, host);
   if (!hasLimit(limit)) return {};
-  const refused = exhaustion(limit, spent);
-  return refused ? { refused } : { limit };
+  const refused = exhaustion(run.budget, session.budget, spent, host);
+  return refused ? { refused: { ...refused.error, message: `${refused.error.message}. ${refused.action}` } } : { limit };
 }
 
 /** At acceptance: a follow-up without its own budget on a spent session is refused at once. */
 export function assertNotExhausted(turn: Budget | undefined, session: SessionRecord, runs: readonly RunRecord[], host: HostCeilings): void {
-  const spent = sessionSpend(runs);
-  const refused = exhaustion(turnLimit(turn, session.budget, spent, host), spent);
-  if (refused) throw new ControllerError(refused.code, refused.message.replace('; nothing was submitted', ''), EXHAUSTED_ACTION);
+  const refused = exhaustion(turn, session.budget, sessionSpend(runs), host);
+  if (refused) throw new ControllerError(refused.error.code, refused.error.message.replace('; nothing was submitted', ''), refused.action);
 }

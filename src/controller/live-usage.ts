@@ -26,6 +26,8 @@ interface Pending {
 
 export class LiveUsage {
   private readonly pending = new Map<string, Pending>();
+  /** Turns whose result came: a report after it (IPC order is not the chain's) is ignored, never pending again. */
+  private readonly ended = new WeakSet<Turn>();
 
   constructor(private readonly state: ControllerState) {}
 
@@ -35,6 +37,7 @@ export class LiveUsage {
 
   /** The worker reported a new running figure for `turn`. */
   report(turn: Turn, usage: TokenUsage): void {
+    if (this.ended.has(turn)) return;
     turn.recordUsage(usage);
     // Summaries (session spend) read the turn's figure: they are made again.
     this.state.reader.invalidate(turn.sessionId);
@@ -49,10 +52,11 @@ export class LiveUsage {
   }
 
   /** The turn ended (its terminal commit carries the final figure): nothing more is written for it. */
-  forget(runId: string): void {
-    const entry = this.pending.get(runId);
+  forget(turn: Turn): void {
+    this.ended.add(turn);
+    const entry = this.pending.get(turn.runId);
     if (entry?.timer !== undefined) clearTimeout(entry.timer);
-    this.pending.delete(runId);
+    this.pending.delete(turn.runId);
   }
 
   private write(turn: Turn, entry: Pending): void {

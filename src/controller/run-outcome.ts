@@ -3,7 +3,7 @@
  * progress log. Pure.
  */
 import type { ProgressEvent } from '../droid/turn-collector.js';
-import type { CommitsAhead, ProgressRecord, RunRecord, RunResultFile } from '../shared/records.js';
+import type { CommitsAhead, ProgressRecord, RunRecord, RunResultFile, TokenUsage } from '../shared/records.js';
 import type { TurnResult } from '../worker/shared/protocol.js';
 import { head, tail } from '../util/text.js';
 import { hasChanges } from '../shared/evidence-types.js';
@@ -42,18 +42,23 @@ export interface TerminalContext {
   cancelRequested: boolean;
   events: ProgressRecord[];
   at: string;
+  /** The turn's running figure in memory (the worker's last report), null: none. */
+  running?: TokenUsage | null;
 }
 
 export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: TerminalContext): RunRecord {
   const state = result.outcome;
-  const cancelReason =
-    state === 'cancelled' ? (result.error?.code === 'interrupt_unconfirmed' ? 'interrupt_unconfirmed' : 'cancelled') : null;
+  // A budget stop droid never confirmed keeps its code (budget_exceeded) and is an unconfirmed interrupt all the same.
+  const unconfirmed = result.error?.code === 'interrupt_unconfirmed' || result.error?.code === 'budget_exceeded';
+  const cancelReason = state === 'cancelled' ? (unconfirmed ? 'interrupt_unconfirmed' : 'cancelled') : null;
   // A read-only turn that changed files is reported loudly: it should have been impossible.
   const readOnlyChanged = run.settings.autonomy === 'off' && !!result.changes && hasChanges(result.changes);
   const needsAttention =
     state === 'failed' ||
     state === 'timed_out' ||
     cancelReason === 'interrupt_unconfirmed' ||
+    // Refused at launch: the caller's turn never ran.
+    result.error?.code === 'budget_exhausted' ||
     (state === 'interrupted' && !ctx.cancelRequested) ||
     result.permissionsDeclined.length > 0 ||
     result.questions.length > 0 ||
@@ -67,6 +72,9 @@ export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: Termina
   }
   // The running figure's mark goes: the terminal figure is droid's final one unless no end came.
   const { usageLive: _running, ...settled } = run;
+  // No figure in the result (its worker died and a stand-in result was made): the spend so far
+  // still counts, against the session's budget too, so the last running figure stands.
+  const usage = result.usage ?? ctx.running ?? run.usage;
   return {
     ...settled,
     state,
@@ -74,7 +82,7 @@ export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: Termina
     reason: result.reason,
     cancelReason,
     error: result.error,
-    usage: result.usage,
+    usage,
     preview: tail(result.finalText || result.partialText, PREVIEW_CHARS),
     needsAttention,
     permissionsDeclined: result.permissionsDeclined,
@@ -84,8 +92,8 @@ export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: Termina
     ...(result.structuredOutput !== undefined ? { structuredOutput: result.structuredOutput } : {}),
     ...(result.changes !== undefined ? { changes: result.changes } : {}),
     ...(result.context !== undefined ? { context: result.context } : {}),
-    // No agent_turn_completed (droid died, the interrupt went unconfirmed): the figure is the last running one.
-    ...(result.usage !== null && result.reason === null ? { usageLive: true as const } : {}),
+    // No agent_turn_completed (droid died, the interrupt went unconfirmed), or no result at all: the figure is the last running one.
+    ...(usage !== null && (result.reason === null || result.usage === null) ? { usageLive: true as const } : {}),
     ...(result.commits !== undefined ? { commits: result.commits } : {}),
   };
 }

@@ -31,7 +31,7 @@ import type { Turn } from './turn.js';
 import type { TurnQueue } from './turn-queue.js';
 import { turnSpecFor } from './turn-spec.js';
 import { LiveUsage } from './live-usage.js';
-import { budgetAtLaunch } from './budget-launch.js';
+import { budgetAtLaunch, budgetSpec } from './budget-launch.js';
 
 const TERMINAL_WRITE_ATTEMPTS = 3;
 const TERMINAL_WRITE_BACKOFF_MS = 200;
@@ -70,7 +70,8 @@ export class TurnOwner {
     const marks: Record<string, number> = { launch_began: epochMs() };
     const refused = await this.refusal(turn);
     if (refused) {
-      await this.settle(turn, emptyFailure(refused));
+      // A spent budget refuses this turn alone (cancelled, not failed): later queued turns are judged on their own.
+      await this.settle(turn, emptyFailure(refused, refused.code === 'budget_exhausted' ? { outcome: 'cancelled' } : {}));
       return;
     }
 
@@ -106,7 +107,7 @@ export class TurnOwner {
     }
     const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.state.deps);
     if (turn.outputSchema) spec.outputSchema = turn.outputSchema;
-    if (run.limit) spec.budget = run.limit;
+    Object.assign(spec, budgetSpec(this.state, run, spec));
     const reports = this.reports(turn, marks);
     let handle: WorkerHandle;
     try {
@@ -121,7 +122,7 @@ export class TurnOwner {
     if (this.state.stopped || this.state.halted) turn.stopUnrequested();
 
     const result = await handle.result;
-    this.liveUsage.forget(turn.runId);
+    this.liveUsage.forget(turn);
     crashPoint('terminal-received');
     await reports.started();
     const commits = this.state.checkouts.syncsAfter(run) ? await this.state.checkouts.afterTurn(run) : undefined;
@@ -263,7 +264,7 @@ export class TurnOwner {
     const session = state.session(run.sessionId);
     const at = state.now().toISOString();
     await state.deps.store.writeResult(resultFile(run.id, result));
-    const finished = terminalUpdate(run, result, { cancelRequested: turn.cancelRequested, events: turn.events, at });
+    const finished = terminalUpdate(run, result, { cancelRequested: turn.cancelRequested, events: turn.events, at, running: turn.usage });
     const changedRuns: RunRecord[] = [finished];
     // The queue never resumes work across a failure: later turns are dropped.
     if (finished.state === 'failed' || finished.state === 'timed_out') {

@@ -5,8 +5,9 @@
  * their running figure) and all terminal states except a `cancelled` run
  * that never started (dropped from the queue: nothing was submitted, so it
  * is not a turn of work). Queued runs are left out until they start. A
- * total is `final: false` while a counted turn runs or its outcome is
- * unknown; a finished turn's figure never changes. A run whose usage is
+ * total is `final: false` while a counted turn runs, its outcome is
+ * unknown, or it ended with only a running figure (`usageLive`: droid's
+ * final one never came); a finished turn's figure never changes. A run whose usage is
  * null (droid reported nothing) is a turn, but not a turn with usage, and
  * adds no tokens: unknown is not zero.
  */
@@ -24,7 +25,7 @@ export interface UsageSummary extends TokenUsage {
   turnsWithUsage: number;
   /** Counted turns still running (their figures so far are included). */
   turnsRunning: number;
-  /** False while a counted turn runs or its outcome is unknown: the sum may still grow. */
+  /** False while a counted turn runs, its outcome is unknown or its figure is a running one: the sum may be short. */
   final: boolean;
 }
 
@@ -95,7 +96,8 @@ export function summarizeUsage(runs: Iterable<UsageRun>, live: LiveUsageOf = () 
     const running = LIVE_STATES.includes(run.state);
     if (running) sum.turnsRunning++;
     const u = (running ? live(run.id) : undefined) ?? run.usage;
-    if (running || (run.state === 'unknown' && u !== null)) sum.final = false;
+    // A terminal run whose figure is a running one (no final figure came: droid or its worker died) may have spent more.
+    if (running || (u !== null && (run.state === 'unknown' || run.usageLive === true))) sum.final = false;
     if (u === null) continue;
     sum.turnsWithUsage++;
     sum.inputTokens += u.inputTokens;

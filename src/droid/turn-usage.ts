@@ -50,6 +50,22 @@ export function sessionTotal(n: { tokenUsage?: unknown; inclusiveTokenUsage?: un
   return pick(n.inclusiveTokenUsage) ?? pick(n.tokenUsage);
 }
 
+/**
+ * A resumed turn's baseline: the session's totals in droid's `load_session`
+ * answer; when it carries none, what the controller recorded the earlier
+ * turns spent (`recorded`; a turn whose figure was never reported counts as
+ * nothing, so the running figure may come out high: a budget then stops
+ * early, never late), with a note saying so. Null: neither.
+ */
+export function resumeBaseline(loaded: { tokenUsage?: unknown; inclusiveTokenUsage?: unknown }, recorded: RawUsage | undefined): { baseline: RawUsage | null; note?: string } {
+  const total = sessionTotal(loaded);
+  if (total !== undefined) return { baseline: total };
+  const note = recorded
+    ? "load_session carried no usage totals: this turn's running figure is counted from the controller's record of the earlier turns"
+    : 'load_session carried no usage totals: no running figure, so no budget check, before the turn ends';
+  return { baseline: recorded ?? null, note };
+}
+
 export class TurnUsageMeter {
   private running: TokenUsage | null = null;
 

@@ -88,9 +88,9 @@ export const TOOLS: readonly ToolDefinition[] = [
       'null to detach; a retarget or detach invalidates every older reply handle from the moment it is accepted. ' +
       'admission says what happened: started, queued (waitingFor: behind what) or interrupting. ' +
       'outputSchema applies to this turn only (give it again on each turn that needs it). budget {maxTokens?, maxCredits?} ' +
-      "caps this turn instead of what is left of the session's budget; the cap is checked whenever droid reports usage, so " +
-      'a turn can overshoot by one model step. A session whose budget is spent refuses a message without its own budget ' +
-      '(budget_exhausted).\n' +
+      "caps this turn instead of what is left of the session's budget, in both dimensions; the cap is checked whenever droid " +
+      'reports usage, so a turn can overshoot by one model step. A session whose budget is spent refuses a message without ' +
+      "its own budget (budget_exhausted); one that reached the host's maxSessionCredits refuses every message (start a new session).\n" +
       'Example: {"requestKey":"review-42-fix","session":"5b3c…","prompt":"Now fix the first finding.","interrupt":false}',
     input: s.sendInput,
     output: s.acceptanceOutput,

@@ -14,7 +14,7 @@ import { forEachLine } from './formats/lines.js';
 import { isRunRecord, isSessionRecord } from './formats/record-guard.js';
 import { parseJson, validate, type Refuse } from './formats/refusal.js';
 import { RunEntry } from './formats/run-entry.js';
-import { FLAG_CHANGES, FLAG_PREVIEW, FLAG_STARTED, FLAG_USAGE, INDEX_FILE, readRunIndex, RUN_STATE_CODES, type IndexBody, type SnapshotDigest } from './formats/run-index.js';
+import { FLAG_CHANGES, FLAG_PREVIEW, FLAG_STARTED, FLAG_USAGE, FLAG_USAGE_LIVE, INDEX_FILE, readRunIndex, RUN_STATE_CODES, type IndexBody, type SnapshotDigest } from './formats/run-index.js';
 import { HEADER_MAX_BYTES, recordOfLine, STATE_FILE, type RecordKind } from './formats/snapshot.js';
 import { sameFile } from './formats/snapshot-source.js';
 import type { RecordInterner } from './tables/record-interner.js';
@@ -180,7 +180,7 @@ function addStubs(index: IndexBody, sessionList: SessionRecord[], runs: RunTable
     if ((f & FLAG_USAGE) !== 0) ui += 6;
     const text = (f & FLAG_PREVIEW) === 0 ? '' : previews.get(i);
     const usage = (f & FLAG_USAGE) !== 0 ? usageColumn : null;
-    runs.add(new RunEntry(runId, owner.id, q, k ?? null, s, (f & FLAG_STARTED) !== 0, accepted[i]!, usage, usageAt, (f & FLAG_CHANGES) !== 0, text, at, n, undefined));
+    runs.add(new RunEntry(runId, owner.id, q, k ?? null, s, (f & FLAG_STARTED) !== 0, accepted[i]!, usage, usageAt, (f & FLAG_USAGE_LIVE) !== 0, (f & FLAG_CHANGES) !== 0, text, at, n, undefined));
     if (runs.size !== i + 1) return `run ${runId} appears twice`;
     at += n + 1;
   }

@@ -57,6 +57,16 @@ async function until(predicate: () => boolean | Promise<boolean>, ms = 30_000): 
   }
 }
 
+/** A run's last record in the controller's journal, read as an operator would (no tool shows a run that is not the head). */
+function storedRun(runId: string): Record<string, unknown> | undefined {
+  let found: Record<string, unknown> | undefined;
+  for (const line of readFileSync(join(ctx.stateDir, 'journal.jsonl'), 'utf8').split('\n').filter(Boolean)) {
+    const value = JSON.parse(line) as { runs?: Array<Record<string, unknown>> };
+    for (const r of value.runs ?? []) if (r['id'] === runId) found = r;
+  }
+  return found;
+}
+
 function create(s: RunningServer, args: Record<string, unknown>): Promise<Acceptance> {
   return s.ok<Acceptance>('droid_create_session', { requestKey: key(), replyTo: null, autonomy: 'high', ...args });
 }
@@ -144,6 +154,21 @@ describe('budgets', () => {
     expect(third.latestRun).toMatchObject({ state: 'succeeded', limit: { maxTokens: 1_000 } });
   }, 120_000);
 
+  it('a queued turn refused at launch because the session budget got spent is cancelled alone: a later one with its own budget still runs', async () => {
+    server = await ctx.start();
+    const a = await create(server, { workspace: ctx.workspace('queued'), prompt: `loop ${steps(12, 300)}`, budget: { maxTokens: 300 } });
+    // Both queued behind the first turn, before it spends the session's budget.
+    const t2 = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'without a budget' });
+    const t3 = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: `own ${steps(0, 0)}`, budget: { maxTokens: 1_000 } });
+    expect([t2.admission.action, t3.admission.action]).toEqual(['queued', 'queued']);
+    const done = await settle(server, a.metadata.session);
+    expect(done.latestRun).toMatchObject({ run: t3.metadata.run, state: 'succeeded', limit: { maxTokens: 1_000, maxCredits: null } });
+    expect(storedRun(a.metadata.run)).toMatchObject({ state: 'interrupted', error: { code: 'budget_exceeded' } });
+    expect(storedRun(t2.metadata.run)).toMatchObject({ state: 'cancelled', startedAt: null, needsAttention: true, error: { code: 'budget_exhausted' } });
+    // Not a turn of work: get_usage counts the two that ran.
+    expect(await server.ok('droid_get_usage', { session: a.metadata.session })).toMatchObject({ turns: 2 });
+  }, 120_000);
+
   it("refuses a budget above the host's ceilings, changing nothing; a turn without one runs under the host's", async () => {
     server = await ctx.start({ maxTurnTokens: 300, maxSessionCredits: 5 });
     const ws = ctx.workspace('ceiling');
@@ -162,14 +187,26 @@ describe('budgets', () => {
     expect((await status(server, a.metadata.session)).latestRun.run).toBe(capped.latestRun.run);
   }, 120_000);
 
-  it('a replay keeps its original budget; another budget under the same key is a conflict', async () => {
+  it('a replay keeps its original budget, also after the operator lowered a ceiling; another budget under the same key is a conflict', async () => {
     server = await ctx.start();
-    const args = { requestKey: key(), replyTo: null, workspace: ctx.workspace('replay'), prompt: `one ${steps(0, 0)}`, budget: { maxTokens: 5_000 } };
+    const args = { requestKey: key(), replyTo: null, workspace: ctx.workspace('replay'), prompt: `one ${steps(0, 0)}`, budget: { maxTokens: 5_000, maxCredits: 4 } };
     const a = await server.ok<Acceptance>('droid_create_session', args);
     await settle(server, a.metadata.session);
+    const follow = { requestKey: key(), session: a.metadata.session, prompt: `two ${steps(0, 0)}`, budget: { maxTokens: 2_000 } };
+    const sent = await server.ok<Acceptance>('droid_send_message', follow);
+    await settle(server, a.metadata.session);
+    // Both budgets are now above the host's ceilings: their replays still replay, as accepted.
+    await server.close();
+    server = await ctx.start({ maxTurnTokens: 1_000, maxSessionCredits: 1 });
     const again = await server.ok<Acceptance>('droid_create_session', args);
     expect(again.metadata).toMatchObject({ replayed: true, run: a.metadata.run });
-    expect(again.status.budget).toMatchObject({ maxTokens: 5_000 });
+    expect(again.status.budget).toMatchObject({ maxTokens: 5_000, maxCredits: 4 });
+    const resent = await server.ok<Acceptance>('droid_send_message', follow);
+    expect(resent.metadata).toMatchObject({ replayed: true, run: sent.metadata.run });
+    expect(resent.status.latestRun).toMatchObject({ run: sent.metadata.run, limit: { maxTokens: 2_000, maxCredits: null } });
+    // A new request with the same budget is above the lowered ceilings.
+    const fresh = await server.call('droid_send_message', { ...follow, requestKey: key() });
+    expect(fresh.structured.error).toMatchObject({ code: 'budget_above_ceiling' });
     for (const budget of [{ maxTokens: 6_000 }, undefined]) {
       const other = await server.call('droid_create_session', { ...args, budget });
       expect(other.structured.error).toMatchObject({ code: 'request_key_conflict' });

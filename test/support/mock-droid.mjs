@@ -24,6 +24,7 @@
 //                             (a relative path is the process's cwd: a turn's workspace)
 //   MOCK_DROID_EXIT_DELAY_MS  after EOF, exit (logging {exit: 'voluntary'}) only after this delay
 //   MOCK_DROID_RENAME_DELAY_MS answer rename_session {success: true} after this
+//   MOCK_DROID_LOAD_NO_USAGE  load_session answers without the session's usage totals (as a droid that does not send them)
 //                             delay (unset: rename_session is an unknown method)
 import { randomUUID } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -355,7 +356,7 @@ const methods = {
       availableModels: MODELS,
       isAgentLoopInProgress: false,
       workingState: 'idle',
-      tokenUsage: session.cumulative,
+      ...(process.env.MOCK_DROID_LOAD_NO_USAGE ? {} : { tokenUsage: session.cumulative }),
     });
   },
   'droid.list_models'(id) {

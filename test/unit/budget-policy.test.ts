@@ -4,7 +4,7 @@
  * spent session refuses a turn without its own budget.
  */
 import { describe, expect, it } from 'vitest';
-import { assertSessionBudget, assertTurnBudget, budgetOf, launchLimit } from '../../src/controller/budget-policy.js';
+import { assertNotExhausted, assertSessionBudget, assertTurnBudget, budgetOf, launchLimit } from '../../src/controller/budget-policy.js';
 import { NO_CEILINGS, reached, tokensOf } from '../../src/shared/budget.js';
 import type { TokenUsage } from '../../src/shared/records.js';
 import { runRecord, sessionRecord } from '../support/records.js';
@@ -59,8 +59,9 @@ describe('the limit a turn starts under', () => {
     const spent = [runRecord({ sessionId: 's', seq: 1, usage: usage(1_000) })];
     const run = runRecord({ sessionId: 's', seq: 2, usage: null });
     expect(launchLimit(run, session, [...spent, run], NO_CEILINGS).refused).toMatchObject({ code: 'budget_exhausted' });
+    // Its own budget replaces the session's in both dimensions.
     const own = { ...run, budget: { maxTokens: 10, maxCredits: null } };
-    expect(launchLimit(own, session, [...spent, own], NO_CEILINGS)).toEqual({ limit: { maxTokens: 10, maxCredits: 3 } });
+    expect(launchLimit(own, session, [...spent, own], NO_CEILINGS)).toEqual({ limit: { maxTokens: 10, maxCredits: null } });
     const free = sessionRecord({ id: 'f', headRunId: 'f-r1' });
     expect(launchLimit(run, free, [run], NO_CEILINGS)).toEqual({});
   });
@@ -70,5 +71,38 @@ describe('the limit a turn starts under', () => {
     expect(tokensOf(u)).toBe(15);
     expect(reached({ tokens: 15, credits: 0 }, { maxTokens: 15, maxCredits: null })).toEqual({ dimension: 'tokens', spent: 15, limit: 15 });
     expect(reached({ tokens: 14, credits: 0.5 }, { maxTokens: 15, maxCredits: 1 })).toBeNull();
+  });
+});
+
+describe('a spent session (budget_exhausted)', () => {
+  const creditsSpent = [runRecord({ sessionId: 's', seq: 1, usage: usage(100, 3) })];
+  const session = sessionRecord({ id: 's', headRunId: 's-r1', budget: { maxTokens: 1_000, maxCredits: 3 } });
+
+  it('names the dimension spent and says a message\'s own budget replaces the session\'s', () => {
+    const refused = expectRejection(() => assertNotExhausted(undefined, session, creditsSpent, NO_CEILINGS), 'budget_exhausted');
+    expect(refused.message).toMatch(/used 3 credits of its budget\.maxCredits 3/);
+    expect(refused.action).toMatch(/own budget.*replaces the session's budget.*both dimensions.*new session/);
+    const tokensSpent = [runRecord({ sessionId: 's', seq: 1, usage: usage(1_000) })];
+    expect(expectRejection(() => assertNotExhausted(undefined, session, tokensSpent, NO_CEILINGS), 'budget_exhausted').message).toMatch(/used 1000 tokens of its budget\.maxTokens 1000/);
+  });
+
+  it('lets a message with only {maxTokens} continue after the session\'s credits ran out, as the action says', () => {
+    const own = { maxTokens: 500, maxCredits: null };
+    expect(() => assertNotExhausted(own, session, creditsSpent, NO_CEILINGS)).not.toThrow();
+    const run = runRecord({ sessionId: 's', seq: 2, usage: null, budget: own });
+    expect(launchLimit(run, session, [...creditsSpent, run], NO_CEILINGS)).toEqual({ limit: own });
+  });
+
+  it("at the host's session ceiling, offers only a new session: no message budget lifts it", () => {
+    const host = { maxTurnTokens: null, maxTurnCredits: null, maxSessionCredits: 3 };
+    const free = sessionRecord({ id: 's', headRunId: 's-r1' });
+    for (const own of [undefined, { maxTokens: 10, maxCredits: 1 }]) {
+      const refused = expectRejection(() => assertNotExhausted(own, free, creditsSpent, host), 'budget_exhausted');
+      expect(refused.message).toMatch(/host's ceiling for a session \(maxSessionCredits 3\)/);
+      expect(refused.action).toMatch(/new session/);
+      expect(refused.action).not.toMatch(/Give this message/);
+    }
+    const run = runRecord({ sessionId: 's', seq: 2, usage: null, budget: { maxTokens: 10, maxCredits: 1 } });
+    expect(launchLimit(run, free, [...creditsSpent, run], host).refused).toMatchObject({ code: 'budget_exhausted', message: expect.stringMatching(/maxSessionCredits.*new session/) });
   });
 });

@@ -25,6 +25,21 @@ function view(session: string, working: boolean, detail?: string): SessionView {
   } as unknown as SessionView;
 }
 
+describe('describeWait usage so far (issue 22)', () => {
+  const withUsage = (final: boolean, factoryCredits: number | null) => {
+    const v = view(A, true, 'Read a.ts');
+    const usage = { inputTokens: 200, outputTokens: 20, cacheCreationTokens: 0, cacheReadTokens: 10, thinkingTokens: 0, factoryCredits, final };
+    return { ...v, latestRun: { ...v.latestRun, usage } } as unknown as SessionView;
+  };
+
+  it('names the running figure (tokens, credits when reported), never a final or absent one', () => {
+    expect(describeWait([withUsage(false, 0.75)])).toBe('0 of 1 settled; working: aaaaaaaa running (230 tokens, 0.75 credits so far): Read a.ts');
+    expect(describeWait([withUsage(false, null)])).toBe('0 of 1 settled; working: aaaaaaaa running (230 tokens so far): Read a.ts');
+    expect(describeWait([withUsage(true, null)])).toBe('0 of 1 settled; working: aaaaaaaa running: Read a.ts');
+    expect(describeWait([view(A, true, 'Read a.ts')])).toBe('0 of 1 settled; working: aaaaaaaa running: Read a.ts');
+  });
+});
+
 /** Sessions that work until `settle(id)`; waits end when all listed ones settled. */
 function fakeController() {
   const working = new Map<string, string>([

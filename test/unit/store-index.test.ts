@@ -79,6 +79,8 @@ function generated(seed: number, sessions: number, perSession: number): { sessio
           ...(rnd() < 0.3 && { changes: { added: rnd() < 0.5 ? [] : ['a.ts'], modified: [], deleted: [], renamed: [], truncated: 0, outsideWorkspace: false } }),
           ...(rnd() < 0.2 && { structuredOutput: { ok: true, n: q } }),
           ...(rnd() < 0.2 && { context: null }),
+          // Not drawn from rnd, so the other fields stay as they were: a figure that never became final.
+          ...(q % 3 === 0 && { usageLive: true as const }),
         }),
       );
     }
@@ -193,7 +195,7 @@ describe('start-up through the run index', () => {
       ['missing', (d) => rm(join(d, INDEX_FILE)), /does not exist/],
       ['truncated', (d) => writeFile(join(d, INDEX_FILE), index.subarray(0, index.length - 100)), /truncated/],
       ['empty', (d) => writeFile(join(d, INDEX_FILE), ''), /no header line/],
-      ['of another version', (d) => writeFile(join(d, INDEX_FILE), Buffer.concat([Buffer.from(header.toString().replace('"version":1', '"version":9')), index.subarray(header.length)])), /version 9/],
+      ['of another version', (d) => writeFile(join(d, INDEX_FILE), Buffer.concat([Buffer.from(header.toString().replace('"version":2', '"version":9')), index.subarray(header.length)])), /version 9/],
       ['with a damaged body', (d) => writeFile(join(d, INDEX_FILE), Buffer.from(index).fill(0x31, index.length - 50, index.length - 49)), /checksum/],
     ];
     for (const [what, damage, why] of cases) {

@@ -27,10 +27,21 @@ const runs: unknown[] = [
     reply: { routeId: 'route-1', accepted: 2, handles: [{ handle: 'h1', routeId: 'route-1' }], failure: error },
     settings: { model: 'm', autonomy: 'high', reasoningEffort: 'high' },
   }),
+  // Budgets and live usage (issue 22): a running figure, the caller's budget and the limit it runs under.
+  runRecord({
+    sessionId: 's1',
+    seq: 3,
+    state: 'running',
+    usage: { inputTokens: 220, outputTokens: 20, cacheCreationTokens: 0, cacheReadTokens: 0, thinkingTokens: 0, factoryCredits: 0.25 },
+    usageLive: true,
+    budget: { maxTokens: 1_000, maxCredits: null },
+    limit: { maxTokens: 1_000, maxCredits: 2.5 },
+  }),
 ];
 const sessions: unknown[] = [
   sessionRecord({ id: 's1' }),
   sessionRecord({ id: 's2', title: 'T', labels: ['a', 'b'], replyTo: 'T-1', replyRouteId: 'route-1', droidSessionId: 'd', factoryTitle: 'T' }),
+  sessionRecord({ id: 's3', budget: { maxTokens: null, maxCredits: 0.5 } }),
 ];
 
 /** Every path to a value inside `v` (objects and arrays included), the root excluded. */

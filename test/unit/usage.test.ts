@@ -3,10 +3,11 @@
  * double counting, and how runs are selected by session or date range.
  */
 import { describe, expect, it } from 'vitest';
-import { countsAsTurn, selectRunsForUsage, summarizeUsage, type UsageSource } from '../../src/controller/usage.js';
+import { countsAsTurn, selectRunsForUsage, summarizeUsage, usageByModel, type UsageSource } from '../../src/controller/usage.js';
 import type { TokenUsage } from '../../src/droid/notifications.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/shared/records.js';
 import { runRecord } from '../support/records.js';
+import { RunEntry } from '../../src/store/formats/run-entry.js';
 import { expectRejection } from '../support/assertions.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
@@ -127,6 +128,14 @@ describe('summarizeUsage', () => {
     expect(summarizeUsage([run({ state: 'unknown', usage: null })]).final).toBe(true);
   });
 
+  it('is not final when a turn ended with only a running figure (droid or its worker died before the final one)', () => {
+    const died = run({ state: 'failed', usage: usage(), usageLive: true });
+    expect(summarizeUsage([died, run()]).final).toBe(false);
+    // The store's facts say the same without the record.
+    expect(summarizeUsage([RunEntry.of(died)]).final).toBe(false);
+    expect(summarizeUsage([RunEntry.of(run())]).final).toBe(true);
+  });
+
   it('reports credits as null when none were reported, else their sum', () => {
     expect(summarizeUsage([run(), run()]).factoryCredits).toBeNull();
     expect(summarizeUsage([run({ usage: usage({ factoryCredits: 0.1 }) }), run({ usage: usage({ factoryCredits: 0.2 }) }), run()]).factoryCredits).toBe(0.3);
@@ -181,5 +190,21 @@ describe('selectRunsForUsage', () => {
     const s = summarizeUsage(selectRunsForUsage(store, { session: 'b' }));
     expect(s.turns).toBe(1);
     expect(s.inputTokens).toBe(100);
+  });
+});
+
+describe('usageByModel (groupBy: "model")', () => {
+  const on = (model: string, over: Partial<RunRecord> = {}) => run({ settings: { model, autonomy: 'off', reasoningEffort: null }, ...over });
+
+  it('splits the total by model, largest first, each with its own turns, final and credits; models with no turn left out', () => {
+    const live = on('small', { state: 'running', usage: usage({ inputTokens: 1 }) });
+    const rows = usageByModel(
+      [on('big', { usage: usage({ inputTokens: 1_000, factoryCredits: 2 }) }), on('small'), live, on('big', { usage: null }), on('unstarted', { state: 'queued', startedAt: null })],
+      (id) => (id === live.id ? usage({ inputTokens: 50 }) : undefined),
+    );
+    expect(rows.map((r) => [r.model, r.turns, r.turnsWithUsage, r.inputTokens, r.factoryCredits, r.final])).toEqual([
+      ['big', 2, 1, 1_000, 2, true],
+      ['small', 2, 2, 150, null, false],
+    ]);
   });
 });

@@ -107,4 +107,24 @@ describe('credit ceiling (protocol-peer mock: credits as a Factory model reports
     expect(result.usage).toMatchObject({ inputTokens: 30, factoryCredits: 1.5 });
     expect(turn.usages.map((u) => u.factoryCredits)).toEqual([0.5, 1, 1.5]);
   });
+
+  it("a resumed turn whose load_session carries no totals counts from the controller's recorded spend, and its budget holds", async () => {
+    tag = newTag();
+    workspace = realpathSync(mkdtempSync(join(tmpdir(), 'droid-ws-')));
+    const sessions = mkdtempSync(join(tmpdir(), 'droid-mock-state-'));
+    try {
+      const first = await runWorkerTurn(baseSpec(tag, { MOCK_DROID_STATE_DIR: sessions }, { workspace, prompt: 'hello' }), tag).done;
+      expect(first.usage).not.toBeNull();
+      const resume = { mode: 'resume' as const, droidSessionId: first.droidSessionId! };
+      const env = { MOCK_DROID_STATE_DIR: sessions, MOCK_DROID_LOAD_NO_USAGE: '1' };
+      const s = baseSpec(tag, env, { workspace, session: resume, prompt: 'spend <<mock:credits>>', budget: { maxTokens: null, maxCredits: 1.2 }, usageBaseline: first.usage! });
+      const turn = runWorkerTurn(s, tag);
+      const result = await turn.done;
+      expect(result.error).toMatchObject({ code: 'budget_exceeded' });
+      expect(turn.usages.map((u) => u.factoryCredits)).toEqual([0.5, 1, 1.5]);
+      expect(result.diagnostics.join('\n')).toContain("load_session carried no usage totals: this turn's running figure is counted from the controller's record");
+    } finally {
+      rmSync(sessions, { recursive: true, force: true });
+    }
+  });
 });

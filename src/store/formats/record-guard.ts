@@ -27,6 +27,7 @@ const SESSION_KEYS = new Set([
   'droidSessionId',
   'headRunId',
   'factoryTitle',
+  'budget',
 ]);
 
 const RUN_KEYS = new Set([
@@ -54,6 +55,9 @@ const RUN_KEYS = new Set([
   'events',
   'hasResult',
   'reply',
+  'budget',
+  'limit',
+  'usageLive',
 ]);
 
 const STATES = new Set<string>(RUN_STATES);
@@ -77,6 +81,7 @@ export function isSessionRecord(v: unknown): v is SessionRecord {
     isStringOrNull(v['droidSessionId']) &&
     isId(v['headRunId']) &&
     isStringOrNull(v['factoryTitle']) &&
+    isOptional(v, 'budget', isBudget) &&
     // The schema's refinement: a route exactly when there is a recipient.
     (v['replyTo'] === null) === (routeId === undefined)
   );
@@ -112,7 +117,26 @@ export function isRunRecord(v: unknown): v is RunRecord {
     (predecessor === null || isPredecessorFailure(predecessor)) &&
     isListOf(v['events'], isEvent) &&
     typeof v['hasResult'] === 'boolean' &&
-    (reply === undefined ? !('reply' in v) : isReply(reply))
+    (reply === undefined ? !('reply' in v) : isReply(reply)) &&
+    isOptional(v, 'budget', isBudget) &&
+    isOptional(v, 'limit', isBudget) &&
+    isOptional(v, 'usageLive', (x) => x === true)
+  );
+}
+
+/** An optional key: absent, or present with a valid value (present as undefined is not JSON). */
+function isOptional(v: Obj, key: string, valid: (x: unknown) => boolean): boolean {
+  return v[key] === undefined ? !(key in v) : valid(v[key]);
+}
+
+function isBudget(v: unknown): boolean {
+  const tokens = isPlain(v) ? v['maxTokens'] : undefined;
+  const credits = isPlain(v) ? v['maxCredits'] : undefined;
+  return (
+    isPlain(v) &&
+    hasExactly(v, 2) &&
+    (tokens === null || (Number.isSafeInteger(tokens) && (tokens as number) > 0)) &&
+    (credits === null || (typeof credits === 'number' && Number.isFinite(credits) && credits > 0))
   );
 }
 

@@ -20,6 +20,8 @@ export interface RunFacts {
   /** `Date.parse(acceptedAt)`: NaN when it does not parse. */
   readonly acceptedMs: number;
   readonly usage: TokenUsage | null;
+  /** `usageLive === true`: the figure is a running one (the turn runs, or ended without droid's final figure). */
+  readonly usageLive: boolean;
   /** Its `changes` are recorded and not empty. */
   readonly hasChanges: boolean;
   /** '' when the run has no preview; the text when held; undefined when it has one that is not held (read the record). */
@@ -39,6 +41,7 @@ export class RunEntry implements RunFacts {
     /** The usage, or a column of six numbers per run (NaN credits: null) it is made from when asked for, at `usageAt`. */
     private readonly usageData: TokenUsage | null | Float64Array,
     private readonly usageAt: number,
+    readonly usageLive: boolean,
     readonly hasChanges: boolean,
     readonly preview: string | undefined,
     /** Byte offset of the run's line in the snapshot the table reads, or -1: not there (changed or added since). */
@@ -77,6 +80,7 @@ export class RunEntry implements RunFacts {
       Date.parse(r.acceptedAt),
       r.usage,
       0,
+      r.usageLive === true,
       !!r.changes && hasChanges(r.changes),
       r.preview,
       offset,

@@ -13,7 +13,7 @@
  * snapshot as before. It is never a reason to refuse start-up: a missing,
  * damaged, stale or foreign index only costs time.
  *
- * Layout: line 1 `{"version":1,"endian":"LE","body":{"bytes":N,"strings":M,"sha256":"…"}}`
+ * Layout: line 1 `{"version":2,"endian":"LE","body":{"bytes":N,"strings":M,"sha256":"…"}}`
  * (padded to a multiple of 8 bytes), then the body: M bytes of one JSON line
  * with the snapshot's digest and the string columns, spaces up to a multiple
  * of 8, then the numeric columns in the order of `IndexBody` (Float64, Int32, Uint8).
@@ -29,7 +29,8 @@ import type { RunState } from '../../shared/records.js';
 import type { RunFacts } from './run-entry.js';
 
 export const INDEX_FILE = 'state.index';
-const INDEX_VERSION = 1;
+// 2: FLAG_USAGE_LIVE (an index without it would read every running figure as final).
+const INDEX_VERSION = 2;
 
 /**
  * Order of the `state` column's codes. Part of the file format, so kept apart
@@ -53,6 +54,7 @@ export const FLAG_STARTED = 1;
 export const FLAG_CHANGES = 2;
 export const FLAG_PREVIEW = 4;
 export const FLAG_USAGE = 8;
+export const FLAG_USAGE_LIVE = 16;
 
 /** The snapshot an index describes. */
 export interface SnapshotDigest {
@@ -141,7 +143,7 @@ export async function writeRunIndex(
     seq[at] = f.seq;
     length[at] = bytes;
     state[at] = stateCode.get(f.state)!;
-    flags[at] = (f.started ? FLAG_STARTED : 0) | (f.hasChanges ? FLAG_CHANGES : 0) | (f.preview !== '' ? FLAG_PREVIEW : 0) | (u !== null ? FLAG_USAGE : 0);
+    flags[at] = (f.started ? FLAG_STARTED : 0) | (f.hasChanges ? FLAG_CHANGES : 0) | (f.preview !== '' ? FLAG_PREVIEW : 0) | (u !== null ? FLAG_USAGE : 0) | (f.usageLive ? FLAG_USAGE_LIVE : 0);
     if (f.preview !== '') {
       const seen = latest.get(f.sessionId);
       if (seen === undefined || seen.facts.seq < f.seq) latest.set(f.sessionId, { at, facts: f });

@@ -211,6 +211,7 @@ export function differingFact(a: RunFacts, b: RunFacts): string | undefined {
   if (a.started !== b.started) return 'startedAt';
   if (!Object.is(a.acceptedMs, b.acceptedMs)) return 'acceptedAt';
   if (a.hasChanges !== b.hasChanges) return 'changes';
+  if (a.usageLive !== b.usageLive) return 'usageLive';
   if ((a.preview === '') !== (b.preview === '')) return 'preview';
   if (a.preview !== undefined && b.preview !== undefined && a.preview !== b.preview) return 'preview';
   const u = a.usage;

@@ -39,8 +39,21 @@ function amount(r: Reached, value: number): string {
   return r.dimension === 'tokens' ? `${value} tokens` : `${value} credits`;
 }
 
+/**
+ * How a turn the budget interrupted ends (droid's `completed` aside):
+ * `interrupted` with budget_exceeded once droid confirms with another end.
+ * Never confirmed (the group is killed): still budget_exceeded, so a caller
+ * sees why it stopped, and `cancelled` as for any unconfirmed interrupt (the
+ * controller records it as interrupt_unconfirmed, needing attention).
+ */
+export function budgetStopped(r: Reached, end: { reason: string } | undefined): { outcome: 'interrupted' | 'cancelled'; reason: string | null; error: ErrorInfo } {
+  const error = budgetExceeded(r);
+  if (end) return { outcome: 'interrupted', reason: end.reason, error };
+  return { outcome: 'cancelled', reason: null, error: { ...error, message: `${error.message}; droid did not confirm the interrupt in time` } };
+}
+
 /** The run's error when the budget stopped it: what was spent when the check fired, and the limit. */
-export function budgetExceeded(r: Reached): ErrorInfo {
+function budgetExceeded(r: Reached): ErrorInfo {
   return {
     code: 'budget_exceeded',
     message:

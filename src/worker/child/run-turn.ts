@@ -22,8 +22,8 @@ import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.j
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '../../evidence/turn-evidence.js';
 import type { Launcher } from '../../evidence/git.js';
 import type { TokenUsage } from '../../droid/notifications.js';
-import { sessionTotal, type RawUsage } from '../../droid/turn-usage.js';
-import { budgetExceeded, watchBudget, type BudgetWatch, type Reached } from './budget-stop.js';
+import { resumeBaseline, type RawUsage } from '../../droid/turn-usage.js';
+import { budgetStopped, watchBudget, type BudgetWatch, type Reached } from './budget-stop.js';
 
 export interface TurnHooks {
   /** The prompt is submitted; `stages` says when each step of the start happened. */
@@ -56,6 +56,8 @@ interface TurnState {
   /** The session's usage total when the turn began (zeros: new session; null: droid did not say). */
   baseline: RawUsage | null;
   budget: BudgetWatch;
+  /** Diagnostics of our own (kept with the result). */
+  notes: string[];
 }
 
 const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
@@ -86,7 +88,7 @@ const RENAMABLE: readonly TurnOutcome[] = ['succeeded', 'interrupted'];
 export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid, early?: EarlyDroid): Promise<FinishedTurn> {
   const startedAt = Date.now();
   const budget = watchBudget(spec.budget, (usage) => hooks.onUsage?.(usage));
-  const state: TurnState = { droidSessionId: null, submitted: false, marks: { spec_received: epochMs() }, baseline: {}, budget };
+  const state: TurnState = { droidSessionId: null, submitted: false, marks: { spec_received: epochMs() }, baseline: {}, budget, notes: [] };
   let deadlineTimer: NodeJS.Timeout | undefined;
   let cancelledAt: number | null = null;
   void hooks.cancelled.then(() => (cancelledAt ??= Date.now()));
@@ -140,6 +142,7 @@ function evidence(state: TurnState) {
     questions: client?.decisions.questions ?? [],
     transcript: collector?.transcript ?? [],
     diagnostics: [
+      ...state.notes,
       ...(client?.process.connection.diagnostics.map((d) => `${d.kind}: ${d.detail}`) ?? []),
       ...(client?.decisions.unknownRequests.map((m) => `unknown droid request answered -32601: ${m}`) ?? []),
     ],
@@ -213,7 +216,8 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
       error: { code: 'run_timed_out', message: `turn exceeded its ${spec.timeoutMs} ms deadline`, retryable: true },
     };
   }
-  if (first.kind === 'budget') return afterBudget(first.reached, end, collector);
+  // After the budget interrupt droid's `completed` stands (the work was done before the interrupt landed).
+  if (first.kind === 'budget') return end?.reason === 'completed' ? fromReason(end.reason, collector) : budgetStopped(first.reached, end);
   if (end) return fromReason(end.reason, collector);
   return {
     outcome: 'cancelled',
@@ -242,7 +246,7 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number, 
   }
 }
 
-async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<TurnHooks, 'onCatalog'>, state: Pick<TurnState, 'marks' | 'baseline'>): Promise<string> {
+async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<TurnHooks, 'onCatalog'>, state: Pick<TurnState, 'marks' | 'baseline' | 'notes'>): Promise<string> {
   const marks = state.marks;
   // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
   const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
@@ -270,7 +274,9 @@ async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<Turn
   const loaded = await client.loadSession(spec.session.droidSessionId, { ...format, ...(mcpServers && { mcpServers }) });
   marks.initialized = epochMs();
   // The session's totals so far: this turn's running figure is what comes on top (turn-usage.ts).
-  state.baseline = sessionTotal(loaded) ?? null;
+  const resumed = resumeBaseline(loaded, spec.usageBaseline);
+  state.baseline = resumed.baseline;
+  if (resumed.note) state.notes.push(resumed.note);
   if (loaded.availableModels !== undefined) hooks.onCatalog?.(loaded.availableModels);
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
@@ -349,18 +355,6 @@ function stoppedBeforeSubmit(stop: Stop): Verdict {
         error: { code: 'run_timed_out', message: 'the deadline passed before droid was ready; nothing was submitted', retryable: true },
       }
     : { outcome: 'cancelled', reason: null, error: null };
-}
-
-/**
- * After the budget interrupt: droid's `completed` stands (the work was done
- * before the interrupt landed); any other end is `interrupted` with
- * budget_exceeded; no end in time is an unconfirmed interrupt.
- */
-function afterBudget(reached: Reached, end: { reason: string } | undefined, collector: Pick<TurnCollector, 'droidErrors'>): Verdict {
-  if (end?.reason === 'completed') return fromReason(end.reason, collector);
-  if (end) return { outcome: 'interrupted', reason: end.reason, error: budgetExceeded(reached) };
-  const message = `${budgetExceeded(reached).message}; droid did not confirm the interrupt in time`;
-  return { outcome: 'cancelled', reason: null, error: { code: 'interrupt_unconfirmed', message, retryable: false } };
 }
 
 function diedMidTurn(err: Error): Verdict {

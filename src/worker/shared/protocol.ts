@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { WireLaunch } from './worker-process.js';
-import { autonomySchema, budgetRecord } from '../../shared/record-schemas.js';
+import { autonomySchema, budgetRecord, tokenUsage } from '../../shared/record-schemas.js';
 import type { CatalogModel } from '../../droid/client.js';
 import type { ErrorInfo } from '../../droid/errors.js';
 import type { TokenUsage } from '../../droid/notifications.js';
@@ -67,6 +67,12 @@ export const turnSpecSchema = z
      * interrupts the turn when droid's running usage reaches it. Absent: none.
      */
     budget: budgetRecord.optional(),
+    /**
+     * Resumed turns: what the controller recorded the session's earlier turns
+     * spent. The running figure's baseline when droid's load_session answer
+     * carries no totals (else no running figure, and no budget, could work).
+     */
+    usageBaseline: tokenUsage.optional(),
   })
   .strict();
 
