@@ -13,7 +13,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tokensOf } from '../../src/shared/budget.js';
-import { script } from '../../src/testbed/scripted-model.js';
 import type { TurnSpec } from '../../src/worker/shared/protocol.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { STEP_TOKENS, usageSteps } from '../support/usage-steps.js';
@@ -43,14 +42,17 @@ describe('live usage and budgets, real droid CLI', () => {
     const result = await turn.done;
     expect(result.outcome).toBe('succeeded');
     // 3 tool steps and the reply: 4 model calls, reported as they happen (a busy host may fold two into one report).
+    // The reply's own report can come after the turn's end on a busy host (seen in CI: the live series stopped
+    // at 330 of 440); the final figure, not the live one, settles the turn.
     const seen = turn.usages.map(tokensOf);
     expect(seen.length).toBeGreaterThanOrEqual(2);
     for (let i = 0; i < seen.length; i++) {
       expect(seen[i]! % STEP_TOKENS).toBe(0);
       if (i > 0) expect(seen[i]!).toBeGreaterThan(seen[i - 1]!);
     }
-    expect(seen.at(-1)).toBe(4 * STEP_TOKENS);
-    expect(turn.usages.at(-1)).toEqual(result.usage);
+    expect(seen.at(-1)).toBeGreaterThanOrEqual(3 * STEP_TOKENS);
+    expect(seen.at(-1)).toBeLessThanOrEqual(tokensOf(result.usage!));
+    expect(tokensOf(result.usage!)).toBe(4 * STEP_TOKENS);
     expect(result.usage).toMatchObject({ inputTokens: 400, outputTokens: 40, factoryCredits: null });
   });
 
@@ -61,13 +63,15 @@ describe('live usage and budgets, real droid CLI', () => {
     const resumed = realDroidSpec(real.bed, tag, {
       workspace,
       session: { mode: 'resume', droidSessionId: first.droidSessionId! },
-      prompt: `again ${script({ text: 'again', usage: { prompt_tokens: 7, completion_tokens: 3 } })}`,
+      prompt: `again ${steps(1, 0)}`,
     });
     const turn = runWorkerTurn(resumed, tag);
     const result = await turn.done;
     expect(result.outcome).toBe('succeeded');
-    expect(turn.usages.map(tokensOf)).toEqual([10]);
-    expect(result.usage).toMatchObject({ inputTokens: 7, outputTokens: 3 });
+    // One tool step and the reply, counted from the session's 330 at the start: the tool step's report
+    // comes before the reply (the reply's may come after the turn's end, see above).
+    expect(turn.usages.map(tokensOf)[0]).toBe(STEP_TOKENS);
+    expect(result.usage).toMatchObject({ inputTokens: 200, outputTokens: 20 });
   });
 
   it('interrupts a turn at its token ceiling: interrupted, budget_exceeded, spent ≥ limit by at most one step', async () => {
