@@ -13,8 +13,9 @@ import { homedir, hostname, tmpdir } from 'node:os';
 import { basename, isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
 import { factoryDirOf } from '../shared/host-paths.js';
+import { StoreError } from '../store/errors.js';
 import { heldBy } from '../store/inspect.js';
-import type { OwnerLock } from '../store/owner.js';
+import { currentIdentity, readOwnerRecord, refuseOtherIdentity, type OwnerLock } from '../store/owner.js';
 import { errCode } from '../util/errno.js';
 import { exists } from '../util/exists.js';
 import { memberOf, tar } from './archive.js';
@@ -56,6 +57,22 @@ export function stamp(at: Date): string {
   return at.toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/[-:]/g, '');
 }
 
+/**
+ * The state's owner record binds it to a host, HOME and Factory home; a backup
+ * by anyone else would archive their droid home, not the one its sessions live
+ * in. An owner record that cannot be read is backed up as it is.
+ */
+async function refuseOtherOwner(state: string): Promise<void> {
+  const owner = await readOwnerRecord(state).catch(() => undefined);
+  if (!owner) return;
+  try {
+    refuseOtherIdentity(state, owner, currentIdentity());
+  } catch (err) {
+    if (!(err instanceof StoreError)) throw err;
+    throw new CommandRefusal(`refusing to back up (${err.code}): ${err.problem}. Run backup as the user, with the HOME and FACTORY_HOME_OVERRIDE, the server runs with`);
+  }
+}
+
 const inside = (path: string, dir: string): boolean => path === dir || !relative(dir, path).startsWith('..');
 
 async function manifestFor(configPath: string, at: Date): Promise<Manifest> {
@@ -85,6 +102,7 @@ async function backup(configPath: string, toDir: string, at = new Date()): Promi
   if (within) throw new CommandRefusal(`--to ${toDir} is inside ${within}, which the archive holds; keep backups elsewhere`);
   const state = manifest.stateDirectory;
   if (!(await exists(state))) throw new CommandRefusal(`state directory ${state} does not exist: nothing to back up`);
+  await refuseOtherOwner(state);
   refuseLive(await heldBy(state), state, 'back up');
   const archive = join(toDir, `droid-mcp-${stamp(at)}.tgz`);
   if (await exists(archive)) throw new CommandRefusal(`${archive} already exists; backups are never overwritten (wait a second and run again)`);

@@ -94,6 +94,20 @@ describe('droid-mcp backup and restore', () => {
     await server.ok('droid_list_workspaces');
   });
 
+  it("refuses another user's HOME or FACTORY_HOME_OVERRIDE than the state's owner record names (it would archive the wrong droid home)", async () => {
+    const other = join(tmp, 'other-home');
+    mkdirSync(join(other, '.factory'), { recursive: true, mode: 0o700 });
+    const before = treeFingerprint(backups);
+    const made = await runCli(['backup', '--config', config, '--to', backups], { ...env(), HOME: other, FACTORY_HOME_OVERRIDE: other });
+    expect(made.code).toBe(2);
+    expect(made.stderr).toContain(`refusing to back up (state_owned_elsewhere): state directory ${state} belongs to a controller on host `);
+    expect(made.stderr).toContain(`with HOME ${home} `);
+    const override = await runCli(['backup', '--config', config, '--to', backups], { ...env(), FACTORY_HOME_OVERRIDE: other });
+    expect(override.code).toBe(2);
+    expect(override.stderr).toContain(`FACTORY_HOME_OVERRIDE=${home}`);
+    expect(treeFingerprint(backups)).toEqual(before);
+  });
+
   it('refuses while a server holds the state directory, and changes nothing', async () => {
     const made = await runCli(['backup', '--config', config, '--to', backups], env());
     expect(made.code, made.stderr).toBe(0);
