@@ -21,7 +21,10 @@
  *   - its pid is alive but its lock has not been refreshed for OWNER_STALE_MS
  *     (a live owner refreshes it every OWNER_STALE_MS / 2, so the pid was
  *     reused after a crash, or the owner is hung and will find its lock taken
- *     and stop writing: see Ownership.compromised);
+ *     and stop writing: see Ownership.compromised). The lock judgement tells
+ *     the two apart (`unresponsive`: the process started before its record
+ *     was written), so that status, backup and restore never count a stopped
+ *     or hung server as gone; start-up takes both over;
  *   - its pid is our own pid but this process does not hold the directory:
  *     an earlier incarnation with the same pid, as when a container restarts
  *     and node is pid 1 again.
@@ -34,6 +37,7 @@ import { z } from 'zod';
 import { writeFileAtomic } from './formats/atomic.js';
 import type { StoreFs } from './formats/fs.js';
 import { errCode } from '../util/errno.js';
+import { processStartedAt } from '../util/process-start.js';
 import { exists } from '../util/exists.js';
 import { StoreError } from './errors.js';
 import type { Log } from '../util/logger.js';
@@ -239,7 +243,7 @@ export async function beginOwnership(dir: string, opts: OwnershipOptions): Promi
     if (previous) refuseOtherIdentity(dir, previous, here);
     const lock = await judgeOwnerLock(dir, realDir, previous);
     if (lock.kind === 'live') throw lockedBy(dir, lock.pid === null ? undefined : previous);
-    const deadLock = lock.kind === 'dead' ? lock.dead : undefined;
+    const deadLock = lock.kind === 'dead' ? lock.dead : lock.kind === 'unresponsive' ? { pid: lock.pid, why: lock.why } : undefined;
     return new PendingOwnership(dir, realDir, here, releaseStartup, deadLock, opts);
   } catch (err) {
     await releaseStartup();
@@ -253,8 +257,16 @@ export interface DeadOwner {
   why: string;
 }
 
-/** Who holds the owner lock, as start-up judges it: no lock, a lock its holder left behind (taken over), or a live owner. */
-export type OwnerLock = { kind: 'free' } | { kind: 'dead'; dead: DeadOwner } | { kind: 'live'; pid: number | null };
+/**
+ * Who holds the owner lock, as start-up judges it: no lock, a lock its holder
+ * left behind (taken over), a live owner, or the owner's own process alive
+ * but not refreshing its lock (stopped or hung: start-up takes it over too,
+ * but it is no stopped server to back up or restore beside).
+ */
+export type OwnerLock = { kind: 'free' } | { kind: 'dead'; dead: DeadOwner } | { kind: 'live'; pid: number | null } | { kind: 'unresponsive'; pid: number; why: string };
+
+/** A process that started after the owner record was written cannot be the owner; allows for clock steps. */
+const START_SLACK_MS = 2_000;
 
 /**
  * The owner lock of `dir` (real path `realDir`) judged against the owner
@@ -277,7 +289,12 @@ export async function judgeOwnerLock(dir: string, realDir: string, previous: Own
   // No one can be refreshing the lock: recover now rather than waiting for it to turn stale.
   if (!pidAlive(previous.pid)) return { kind: 'dead', dead: { pid: previous.pid, why: 'pid no longer running' } };
   if (!(await fresh())) {
-    return { kind: 'dead', dead: { pid: previous.pid, why: `pid running but lock not refreshed for ${OWNER_STALE_MS / 1000} s (reused pid or hung owner)` } };
+    const stale = `pid running but lock not refreshed for ${OWNER_STALE_MS / 1000} s`;
+    const started = processStartedAt(previous.pid);
+    if (started !== undefined && started > Date.parse(previous.startedAt) + START_SLACK_MS) {
+      return { kind: 'dead', dead: { pid: previous.pid, why: `${stale}, and that process started after the owner record: a reused pid` } };
+    }
+    return { kind: 'unresponsive', pid: previous.pid, why: `${stale}: the owner is stopped (SIGSTOP) or hung` };
   }
   return { kind: 'live', pid: previous.pid };
 }
