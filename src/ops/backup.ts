@@ -19,7 +19,7 @@ import { currentIdentity, readOwnerRecord, refuseOtherIdentity, type OwnerLock }
 import { errCode } from '../util/errno.js';
 import { exists } from '../util/exists.js';
 import { memberOf, tar } from './archive.js';
-import { command, CommandRefusal } from './command.js';
+import { command, CommandFailure, CommandRefusal, ServerRunning } from './command.js';
 import { readConfigFile } from './config-file.js';
 import { out } from './output.js';
 
@@ -49,7 +49,7 @@ export function partsOf(m: Manifest): string[] {
 export function refuseLive(lock: OwnerLock, stateDir: string, what: string): void {
   if (lock.kind !== 'live' && lock.kind !== 'unresponsive') return;
   const who = lock.kind === 'unresponsive' ? `the server, pid ${lock.pid}, alive but unresponsive (${lock.why}),` : lock.pid === null ? 'a process that left no owner record' : `the server, pid ${lock.pid},`;
-  throw new CommandRefusal(`${who} holds ${stateDir}: stop it first (systemctl stop droid-mcp, or end the client that runs it over stdio), then ${what}; droid-mcp status says what it is running`);
+  throw new ServerRunning(`${who} holds ${stateDir}: stop it first (systemctl stop droid-mcp, or end the client that runs it over stdio), then ${what}; droid-mcp status says what it is running`);
 }
 
 /** `20261202T060041Z`: UTC to the second, sortable, no character a shell or tar treats specially. */
@@ -116,7 +116,7 @@ async function backup(configPath: string, toDir: string, at = new Date()): Promi
     const fd = openSync(partial, 'wx', 0o600);
     try {
       const run = await tar(['--create', '--gzip', '--file=-', ...excludes, '-C', scratch, MANIFEST, '-C', '/', ...partsOf(manifest).map(memberOf)], fd);
-      if (run.code !== 0) throw new Error(`tar exited ${run.code}: ${run.stderr}`);
+      if (run.code !== 0) throw new CommandFailure(`tar could not write the archive (exit ${run.code}: ${run.stderr}); nothing was kept`);
       fsyncSync(fd);
     } finally {
       closeSync(fd);

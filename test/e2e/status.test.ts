@@ -143,7 +143,7 @@ describe('droid-mcp status', () => {
       const backups = privateDir('droid-mcp-status-backups-');
       const made = await runCli(['backup', '--config', config, '--to', backups], ctx.env);
       expect(made.stderr).toContain(`the server, pid ${server.pid}, alive but unresponsive (`);
-      expect(made.code).not.toBe(0);
+      expect(made.code).toBe(3);
       expect(readdirSync(backups)).toEqual([]);
       const doctor = await runCli(['doctor', '--config', config], ctx.env);
       expect(doctor.stdout).toMatch(new RegExp(`^warn +state directory +\\S+ is private and held by pid ${server.pid} \\(started \\S+\\), alive but unresponsive \\(`, 'm'));
