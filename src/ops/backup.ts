@@ -5,17 +5,18 @@
  * file, the state directory and droid's home (its login, settings and the
  * sessions the state names), plus a manifest of where each came from. It
  * refuses while a server holds the state directory (they change under the
- * copy), and drops the archive if one started meanwhile.
+ * copy), and holds the startup lock while it reads, so none starts meanwhile.
  */
 import { closeSync, fsyncSync, linkSync, openSync, unlinkSync } from 'node:fs';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir, hostname, tmpdir } from 'node:os';
-import { basename, isAbsolute, join, relative } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
 import { factoryDirOf } from '../shared/host-paths.js';
 import { StoreError } from '../store/errors.js';
 import { heldBy } from '../store/inspect.js';
 import { currentIdentity, readOwnerRecord, refuseOtherIdentity, type OwnerLock } from '../store/owner.js';
+import { STARTUP_LOCK, takeStartupLock } from '../store/startup-lock.js';
 import { errCode } from '../util/errno.js';
 import { exists } from '../util/exists.js';
 import { memberOf, tar } from './archive.js';
@@ -94,25 +95,39 @@ async function manifestFor(configPath: string, at: Date): Promise<Manifest> {
   };
 }
 
-async function backup(configPath: string, toDir: string, at = new Date()): Promise<{ archive: string; bytes: number; manifest: Manifest }> {
-  if (!isAbsolute(configPath) || !isAbsolute(toDir)) throw new CommandRefusal('--config and --to must be absolute paths');
-  const manifest = await manifestFor(configPath, at);
-  if (!(await stat(toDir).then((s) => s.isDirectory(), () => false))) throw new CommandRefusal(`--to ${toDir} is not an existing folder; create it first (mkdir -m 700 -p ${toDir})`);
-  const within = partsOf(manifest).find((part) => inside(toDir, part));
-  if (within) throw new CommandRefusal(`--to ${toDir} is inside ${within}, which the archive holds; keep backups elsewhere`);
-  const state = manifest.stateDirectory;
-  if (!(await exists(state))) throw new CommandRefusal(`state directory ${state} does not exist: nothing to back up`);
-  await refuseOtherOwner(state);
-  refuseLive(await heldBy(state), state, 'back up');
-  const archive = join(toDir, `droid-mcp-${stamp(at)}.tgz`);
-  if (await exists(archive)) throw new CommandRefusal(`${archive} already exists; backups are never overwritten (wait a second and run again)`);
+/**
+ * Holds the state's startup lock (the one start-up takes before it claims the
+ * directory) for `job`: no server can start on the state while a backup reads
+ * it or a restore replaces it. A server already running is refused after.
+ */
+export async function holdingState<T>(state: string, what: string, job: () => Promise<T>): Promise<T> {
+  let lost: Error | undefined;
+  let release;
+  try {
+    release = await takeStartupLock(state, (err) => (lost = err));
+  } catch (err) {
+    if (err instanceof StoreError) throw new ServerRunning(`${err.problem}: cannot ${what} now. ${err.action}`);
+    throw err;
+  }
+  try {
+    refuseLive(await heldBy(state), state, what);
+    const result = await job();
+    if (lost) throw new CommandFailure(`lost the startup lock of ${state} while it ran (${lost.message}): a server may have started meanwhile; check with droid-mcp status and ${what} again`);
+    return result;
+  } finally {
+    await release().catch(() => undefined);
+  }
+}
 
-  const partial = join(toDir, `.${basename(archive)}.partial`);
+/** Writes the archive of `manifest`'s parts to `archive`, never over a file of that name. */
+async function writeArchive(manifest: Manifest, archive: string): Promise<void> {
+  const state = manifest.stateDirectory;
+  const partial = join(dirname(archive), `.${basename(archive)}.partial`);
   const scratch = await mkdtemp(join(tmpdir(), 'droid-mcp-backup-'));
   try {
     await writeFile(join(scratch, MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`, { mode: 0o600 });
-    // Locks are the running server's, never state: a restore starts without them.
-    const excludes = ['owner.lock', 'startup.lock'].map((lock) => `--exclude=${memberOf(join(state, lock))}`);
+    // Locks are the running server's (and this backup's), never state: a restore starts without them.
+    const excludes = ['owner.lock', STARTUP_LOCK].map((lock) => `--exclude=${memberOf(join(state, lock))}`);
     const fd = openSync(partial, 'wx', 0o600);
     try {
       const run = await tar(['--create', '--gzip', '--file=-', ...excludes, '-C', scratch, MANIFEST, '-C', '/', ...partsOf(manifest).map(memberOf)], fd);
@@ -121,8 +136,6 @@ async function backup(configPath: string, toDir: string, at = new Date()): Promi
     } finally {
       closeSync(fd);
     }
-    // A server that started while tar read would have changed what it read.
-    refuseLive(await heldBy(state), state, 'back up');
     // link: never replaces a file of that name that appeared meanwhile.
     linkSync(partial, archive);
   } finally {
@@ -133,6 +146,20 @@ async function backup(configPath: string, toDir: string, at = new Date()): Promi
     }
     await rm(scratch, { recursive: true, force: true });
   }
+}
+
+async function backup(configPath: string, toDir: string, at = new Date()): Promise<{ archive: string; bytes: number; manifest: Manifest }> {
+  if (!isAbsolute(configPath) || !isAbsolute(toDir)) throw new CommandRefusal('--config and --to must be absolute paths');
+  const manifest = await manifestFor(configPath, at);
+  if (!(await stat(toDir).then((s) => s.isDirectory(), () => false))) throw new CommandRefusal(`--to ${toDir} is not an existing folder; create it first (mkdir -m 700 -p ${toDir})`);
+  const within = partsOf(manifest).find((part) => inside(toDir, part));
+  if (within) throw new CommandRefusal(`--to ${toDir} is inside ${within}, which the archive holds; keep backups elsewhere`);
+  const state = manifest.stateDirectory;
+  if (!(await exists(state))) throw new CommandRefusal(`state directory ${state} does not exist: nothing to back up`);
+  await refuseOtherOwner(state);
+  const archive = join(toDir, `droid-mcp-${stamp(at)}.tgz`);
+  if (await exists(archive)) throw new CommandRefusal(`${archive} already exists; backups are never overwritten (wait a second and run again)`);
+  await holdingState(state, 'back up', () => writeArchive(manifest, archive));
   return { archive, bytes: (await stat(archive)).size, manifest };
 }
 

@@ -43,19 +43,16 @@ import { StoreError } from './errors.js';
 import type { Log } from '../util/logger.js';
 import { readJsonFile } from './formats/json-file.js';
 import { describeIssue } from '../shared/record-schemas.js';
+import { takeStartupLock } from './startup-lock.js';
 
 const OWNER_FILE = 'owner.json';
 const OWNER_LOCK = 'owner.lock';
-const STARTUP_LOCK = 'startup.lock';
 
 /** Version of the owner record's format; records of any other version (or none) are refused. */
 const OWNER_RECORD_VERSION = 1;
 
 /** A live owner refreshes its lock every STALE/2 ms; older than this, it is presumed gone. */
 const OWNER_STALE_MS = 10_000;
-const STARTUP_STALE_MS = 10_000;
-/** Waits a little longer than the startup lock's staleness, so a crashed start-up is outlived. */
-const STARTUP_RETRIES = { retries: 30, factor: 1.5, minTimeout: 100, maxTimeout: 500 };
 
 export interface OwnerRecord {
   version: typeof OWNER_RECORD_VERSION;
@@ -213,26 +210,7 @@ class PendingOwnership {
  * from another host or HOME, and recognizes a dead owner for recovery.
  */
 export async function beginOwnership(dir: string, opts: OwnershipOptions): Promise<PendingOwnership> {
-  const startupPath = join(dir, STARTUP_LOCK);
-  let unlockStartup: Release;
-  try {
-    unlockStartup = await lockfile.lock(startupPath, {
-      lockfilePath: startupPath,
-      realpath: false,
-      stale: STARTUP_STALE_MS,
-      retries: STARTUP_RETRIES,
-      onCompromised: (err) => opts.logger.warn({ dir, err }, 'startup lock was not kept fresh'),
-    });
-  } catch (err) {
-    if (errCode(err) === 'ELOCKED') {
-      throw new StoreError(
-        'state_locked',
-        `another controller is starting on state directory ${dir} (${startupPath} is held)`,
-        'Wait for it to finish starting, or stop it; if none is running, remove that lock directory',
-      );
-    }
-    throw err;
-  }
+  const unlockStartup = await takeStartupLock(dir, (err) => opts.logger.warn({ dir, err }, 'startup lock was not kept fresh'));
   // Failing to remove the startup lock is not fatal: it turns stale and the next start-up takes it.
   const releaseStartup: Release = () =>
     unlockStartup().catch((err: unknown) => opts.logger.warn({ dir, err }, 'could not release the startup lock'));

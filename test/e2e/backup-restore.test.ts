@@ -6,7 +6,8 @@
  * was not in the archive survives in place, and keeps modes 700 / 600. Both
  * refuse while a server holds the state directory, and change nothing then.
  */
-import { existsSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runCli, sandboxKeys, treeFingerprint } from '../support/cli.js';
@@ -23,6 +24,21 @@ let server: RunningServer | undefined;
 
 const env = (): Record<string, string> => ({ PATH: process.env.PATH ?? '', HOME: home, FACTORY_HOME_OVERRIDE: home });
 const mode = (path: string) => (statSync(path).mode & 0o777).toString(8);
+
+/** PATH with a `tar` first that waits `seconds` before a run whose first argument is `op`: a backup or restore that takes its time. */
+function slowTar(op: '--create' | '--extract', seconds: number): string {
+  const bin = join(tmp, 'slow-bin');
+  mkdirSync(bin, { recursive: true, mode: 0o700 });
+  const real = execFileSync('sh', ['-c', 'command -v tar'], { encoding: 'utf8' }).trim();
+  writeFileSync(join(bin, 'tar'), `#!/bin/sh\n[ "$1" = ${op} ] && sleep ${seconds}\nexec ${real} "$@"\n`, { mode: 0o700 });
+  return `${bin}:${process.env.PATH ?? ''}`;
+}
+
+/** Until `check` holds, or `ms` have passed. */
+async function within(ms: number, check: () => boolean): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+}
 
 /** Every part a backup holds, fingerprinted (content, modes, names). */
 function parts(): Record<string, string[]> {
@@ -106,6 +122,19 @@ describe('droid-mcp backup and restore', () => {
     expect(override.code).toBe(2);
     expect(override.stderr).toContain(`FACTORY_HOME_OVERRIDE=${home}`);
     expect(treeFingerprint(backups)).toEqual(before);
+  });
+
+  it('a server that starts while the backup reads waits for it (the startup lock is held throughout) and starts after the archive is written', async () => {
+    const made = runCli(['backup', '--config', config, '--to', backups], { ...env(), PATH: slowTar('--create', 3) });
+    await within(2_000, () => existsSync(join(state, 'startup.lock')));
+    server = await startServer(config, env());
+    const done = await made;
+    expect(done.code, done.stderr).toBe(0);
+    await server.ok('droid_list_workspaces');
+    const archive = join(backups, readdirSync(backups)[0]!);
+    const owner = JSON.parse(readFileSync(join(state, 'owner.json'), 'utf8')) as { pid: number; startedAt: string };
+    expect(owner.pid).toBe(server.pid);
+    expect(Date.parse(owner.startedAt)).toBeGreaterThanOrEqual(Math.floor(statSync(archive).mtimeMs));
   });
 
   it('refuses while a server holds the state directory, and changes nothing', async () => {
