@@ -74,7 +74,11 @@ async function refuseOtherOwner(state: string): Promise<void> {
   }
 }
 
-const inside = (path: string, dir: string): boolean => path === dir || !relative(dir, path).startsWith('..');
+/** `path` is `dir` or lies under it (both absolute). */
+export function inside(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !isAbsolute(rel));
+}
 
 async function manifestFor(configPath: string, at: Date): Promise<Manifest> {
   const file = await readConfigFile(configPath).catch((err: unknown) => {
@@ -130,7 +134,7 @@ async function writeArchive(manifest: Manifest, archive: string): Promise<void> 
     const excludes = ['owner.lock', STARTUP_LOCK].map((lock) => `--exclude=${memberOf(join(state, lock))}`);
     const fd = openSync(partial, 'wx', 0o600);
     try {
-      const run = await tar(['--create', '--gzip', '--file=-', ...excludes, '-C', scratch, MANIFEST, '-C', '/', ...partsOf(manifest).map(memberOf)], fd);
+      const run = await tar(['--create', '--gzip', '--file=-', '--hard-dereference', ...excludes, '-C', scratch, MANIFEST, '-C', '/', ...partsOf(manifest).map(memberOf)], fd);
       if (run.code !== 0) throw new CommandFailure(`tar could not write the archive (exit ${run.code}: ${run.stderr}); nothing was kept`);
       fsyncSync(fd);
     } finally {
@@ -179,7 +183,7 @@ export const backupCommand = command({
     out(`  token file       ${manifest.tokenFile ?? '(none: stdio, or no token file yet)'}`);
     out(`  state directory  ${manifest.stateDirectory}`);
     out(`  droid's home     ${manifest.factoryDir ?? `(none: ${factoryDirOf(process.env)} does not exist)`}`);
-    out(`Restore with: droid-mcp restore --from ${archive}`);
+    out(`Restore with: droid-mcp restore --from ${archive} --config ${manifest.config}`);
     return 0;
   },
 });
