@@ -47,7 +47,7 @@ export function partsOf(m: Manifest): string[] {
 }
 
 /** The refusal of a command that must not run beside a server. */
-export function refuseLive(lock: OwnerLock, stateDir: string, what: string): void {
+function refuseLive(lock: OwnerLock, stateDir: string, what: string): void {
   if (lock.kind !== 'live' && lock.kind !== 'unresponsive') return;
   const who = lock.kind === 'unresponsive' ? `the server, pid ${lock.pid}, alive but unresponsive (${lock.why}),` : lock.pid === null ? 'a process that left no owner record' : `the server, pid ${lock.pid},`;
   throw new ServerRunning(`${who} holds ${stateDir}: stop it first (systemctl stop droid-mcp, or end the client that runs it over stdio), then ${what}; droid-mcp status says what it is running`);

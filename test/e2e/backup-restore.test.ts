@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, symlinkSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runCli, sandboxKeys, treeFingerprint } from '../support/cli.js';
+import { runCli, sandboxKeys, treeFingerprint, type CliResult } from '../support/cli.js';
 import { privateDir, startServer, type RunningServer } from '../support/mcp-server.js';
 import { MOCK_DROID } from '../support/paths.js';
 
@@ -57,6 +57,23 @@ function craft(archive: string, edit: (unpacked: string) => void, opts: { first?
   execFileSync('gzip', ['-nf', out]);
   rmSync(unpacked, { recursive: true, force: true });
   return `${out}.gz`;
+}
+
+/** One backup of the beforeEach state; the archive's path. */
+async function backedUp(): Promise<string> {
+  const made = await runCli(['backup', '--config', config, '--to', backups], env());
+  expect(made.code, made.stderr).toBe(0);
+  return join(backups, readdirSync(backups)[0]!);
+}
+
+/** Starts the server while `command` holds the startup lock; it must succeed, and the server then answer. */
+async function startDuring(command: Promise<CliResult>): Promise<RunningServer> {
+  await within(2_000, () => existsSync(join(state, 'startup.lock')));
+  const started = (server = await startServer(config, env()));
+  const done = await command;
+  expect(done.code, done.stderr).toBe(0);
+  await started.ok('droid_list_workspaces');
+  return started;
 }
 
 /** Every part a backup holds, fingerprinted (content, modes, names). */
@@ -144,22 +161,15 @@ describe('droid-mcp backup and restore', () => {
   });
 
   it('a server that starts while the backup reads waits for it (the startup lock is held throughout) and starts after the archive is written', async () => {
-    const made = runCli(['backup', '--config', config, '--to', backups], { ...env(), PATH: slowTar('--create', 3) });
-    await within(2_000, () => existsSync(join(state, 'startup.lock')));
-    server = await startServer(config, env());
-    const done = await made;
-    expect(done.code, done.stderr).toBe(0);
-    await server.ok('droid_list_workspaces');
+    const started = await startDuring(runCli(['backup', '--config', config, '--to', backups], { ...env(), PATH: slowTar('--create', 3) }));
     const archive = join(backups, readdirSync(backups)[0]!);
     const owner = JSON.parse(readFileSync(join(state, 'owner.json'), 'utf8')) as { pid: number; startedAt: string };
-    expect(owner.pid).toBe(server.pid);
+    expect(owner.pid).toBe(started.pid);
     expect(Date.parse(owner.startedAt)).toBeGreaterThanOrEqual(Math.floor(statSync(archive).mtimeMs));
   });
 
   it('restores only onto the places the operator\'s config and environment name, never where a crafted manifest points', async () => {
-    const made = await runCli(['backup', '--config', config, '--to', backups], env());
-    expect(made.code, made.stderr).toBe(0);
-    const archive = join(backups, readdirSync(backups)[0]!);
+    const archive = await backedUp();
     const victim = join(tmp, 'victim');
     mkdirSync(victim, { mode: 0o700 });
     writeFileSync(join(victim, 'keep'), 'mine');
@@ -178,9 +188,7 @@ describe('droid-mcp backup and restore', () => {
   });
 
   it('refuses an archive with a hard link (to a file outside what it restores), a symlink out of its parts, or without a part its manifest names, before changing anything', async () => {
-    const made = await runCli(['backup', '--config', config, '--to', backups], env());
-    expect(made.code, made.stderr).toBe(0);
-    const archive = join(backups, readdirSync(backups)[0]!);
+    const archive = await backedUp();
     const victim = join(tmp, 'victim.txt');
     writeFileSync(victim, 'mine', { mode: 0o600 });
     // A lone hard-link member naming victim.txt: tar would link the state's file to the real one.
@@ -207,9 +215,7 @@ describe('droid-mcp backup and restore', () => {
   });
 
   it('a tar that fails while extracting changes nothing (what it extracted is removed) and says so, without a stack trace', async () => {
-    const made = await runCli(['backup', '--config', config, '--to', backups], env());
-    expect(made.code, made.stderr).toBe(0);
-    const archive = join(backups, readdirSync(backups)[0]!);
+    const archive = await backedUp();
     const PATH = shimTar('--keep-old-files', '"$real" "$@"; echo "tar: disk full" >&2; exit 2');
     const before = { ...parts(), tmp: readdirSync(tmp).sort() };
     const back = await runCli(['restore', '--from', archive, '--config', config], { ...env(), PATH });
@@ -219,23 +225,14 @@ describe('droid-mcp backup and restore', () => {
   });
 
   it('a server that starts while the restore extracts waits for it (the startup lock is held) and starts on the restored state', async () => {
-    const made = await runCli(['backup', '--config', config, '--to', backups], env());
-    expect(made.code, made.stderr).toBe(0);
-    const archive = join(backups, readdirSync(backups)[0]!);
-    const back = runCli(['restore', '--from', archive, '--config', config], { ...env(), PATH: slowTar('--keep-old-files', 6) });
-    await within(2_000, () => existsSync(join(state, 'startup.lock')));
-    server = await startServer(config, env());
-    const done = await back;
-    expect(done.code, done.stderr).toBe(0);
-    await server.ok('droid_list_workspaces');
+    const archive = await backedUp();
+    const started = await startDuring(runCli(['restore', '--from', archive, '--config', config], { ...env(), PATH: slowTar('--keep-old-files', 6) }));
     // Had it started during the extraction, the restore would have moved its owner record aside.
-    expect(JSON.parse(readFileSync(join(state, 'owner.json'), 'utf8')).pid).toBe(server.pid);
+    expect(JSON.parse(readFileSync(join(state, 'owner.json'), 'utf8')).pid).toBe(started.pid);
   });
 
   it('refuses while a server holds the state directory, and changes nothing', async () => {
-    const made = await runCli(['backup', '--config', config, '--to', backups], env());
-    expect(made.code, made.stderr).toBe(0);
-    const archive = join(backups, readdirSync(backups)[0]!);
+    const archive = await backedUp();
     server = await startServer(config, env());
     await server.ok('droid_list_workspaces');
     const before = { ...parts(), backups: treeFingerprint(backups), tmp: readdirSync(tmp).sort() };
