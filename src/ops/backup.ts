@@ -5,20 +5,22 @@
  * file, the state directory and droid's home (its login, settings and the
  * sessions the state names), plus a manifest of where each came from. It
  * refuses while a server holds the state directory (they change under the
- * copy), and drops the archive if one started meanwhile.
+ * copy), and holds the startup lock while it reads, so none starts meanwhile.
  */
 import { closeSync, fsyncSync, linkSync, openSync, unlinkSync } from 'node:fs';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir, hostname, tmpdir } from 'node:os';
-import { basename, isAbsolute, join, relative } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import { z } from 'zod';
 import { factoryDirOf } from '../shared/host-paths.js';
+import { StoreError } from '../store/errors.js';
 import { heldBy } from '../store/inspect.js';
-import type { OwnerLock } from '../store/owner.js';
+import { currentIdentity, readOwnerRecord, refuseOtherIdentity, type OwnerLock } from '../store/owner.js';
+import { STARTUP_LOCK, takeStartupLock } from '../store/startup-lock.js';
 import { errCode } from '../util/errno.js';
 import { exists } from '../util/exists.js';
 import { memberOf, tar } from './archive.js';
-import { command, CommandRefusal } from './command.js';
+import { command, CommandFailure, CommandRefusal, ServerRunning } from './command.js';
 import { readConfigFile } from './config-file.js';
 import { out } from './output.js';
 
@@ -45,10 +47,10 @@ export function partsOf(m: Manifest): string[] {
 }
 
 /** The refusal of a command that must not run beside a server. */
-export function refuseLive(lock: OwnerLock, stateDir: string, what: string): void {
-  if (lock.kind !== 'live') return;
-  const who = lock.pid === null ? 'a process that left no owner record' : `the server, pid ${lock.pid},`;
-  throw new CommandRefusal(`${who} holds ${stateDir}: stop it first (systemctl stop droid-mcp, or end the client that runs it over stdio), then ${what}; droid-mcp status says what it is running`);
+function refuseLive(lock: OwnerLock, stateDir: string, what: string): void {
+  if (lock.kind !== 'live' && lock.kind !== 'unresponsive') return;
+  const who = lock.kind === 'unresponsive' ? `the server, pid ${lock.pid}, alive but unresponsive (${lock.why}),` : lock.pid === null ? 'a process that left no owner record' : `the server, pid ${lock.pid},`;
+  throw new ServerRunning(`${who} holds ${stateDir}: stop it first (systemctl stop droid-mcp, or end the client that runs it over stdio), then ${what}; droid-mcp status says what it is running`);
 }
 
 /** `20261202T060041Z`: UTC to the second, sortable, no character a shell or tar treats specially. */
@@ -56,7 +58,27 @@ export function stamp(at: Date): string {
   return at.toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/[-:]/g, '');
 }
 
-const inside = (path: string, dir: string): boolean => path === dir || !relative(dir, path).startsWith('..');
+/**
+ * The state's owner record binds it to a host, HOME and Factory home; a backup
+ * by anyone else would archive their droid home, not the one its sessions live
+ * in. An owner record that cannot be read is backed up as it is.
+ */
+async function refuseOtherOwner(state: string): Promise<void> {
+  const owner = await readOwnerRecord(state).catch(() => undefined);
+  if (!owner) return;
+  try {
+    refuseOtherIdentity(state, owner, currentIdentity());
+  } catch (err) {
+    if (!(err instanceof StoreError)) throw err;
+    throw new CommandRefusal(`refusing to back up (${err.code}): ${err.problem}. Run backup as the user, with the HOME and FACTORY_HOME_OVERRIDE, the server runs with`);
+  }
+}
+
+/** `path` is `dir` or lies under it (both absolute). */
+export function inside(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !isAbsolute(rel));
+}
 
 async function manifestFor(configPath: string, at: Date): Promise<Manifest> {
   const file = await readConfigFile(configPath).catch((err: unknown) => {
@@ -77,34 +99,47 @@ async function manifestFor(configPath: string, at: Date): Promise<Manifest> {
   };
 }
 
-async function backup(configPath: string, toDir: string, at = new Date()): Promise<{ archive: string; bytes: number; manifest: Manifest }> {
-  if (!isAbsolute(configPath) || !isAbsolute(toDir)) throw new CommandRefusal('--config and --to must be absolute paths');
-  const manifest = await manifestFor(configPath, at);
-  if (!(await stat(toDir).then((s) => s.isDirectory(), () => false))) throw new CommandRefusal(`--to ${toDir} is not an existing folder; create it first (mkdir -m 700 -p ${toDir})`);
-  const within = partsOf(manifest).find((part) => inside(toDir, part));
-  if (within) throw new CommandRefusal(`--to ${toDir} is inside ${within}, which the archive holds; keep backups elsewhere`);
-  const state = manifest.stateDirectory;
-  if (!(await exists(state))) throw new CommandRefusal(`state directory ${state} does not exist: nothing to back up`);
-  refuseLive(await heldBy(state), state, 'back up');
-  const archive = join(toDir, `droid-mcp-${stamp(at)}.tgz`);
-  if (await exists(archive)) throw new CommandRefusal(`${archive} already exists; backups are never overwritten (wait a second and run again)`);
+/**
+ * Holds the state's startup lock (the one start-up takes before it claims the
+ * directory) for `job`: no server can start on the state while a backup reads
+ * it or a restore replaces it. A server already running is refused after.
+ */
+export async function holdingState<T>(state: string, what: string, job: () => Promise<T>): Promise<T> {
+  let lost: Error | undefined;
+  let release;
+  try {
+    release = await takeStartupLock(state, (err) => (lost = err));
+  } catch (err) {
+    if (err instanceof StoreError) throw new ServerRunning(`${err.problem}: cannot ${what} now. ${err.action}`);
+    throw err;
+  }
+  try {
+    refuseLive(await heldBy(state), state, what);
+    const result = await job();
+    if (lost) throw new CommandFailure(`lost the startup lock of ${state} while it ran (${lost.message}): a server may have started meanwhile; check with droid-mcp status and ${what} again`);
+    return result;
+  } finally {
+    await release().catch(() => undefined);
+  }
+}
 
-  const partial = join(toDir, `.${basename(archive)}.partial`);
+/** Writes the archive of `manifest`'s parts to `archive`, never over a file of that name. */
+async function writeArchive(manifest: Manifest, archive: string): Promise<void> {
+  const state = manifest.stateDirectory;
+  const partial = join(dirname(archive), `.${basename(archive)}.partial`);
   const scratch = await mkdtemp(join(tmpdir(), 'droid-mcp-backup-'));
   try {
     await writeFile(join(scratch, MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`, { mode: 0o600 });
-    // Locks are the running server's, never state: a restore starts without them.
-    const excludes = ['owner.lock', 'startup.lock'].map((lock) => `--exclude=${memberOf(join(state, lock))}`);
+    // Locks are the running server's (and this backup's), never state: a restore starts without them.
+    const excludes = ['owner.lock', STARTUP_LOCK].map((lock) => `--exclude=${memberOf(join(state, lock))}`);
     const fd = openSync(partial, 'wx', 0o600);
     try {
-      const run = await tar(['--create', '--gzip', '--file=-', ...excludes, '-C', scratch, MANIFEST, '-C', '/', ...partsOf(manifest).map(memberOf)], fd);
-      if (run.code !== 0) throw new Error(`tar exited ${run.code}: ${run.stderr}`);
+      const run = await tar(['--create', '--gzip', '--file=-', '--hard-dereference', ...excludes, '-C', scratch, MANIFEST, '-C', '/', ...partsOf(manifest).map(memberOf)], fd);
+      if (run.code !== 0) throw new CommandFailure(`tar could not write the archive (exit ${run.code}: ${run.stderr}); nothing was kept`);
       fsyncSync(fd);
     } finally {
       closeSync(fd);
     }
-    // A server that started while tar read would have changed what it read.
-    refuseLive(await heldBy(state), state, 'back up');
     // link: never replaces a file of that name that appeared meanwhile.
     linkSync(partial, archive);
   } finally {
@@ -115,6 +150,20 @@ async function backup(configPath: string, toDir: string, at = new Date()): Promi
     }
     await rm(scratch, { recursive: true, force: true });
   }
+}
+
+async function backup(configPath: string, toDir: string, at = new Date()): Promise<{ archive: string; bytes: number; manifest: Manifest }> {
+  if (!isAbsolute(configPath) || !isAbsolute(toDir)) throw new CommandRefusal('--config and --to must be absolute paths');
+  const manifest = await manifestFor(configPath, at);
+  if (!(await stat(toDir).then((s) => s.isDirectory(), () => false))) throw new CommandRefusal(`--to ${toDir} is not an existing folder; create it first (mkdir -m 700 -p ${toDir})`);
+  const within = partsOf(manifest).find((part) => inside(toDir, part));
+  if (within) throw new CommandRefusal(`--to ${toDir} is inside ${within}, which the archive holds; keep backups elsewhere`);
+  const state = manifest.stateDirectory;
+  if (!(await exists(state))) throw new CommandRefusal(`state directory ${state} does not exist: nothing to back up`);
+  await refuseOtherOwner(state);
+  const archive = join(toDir, `droid-mcp-${stamp(at)}.tgz`);
+  if (await exists(archive)) throw new CommandRefusal(`${archive} already exists; backups are never overwritten (wait a second and run again)`);
+  await holdingState(state, 'back up', () => writeArchive(manifest, archive));
   return { archive, bytes: (await stat(archive)).size, manifest };
 }
 
@@ -134,7 +183,7 @@ export const backupCommand = command({
     out(`  token file       ${manifest.tokenFile ?? '(none: stdio, or no token file yet)'}`);
     out(`  state directory  ${manifest.stateDirectory}`);
     out(`  droid's home     ${manifest.factoryDir ?? `(none: ${factoryDirOf(process.env)} does not exist)`}`);
-    out(`Restore with: droid-mcp restore --from ${archive}`);
+    out(`Restore with: droid-mcp restore --from ${archive} --config ${manifest.config}`);
     return 0;
   },
 });

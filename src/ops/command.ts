@@ -17,6 +17,12 @@ export type OptionValues<O extends Options> = ReturnType<typeof parseArgs<{ opti
  */
 export class CommandRefusal extends Error {}
 
+/** The refusal of a command that must not run beside a server that holds the state: exit 3 (as `status` while busy), no usage line. */
+export class ServerRunning extends CommandRefusal {}
+
+/** A command that failed partway for a reason it can name (a tar that failed): exit 1, the message without a stack trace. */
+export class CommandFailure extends Error {}
+
 export interface Command<O extends Options = Options> {
   /** Its arguments after `droid-mcp <name> `, one string per help line. */
   usage: readonly string[];

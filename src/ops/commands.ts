@@ -4,14 +4,15 @@
  * restore, the verification commands and the demo; `--version`, `--help`.
  * Loaded by src/cli.ts with a dynamic import, so the server never loads the
  * stdout writer. Returns the
- * exit status: a refusal (bad arguments included) is 2, an unexpected error 1.
+ * exit status: a refusal (bad arguments included) is 2, a server holding the
+ * state is 3, a failure or an unexpected error 1.
  */
 import { parseArgs } from 'node:util';
 import { demoCommand } from '../demo/demo.js';
 import { SERVER_VERSION } from '../mcp/server.js';
 import { acceptanceCommand } from './acceptance.js';
 import { backupCommand } from './backup.js';
-import { CommandRefusal, type Command } from './command.js';
+import { CommandFailure, CommandRefusal, ServerRunning, type Command } from './command.js';
 import { doctorCommand } from './doctor.js';
 import { initCommand } from './init.js';
 import { smokeCommand, verifyLiveCommand } from './lifecycle.js';
@@ -76,6 +77,10 @@ export async function runCommand(args: readonly string[]): Promise<number> {
     const { values } = parseArgs({ args: args.slice(1), options: chosen.options, strict: true, allowPositionals: false });
     return await chosen.run(values);
   } catch (err) {
+    if (err instanceof ServerRunning || err instanceof CommandFailure) {
+      process.stderr.write(`droid-mcp ${name}: ${err.message}\n`);
+      return err instanceof ServerRunning ? 3 : 1;
+    }
     if (err instanceof CommandRefusal || isParseError(err)) {
       process.stderr.write(`droid-mcp ${name}: ${err.message}\nusage: droid-mcp ${name} ${chosen.usage.join(' ')}\n`);
       return 2;

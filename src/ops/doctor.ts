@@ -191,6 +191,9 @@ async function checkState(dir: string): Promise<{ check: Check; livePid: number 
     const stop = lock.pid === null ? 'stop it first' : `stop pid ${lock.pid} first`;
     return { check: warn(name, `${dir} is private and held by ${who}; ${read}`, `A second server on it is refused (state_locked); ${stop} if this config is for a new one.`), livePid: lock.pid };
   }
+  if (lock.kind === 'unresponsive') {
+    return { check: warn(name, `${dir} is private and held by pid ${lock.pid} (started ${owner?.startedAt ?? 'unknown'}), alive but unresponsive (${lock.why}); ${read}`, `Find out why pid ${lock.pid} does not answer (kill -CONT ${lock.pid} if it was stopped), or stop it; a start now would take the directory over while it lives.`), livePid: lock.pid };
+  }
   const left = seen.inFlight.flatMap((s) => s.turns).length;
   if (seen.tornTail || left > 0) {
     const torn = seen.tornTail ? `its journal ends in a torn line (line ${seen.tornTail.line}, ${seen.tornTail.bytes} bytes, never acknowledged): start-up copies it to journal.torn-<time> and cuts it off` : '';

@@ -7,8 +7,10 @@
  * idle one looks like a busy one.
  *
  * Exit status: 0 when nothing is live or queued (a restart loses nothing),
- * 3 while a live owner has a live or queued turn, 1 when the state cannot be
- * read (the refusal start-up would give), 2 on bad arguments.
+ * 3 while a live owner has a live or queued turn or its process is alive but
+ * unresponsive (stopped or hung: it still holds whatever it was doing), 1
+ * when the state cannot be read (the refusal start-up would give), 2 on bad
+ * arguments.
  */
 import { StoreError } from '../store/errors.js';
 import { inspectState, type StateSeen, type TurnSeen } from '../store/inspect.js';
@@ -26,8 +28,8 @@ function busyness(seen: StateSeen): { live: number; queued: number; ownerAlive: 
   const turns = seen.inFlight.flatMap((s) => s.turns);
   const live = turns.filter(isLive).length;
   const queued = turns.length - live;
-  const ownerAlive = seen.lock.kind === 'live';
-  return { live, queued, ownerAlive, busy: ownerAlive && turns.length > 0 };
+  const ownerAlive = seen.lock.kind === 'live' || seen.lock.kind === 'unresponsive';
+  return { live, queued, ownerAlive, busy: (ownerAlive && turns.length > 0) || seen.lock.kind === 'unresponsive' };
 }
 
 /** The owner line: who owns the directory, and whether it is alive. */
@@ -37,6 +39,7 @@ function ownerLine(seen: StateSeen): string {
     ? `pid ${owner.pid} (host ${owner.hostname}, HOME ${owner.home}, FACTORY_HOME_OVERRIDE ${owner.factoryHomeOverride ?? 'unset'}, started ${owner.startedAt})`
     : 'none recorded';
   if (lock.kind === 'live') return lock.pid === null ? 'owner: a process that left no owner record holds the lock (alive)' : `owner: ${who}: alive, holds the state directory`;
+  if (lock.kind === 'unresponsive') return `owner: ${who}: alive but unresponsive (${lock.why}); it still holds the state directory`;
   if (lock.kind === 'dead') return `owner: ${who}: not running (${lock.dead.why}); the next start takes its lock over`;
   return owner ? `owner: ${who}: not running (stopped cleanly)` : 'owner: none yet (no controller has started on it)';
 }
@@ -55,7 +58,10 @@ function statusLines(seen: StateSeen): string[] {
   for (const s of seen.inFlight) {
     lines.push(`  session ${s.id}  ${s.workspace}${s.title ? `  ${JSON.stringify(s.title)}` : ''}`, ...s.turns.map(turnLine));
   }
-  if (busy) {
+  if (seen.lock.kind === 'unresponsive') {
+    const pid = seen.lock.pid;
+    lines.push(`unresponsive: ${live} live and ${queued} queued turn(s), and the owner, pid ${pid}, does not keep its lock fresh. Find out why (kill -CONT ${pid} if it was stopped) before a restart, backup or restore; a restart cuts short whatever it holds.`);
+  } else if (busy) {
     lines.push(`busy: ${live} live and ${queued} queued turn(s). A restart now interrupts the live ones (they end interrupted) and drops the queued ones (queue_lost): wait for them, or hold the callers first.`);
   } else if (live + queued > 0) {
     // A clean stop leaves queued turns queued too; start-up's recovery words both (store/recovery.ts).
@@ -72,7 +78,7 @@ function statusJson(seen: StateSeen): Record<string, unknown> {
     stateDirectory: seen.dir,
     exists: seen.exists,
     owner: seen.owner ? { ...seen.owner, alive: ownerAlive } : seen.lock.kind === 'live' ? { pid: null, alive: true } : null,
-    lock: seen.lock.kind === 'live' ? 'held' : seen.lock.kind === 'dead' ? 'left_by_dead_owner' : 'free',
+    lock: { live: 'held', unresponsive: 'held_unresponsive', dead: 'left_by_dead_owner', free: 'free' }[seen.lock.kind],
     seq: seen.seq,
     sessions: seen.sessions,
     runs: seen.runs,

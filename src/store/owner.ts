@@ -21,7 +21,10 @@
  *   - its pid is alive but its lock has not been refreshed for OWNER_STALE_MS
  *     (a live owner refreshes it every OWNER_STALE_MS / 2, so the pid was
  *     reused after a crash, or the owner is hung and will find its lock taken
- *     and stop writing: see Ownership.compromised);
+ *     and stop writing: see Ownership.compromised). The lock judgement tells
+ *     the two apart (`unresponsive`: the process started before its record
+ *     was written), so that status, backup and restore never count a stopped
+ *     or hung server as gone; start-up takes both over;
  *   - its pid is our own pid but this process does not hold the directory:
  *     an earlier incarnation with the same pid, as when a container restarts
  *     and node is pid 1 again.
@@ -34,24 +37,22 @@ import { z } from 'zod';
 import { writeFileAtomic } from './formats/atomic.js';
 import type { StoreFs } from './formats/fs.js';
 import { errCode } from '../util/errno.js';
+import { processStartedAt } from '../util/process-start.js';
 import { exists } from '../util/exists.js';
 import { StoreError } from './errors.js';
 import type { Log } from '../util/logger.js';
 import { readJsonFile } from './formats/json-file.js';
 import { describeIssue } from '../shared/record-schemas.js';
+import { takeStartupLock } from './startup-lock.js';
 
 const OWNER_FILE = 'owner.json';
 const OWNER_LOCK = 'owner.lock';
-const STARTUP_LOCK = 'startup.lock';
 
 /** Version of the owner record's format; records of any other version (or none) are refused. */
 const OWNER_RECORD_VERSION = 1;
 
 /** A live owner refreshes its lock every STALE/2 ms; older than this, it is presumed gone. */
 const OWNER_STALE_MS = 10_000;
-const STARTUP_STALE_MS = 10_000;
-/** Waits a little longer than the startup lock's staleness, so a crashed start-up is outlived. */
-const STARTUP_RETRIES = { retries: 30, factor: 1.5, minTimeout: 100, maxTimeout: 500 };
 
 export interface OwnerRecord {
   version: typeof OWNER_RECORD_VERSION;
@@ -209,26 +210,7 @@ class PendingOwnership {
  * from another host or HOME, and recognizes a dead owner for recovery.
  */
 export async function beginOwnership(dir: string, opts: OwnershipOptions): Promise<PendingOwnership> {
-  const startupPath = join(dir, STARTUP_LOCK);
-  let unlockStartup: Release;
-  try {
-    unlockStartup = await lockfile.lock(startupPath, {
-      lockfilePath: startupPath,
-      realpath: false,
-      stale: STARTUP_STALE_MS,
-      retries: STARTUP_RETRIES,
-      onCompromised: (err) => opts.logger.warn({ dir, err }, 'startup lock was not kept fresh'),
-    });
-  } catch (err) {
-    if (errCode(err) === 'ELOCKED') {
-      throw new StoreError(
-        'state_locked',
-        `another controller is starting on state directory ${dir} (${startupPath} is held)`,
-        'Wait for it to finish starting, or stop it; if none is running, remove that lock directory',
-      );
-    }
-    throw err;
-  }
+  const unlockStartup = await takeStartupLock(dir, (err) => opts.logger.warn({ dir, err }, 'startup lock was not kept fresh'));
   // Failing to remove the startup lock is not fatal: it turns stale and the next start-up takes it.
   const releaseStartup: Release = () =>
     unlockStartup().catch((err: unknown) => opts.logger.warn({ dir, err }, 'could not release the startup lock'));
@@ -239,7 +221,7 @@ export async function beginOwnership(dir: string, opts: OwnershipOptions): Promi
     if (previous) refuseOtherIdentity(dir, previous, here);
     const lock = await judgeOwnerLock(dir, realDir, previous);
     if (lock.kind === 'live') throw lockedBy(dir, lock.pid === null ? undefined : previous);
-    const deadLock = lock.kind === 'dead' ? lock.dead : undefined;
+    const deadLock = lock.kind === 'dead' ? lock.dead : lock.kind === 'unresponsive' ? { pid: lock.pid, why: lock.why } : undefined;
     return new PendingOwnership(dir, realDir, here, releaseStartup, deadLock, opts);
   } catch (err) {
     await releaseStartup();
@@ -253,8 +235,16 @@ export interface DeadOwner {
   why: string;
 }
 
-/** Who holds the owner lock, as start-up judges it: no lock, a lock its holder left behind (taken over), or a live owner. */
-export type OwnerLock = { kind: 'free' } | { kind: 'dead'; dead: DeadOwner } | { kind: 'live'; pid: number | null };
+/**
+ * Who holds the owner lock, as start-up judges it: no lock, a lock its holder
+ * left behind (taken over), a live owner, or the owner's own process alive
+ * but not refreshing its lock (stopped or hung: start-up takes it over too,
+ * but it is no stopped server to back up or restore beside).
+ */
+export type OwnerLock = { kind: 'free' } | { kind: 'dead'; dead: DeadOwner } | { kind: 'live'; pid: number | null } | { kind: 'unresponsive'; pid: number; why: string };
+
+/** A process that started after the owner record was written cannot be the owner; allows for clock steps. */
+const START_SLACK_MS = 2_000;
 
 /**
  * The owner lock of `dir` (real path `realDir`) judged against the owner
@@ -277,7 +267,12 @@ export async function judgeOwnerLock(dir: string, realDir: string, previous: Own
   // No one can be refreshing the lock: recover now rather than waiting for it to turn stale.
   if (!pidAlive(previous.pid)) return { kind: 'dead', dead: { pid: previous.pid, why: 'pid no longer running' } };
   if (!(await fresh())) {
-    return { kind: 'dead', dead: { pid: previous.pid, why: `pid running but lock not refreshed for ${OWNER_STALE_MS / 1000} s (reused pid or hung owner)` } };
+    const stale = `pid running but lock not refreshed for ${OWNER_STALE_MS / 1000} s`;
+    const started = processStartedAt(previous.pid);
+    if (started !== undefined && started > Date.parse(previous.startedAt) + START_SLACK_MS) {
+      return { kind: 'dead', dead: { pid: previous.pid, why: `${stale}, and that process started after the owner record: a reused pid` } };
+    }
+    return { kind: 'unresponsive', pid: previous.pid, why: `${stale}: the owner is stopped (SIGSTOP) or hung` };
   }
   return { kind: 'live', pid: previous.pid };
 }

@@ -79,8 +79,8 @@ describe('deploy/droid-mcp.service', () => {
     expect(service.get('KillSignal')).toBe('SIGTERM');
     // SIGTERM to the controller only: it interrupts its turns through their workers, which must not be signalled with it.
     expect(service.get('KillMode')).toBe('mixed');
-    // Longer than the controller's own wait for interrupted turns (3 × cancelGraceMs), with room to close the state.
-    expect(seconds(service.get('TimeoutStopSec')!)).toBeGreaterThanOrEqual((3 * CONFIG_DEFAULTS.cancelGraceMs) / 1000 + 30);
+    // Longer than the stop's own bound (compose.ts stop(): the HTTP listener's 5 s, then 3 × cancelGraceMs for interrupted turns), with room to close the state.
+    expect(seconds(service.get('TimeoutStopSec')!)).toBeGreaterThanOrEqual((5_000 + 3 * CONFIG_DEFAULTS.cancelGraceMs) / 1000 + 30);
     expect(service.get('NoNewPrivileges')).toBe('yes');
     expect(service.get('ProtectSystem')).toBe('full');
     expect(service.get('PrivateTmp')).toBe('yes');

@@ -5,10 +5,11 @@
  * live owner has a live or queued turn, and 0 once the server has stopped,
  * cleanly or not. It changes no byte of the state directory.
  */
+import { readdirSync, rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { prose, script } from '../../src/testbed/scripted-model.js';
 import { runCli, treeFingerprint } from '../support/cli.js';
-import { startServer, type RunningServer } from '../support/mcp-server.js';
+import { privateDir, startServer, type RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import type { Acceptance, SessionView } from '../support/tool-views.js';
 import { makeContext, type E2EContext } from './context.js';
@@ -124,5 +125,31 @@ describe('droid-mcp status', () => {
     expect(after.stdout).toMatch(new RegExp(`^    turn 1  running  +since \\S+  run ${busy.first}$`, 'm'));
     expect(after.stdout).toMatch(/^not running: 1 live and 1 queued turn\(s\) were left when the controller stopped/m);
     expect(treeFingerprint(ctx.stateDir)).toEqual(before);
+  });
+
+  it('a stopped (SIGSTOP) server, its lock gone stale, is alive but unresponsive: status exits 3, backup refuses', async () => {
+    const config = ctx.config();
+    server = await startServer(config, ctx.env);
+    await server.ok('droid_list_workspaces');
+    process.kill(server.pid, 'SIGSTOP');
+    try {
+      // A live owner refreshes its lock every 5 s; after 10 s without, start-up would take it over.
+      await until(async () => (await runCli(['status', '--config', config, '--json'], ctx.env)).stdout.includes('"lock": "held_unresponsive"'), 20_000);
+      const text = await runCli(['status', '--config', config], ctx.env);
+      expect(text.code, text.stdout).toBe(3);
+      expect(text.stdout).toContain(`owner: pid ${server.pid} (host `);
+      expect(text.stdout).toMatch(/: alive but unresponsive \(pid running but lock not refreshed for 10 s: the owner is stopped \(SIGSTOP\) or hung\); it still holds the state directory$/m);
+      expect(text.stdout).toMatch(new RegExp(`^unresponsive: 0 live and 0 queued turn\\(s\\), and the owner, pid ${server.pid}, does not keep its lock fresh`, 'm'));
+      const backups = privateDir('droid-mcp-status-backups-');
+      const made = await runCli(['backup', '--config', config, '--to', backups], ctx.env);
+      expect(made.stderr).toContain(`the server, pid ${server.pid}, alive but unresponsive (`);
+      expect(made.code).toBe(3);
+      expect(readdirSync(backups)).toEqual([]);
+      const doctor = await runCli(['doctor', '--config', config], ctx.env);
+      expect(doctor.stdout).toMatch(new RegExp(`^warn +state directory +\\S+ is private and held by pid ${server.pid} \\(started \\S+\\), alive but unresponsive \\(`, 'm'));
+      rmSync(backups, { recursive: true, force: true });
+    } finally {
+      process.kill(server.pid, 'SIGCONT');
+    }
   });
 });
