@@ -17,7 +17,8 @@ import { existsSync } from 'node:fs';
 import type { CheckoutRecord, CommitsAhead } from '../shared/checkout-types.js';
 import { ControllerError } from '../shared/public-error.js';
 import type { Autonomy, RunRecord, SessionRecord } from '../shared/records.js';
-import { commitsAhead, inspectRepository, makeCheckout, removalBlocker, removeCheckout, syncBranch, type Repository } from '../worktree/checkout.js';
+import { commitsAhead, inspectRepository, makeCheckout, removalBlocker, removeCheckout, type Repository } from '../worktree/checkout.js';
+import { syncBranch } from '../worktree/sync.js';
 import type { GitHost } from '../worktree/confined-git.js';
 import { liveCheckouts, placementProblem, plannedCheckout } from '../worktree/plan.js';
 import type { SandboxSpec } from '../sandbox/sandbox.js';
@@ -136,9 +137,9 @@ export class SessionCheckouts {
   async afterTurn(run: RunRecord): Promise<CommitsAhead | null> {
     const checkout = this.state.session(run.sessionId).checkout!;
     try {
-      const inRepository = await syncBranch(this.git, checkout);
-      if (!inRepository) this.state.deps.log.warn({ session: run.sessionId, branch: checkout.branch }, 'the session branch could not be brought back into the repository (diverged or git failed); its commits stay in the checkout');
-      return await commitsAhead(this.git, checkout, inRepository);
+      const problem = await syncBranch(this.git, checkout);
+      if (problem !== null) this.state.deps.log.warn({ session: run.sessionId, branch: checkout.branch, problem }, 'the session branch could not be brought back into the repository; its commits stay in the checkout');
+      return await commitsAhead(this.git, checkout, problem === null);
     } catch (err) {
       this.state.deps.log.warn({ err, run: run.id }, 'could not read the session branch after the turn');
       return null;

@@ -104,16 +104,6 @@ export async function makeCheckout(host: GitHost, rec: CheckoutRecord, sourceWor
   return { ...rec, base, state: 'ready' };
 }
 
-/** Fast-forwards the repository's branch to the checkout's; false when it cannot (diverged, missing, git failed). Never forced. */
-export async function syncBranch(host: GitHost, rec: CheckoutRecord): Promise<boolean> {
-  const ref = `refs/heads/${rec.branch}`;
-  const args = ['--git-dir', rec.gitDir, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--no-recurse-submodules', '--', rec.path, `${ref}:${ref}`];
-  return confinedGit(host, { cwd: rec.gitDir, writable: true, timeoutMs: GIT_TIMEOUT_MS }, args).then(
-    () => true,
-    () => false,
-  );
-}
-
 /** The branch's commits ahead of its base, read where they are (the repository when synced, else the checkout); null when git cannot tell. */
 export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inRepository: boolean): Promise<CommitsAhead | null> {
   if (!rec.base) return null;

@@ -5,7 +5,7 @@
  * controller's refusals through SessionCheckouts with a stand-in state.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -14,11 +14,13 @@ import { fingerprint, type Intent } from '../../src/controller/fingerprint.js';
 import type { CheckoutRecord } from '../../src/shared/checkout-types.js';
 import { ControllerError } from '../../src/shared/public-error.js';
 import type { SessionRecord } from '../../src/shared/records.js';
-import { commitsAhead, inspectRepository, makeCheckout, removalBlocker, syncBranch } from '../../src/worktree/checkout.js';
+import { commitsAhead, inspectRepository, makeCheckout, removalBlocker } from '../../src/worktree/checkout.js';
+import { syncBranch } from '../../src/worktree/sync.js';
 import { classifyCheckouts } from '../../src/worktree/inventory.js';
 import { alsoWritableOf, placementProblem, plannedCheckout, turnWorkspace } from '../../src/worktree/plan.js';
-import { checkCheckouts } from '../../src/ops/doctor-checkouts.js';
+import { checkCheckouts, gitVersionProblem } from '../../src/ops/doctor-checkouts.js';
 import { StateStore } from '../../src/store/store.js';
+import { sandboxSpecFor } from '../../src/sandbox/sandbox.js';
 import { acceptedRun } from '../../src/shared/records.js';
 import { gitRepo } from '../support/git-repo.js';
 
@@ -74,13 +76,13 @@ describe('a checkout on disk', () => {
   it('brings the branch back by fast-forward only; a diverged repository branch is never overwritten', async () => {
     const c = await made();
     commitIn(c.path, 'one.txt', 'one');
-    expect(await syncBranch(HOST, c)).toBe(true);
+    expect(await syncBranch(HOST, c)).toBeNull();
     expect(await commitsAhead(HOST, c, true)).toMatchObject({ ahead: 1, commits: [{ subject: 'one' }], inRepository: true });
     // A person commits on the session branch in the repository meanwhile.
     git(repo, 'update-ref', 'refs/heads/droid/s1', git(repo, 'commit-tree', '-p', 'droid/s1', '-m', 'theirs', 'droid/s1^{tree}'));
     const theirs = git(repo, 'rev-parse', 'droid/s1');
     commitIn(c.path, 'two.txt', 'two');
-    expect(await syncBranch(HOST, c)).toBe(false);
+    expect(await syncBranch(HOST, c)).toContain('did not take the branch');
     expect(git(repo, 'rev-parse', 'droid/s1')).toBe(theirs);
     expect(await commitsAhead(HOST, c, false)).toMatchObject({ ahead: 2, inRepository: false });
   });
@@ -107,6 +109,46 @@ describe('a checkout on disk', () => {
     writeFileSync(join(c.path, 'README.md'), 'stashed\n');
     git(c.path, 'stash', '-q');
     expect(await removalBlocker(HOST, c)).toContain('not on the repository');
+  });
+});
+
+const BWRAP = ['/usr/bin/bwrap', '/bin/bwrap'].find((p) => existsSync(p));
+
+describe.runIf(BWRAP)('bringing a branch back from a checkout whose config the turn rigged', () => {
+  /** What of the repository the sync must not change: config, hooks, every file under .git/hooks. */
+  const fingerprint = () => [readFileSync(join(repo, '.git', 'config'), 'utf8'), ...readdirSync(join(repo, '.git', 'hooks')).sort()].join('\n');
+
+  it("never runs the checkout's git with the repository writable: a command its config names cannot touch the repository", async () => {
+    const host = { sandbox: sandboxSpecFor(BWRAP!, join(root, 'state'), null), droidEnv: { HOME: join(root, 'home') } };
+    // Stands in for an older git that runs a command from the serving repository's config (git < 2.39.4 had such paths);
+    // this git runs it for any call that reads the checkout (its folder as working directory or named in the arguments).
+    const oldGit = join(root, 'old-git');
+    writeFileSync(
+      oldGit,
+      `#!/bin/sh\nfor d in "$PWD" "$@"; do if [ -f "$d/.git/config" ]; then c=$(/usr/bin/git config -f "$d/.git/config" --get test.evil) && sh -c "$c" >/dev/null 2>&1; fi; done\nexec /usr/bin/git "$@"\n`,
+      { mode: 0o755 },
+    );
+    const c = await made();
+    commitIn(c.path, 'one.txt', 'one');
+    const main = join(repo, '.git');
+    writeFileSync(join(root, 'inc'), `[uploadpack]\n\tpackObjectsHook = touch ${root}/hook-ran\n`);
+    const poison: Array<[string, string]> = [
+      ['test.evil', `echo 'touch ${root}/pwned' > ${main}/hooks/post-checkout; git config -f ${main}/config core.hooksPath ${root}`],
+      ['include.path', join(root, 'inc')],
+      ['uploadpack.packObjectsHook', `touch ${root}/hook-ran`],
+      ['core.alternateRefsCommand', `touch ${root}/hook-ran`],
+      ['core.fsmonitor', `touch ${root}/hook-ran`],
+      ['remote.origin.promisor', 'true'],
+      ['remote.origin.uploadpack', `touch ${root}/hook-ran; git-upload-pack`],
+      ['extensions.partialClone', 'origin'],
+    ];
+    for (const [key, value] of poison) git(c.path, 'config', key, value);
+    const before = fingerprint();
+    expect(await syncBranch({ ...host, gitPath: oldGit }, c)).toBeNull();
+    expect(fingerprint()).toBe(before);
+    expect(existsSync(join(root, 'hook-ran'))).toBe(false);
+    // The branch did come back.
+    expect(git(repo, 'log', '-1', '--format=%s', 'droid/s1')).toBe('one');
   });
 });
 
@@ -196,5 +238,11 @@ describe('doctor: session checkouts', () => {
     expect(check.detail).toMatch(new RegExp(`^1 checkout\\(s\\) in ${dir}, \\d+\\.\\d MiB in all; 1 orphaned: ${join(dir, 'stray')}$`));
     rmSync(join(dir, 'stray'), { recursive: true });
     expect(await checkCheckouts(dir, stateDir)).toMatchObject({ status: 'ok' });
+  });
+
+  it('warns on a git older than the 2024 fixes for repositories a turn controls', () => {
+    for (const old of ['git version 2.39.3', 'git version 2.34.1', 'git version 2.45.0', 'git version 2.43.3']) expect(gitVersionProblem(old)).toContain('predates');
+    for (const ok of ['git version 2.39.5', 'git version 2.45.1', 'git version 2.46.0', 'git version 2.43.4 (Apple Git-1)', 'git version 3.0.0']) expect(gitVersionProblem(ok)).toBeNull();
+    expect(gitVersionProblem('')).toContain('could not be read');
   });
 });
