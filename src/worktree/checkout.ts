@@ -127,33 +127,6 @@ export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inReposit
   }
 }
 
-const LISTED_PATHS = 5;
-
-/**
- * Why removing the checkout would lose work, or null when nothing would be
- * lost: uncommitted or untracked files (ignored ones are not counted), or
- * commits of its HEAD or any of its refs but the remote-tracking ones
- * (branches, tags, the stash) that the repository's branch does not hold. Anything git cannot answer counts as a reason.
- */
-export async function removalBlocker(host: GitHost, rec: CheckoutRecord): Promise<string | null> {
-  const inClone = { cwd: rec.path, writable: false, timeoutMs: GIT_TIMEOUT_MS };
-  try {
-    const status = await confinedGit(host, inClone, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=none']);
-    const paths = status.split('\0').filter((entry) => entry.length > 3).map((entry) => entry.slice(3));
-    if (paths.length > 0) {
-      const shown = paths.slice(0, LISTED_PATHS).join(', ') + (paths.length > LISTED_PATHS ? ` and ${paths.length - LISTED_PATHS} more` : '');
-      return `the checkout has ${paths.length} uncommitted or untracked path(s): ${shown}`;
-    }
-    const tip = (await confinedGit(host, { ...inClone, cwd: rec.gitDir }, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '')).trim();
-    if (!tip) return `the branch ${rec.branch} is missing from the repository ${rec.repository}`;
-    const unheld = (await confinedGit(host, inClone, ['rev-list', 'HEAD', '--exclude=refs/remotes/*', '--all', '--not', tip])).split('\n').filter(Boolean);
-    if (unheld.length > 0) return `${unheld.length} commit(s) of the checkout (${unheld[0]!.slice(0, 12)}…) are not on the repository's branch ${rec.branch}`;
-    return null;
-  } catch (err) {
-    return `git could not check the checkout (${(err as Error).message})`;
-  }
-}
-
 /** Removes the checkout's folder (the branch stays); rejects when it could not. */
 export async function removeCheckout(rec: CheckoutRecord): Promise<void> {
   const problem = await removeTree(rec.path);

@@ -14,7 +14,8 @@ import { fingerprint, type Intent } from '../../src/controller/fingerprint.js';
 import type { CheckoutRecord } from '../../src/shared/checkout-types.js';
 import { ControllerError } from '../../src/shared/public-error.js';
 import type { SessionRecord } from '../../src/shared/records.js';
-import { commitsAhead, inspectRepository, makeCheckout, removalBlocker } from '../../src/worktree/checkout.js';
+import { commitsAhead, inspectRepository, makeCheckout } from '../../src/worktree/checkout.js';
+import { removalBlocker } from '../../src/worktree/removal.js';
 import { syncBranch } from '../../src/worktree/sync.js';
 import { classifyCheckouts } from '../../src/worktree/inventory.js';
 import { alsoWritableOf, placementProblem, plannedCheckout, turnWorkspace } from '../../src/worktree/plan.js';
@@ -97,18 +98,18 @@ describe('a checkout on disk', () => {
     expect(await removalBlocker(HOST, c)).toContain('new.txt');
     rmSync(join(c.path, 'new.txt'));
     commitIn(c.path, 'x.txt', 'not yet back');
-    expect(await removalBlocker(HOST, c)).toContain('not on the repository');
+    expect(await removalBlocker(HOST, c)).toContain('on none of the repository');
     await syncBranch(HOST, c);
     expect(await removalBlocker(HOST, c)).toBeNull();
     // A commit on another branch of the checkout is work too.
     git(c.path, 'checkout', '-q', '-b', 'side');
     commitIn(c.path, 'side.txt', 'side');
     git(c.path, 'checkout', '-q', 'droid/s1');
-    expect(await removalBlocker(HOST, c)).toContain('not on the repository');
+    expect(await removalBlocker(HOST, c)).toContain('on none of the repository');
     git(c.path, 'branch', '-q', '-D', 'side');
     writeFileSync(join(c.path, 'README.md'), 'stashed\n');
     git(c.path, 'stash', '-q');
-    expect(await removalBlocker(HOST, c)).toContain('not on the repository');
+    expect(await removalBlocker(HOST, c)).toContain('on none of the repository');
   });
 });
 
@@ -149,6 +150,85 @@ describe.runIf(BWRAP)('bringing a branch back from a checkout whose config the t
     expect(existsSync(join(root, 'hook-ran'))).toBe(false);
     // The branch did come back.
     expect(git(repo, 'log', '-1', '--format=%s', 'droid/s1')).toBe('one');
+  });
+});
+
+describe('removal: work a turn hid from the check', () => {
+  /** Gone: the checkout s1 and its branch, so the next case starts afresh. */
+  const forget = () => {
+    rmSync(join(dir, 's1'), { recursive: true, force: true });
+    if (git(repo, 'branch', '--list', 'droid/s1')) git(repo, 'branch', '-q', '-D', 'droid/s1');
+  };
+  /** A synced checkout with nothing to lose, then `hide` run in it; the check must still name what would be lost. */
+  async function blockerAfter(hide: (path: string) => void): Promise<string | null> {
+    const c = await made();
+    commitIn(c.path, 'kept.txt', 'kept');
+    expect(await syncBranch(HOST, c)).toBeNull();
+    expect(await removalBlocker(HOST, c)).toBeNull();
+    hide(c.path);
+    return removalBlocker(HOST, c);
+  }
+
+  it('a nested repository with its own commits (committed as a gitlink)', async () => {
+    expect(
+      await blockerAfter((p) => {
+        mkdirSync(join(p, 'sub2'));
+        git(join(p, 'sub2'), 'init', '-q');
+        commitIn(join(p, 'sub2'), 'deep.txt', 'deep');
+        git(p, 'add', 'sub2');
+        git(p, 'commit', '-q', '-m', 'gitlink');
+        git(p, 'push', '-q', 'origin', 'HEAD');
+      }),
+    ).toContain('nested repository');
+  });
+
+  it('edits hidden by assume-unchanged or skip-worktree', async () => {
+    for (const flag of ['--assume-unchanged', '--skip-worktree']) {
+      forget();
+      const reason = await blockerAfter((p) => {
+        writeFileSync(join(p, 'README.md'), 'hidden edit\n');
+        git(p, 'update-index', flag, 'README.md');
+      });
+      expect(reason, flag).toContain('README.md');
+    }
+  });
+
+  it("new files hidden by the checkout's own ignore rules (info/exclude, core.excludesFile)", async () => {
+    expect(
+      await blockerAfter((p) => {
+        writeFileSync(join(p, '.git', 'info', 'exclude'), '*\n');
+        writeFileSync(join(p, 'secret-work.txt'), 'new\n');
+      }),
+    ).toContain('secret-work.txt');
+    forget();
+    expect(
+      await blockerAfter((p) => {
+        writeFileSync(join(root, 'ignore-all'), '*\n');
+        git(p, 'config', 'core.excludesFile', join(root, 'ignore-all'));
+        writeFileSync(join(p, 'more-work.txt'), 'new\n');
+      }),
+    ).toContain('more-work.txt');
+  });
+
+  it('commits only under refs/remotes, an annotated tag, and a detached commit left only in the reflog', async () => {
+    const hides: Array<(p: string) => void> = [
+      (p) => {
+        commitIn(p, 'r.txt', 'remote only');
+        git(p, 'update-ref', 'refs/remotes/origin/hidden', 'HEAD');
+        git(p, 'reset', '-q', '--hard', 'HEAD~1');
+        git(p, 'reflog', 'expire', '--expire=now', '--all');
+      },
+      (p) => git(p, 'tag', '-a', '-m', 'a release note that is work too', 'v1'),
+      (p) => {
+        git(p, 'checkout', '-q', '--detach');
+        commitIn(p, 'd.txt', 'detached');
+        git(p, 'checkout', '-q', 'droid/s1');
+      },
+    ];
+    for (const [i, hide] of hides.entries()) {
+      forget();
+      expect(await blockerAfter(hide), `case ${i}`).toContain('on none of the repository');
+    }
   });
 });
 
