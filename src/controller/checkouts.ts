@@ -22,6 +22,7 @@ import { removalBlocker } from '../worktree/removal.js';
 import { syncBranch } from '../worktree/sync.js';
 import type { GitHost } from '../worktree/confined-git.js';
 import { liveCheckouts, placementProblem, plannedCheckout } from '../worktree/plan.js';
+import { overlaps } from '../util/paths.js';
 import type { SandboxSpec } from '../sandbox/sandbox.js';
 import type { Log } from '../util/logger.js';
 import { isWorking } from './views.js';
@@ -47,6 +48,8 @@ interface CheckoutsState {
     droidEnv: Record<string, string>;
     sandboxUnavailable: string | null;
     worktrees?: CheckoutHost | null;
+    /** The workspace check of every tool: realpath, inside an approved root, a directory. */
+    resolveWorkspace(requested: string): Promise<string>;
     store: { readonly sessions: ReadonlyMap<string, SessionRecord>; runsBySession(sessionId: string): RunRecord[] };
     log: Log;
   };
@@ -69,8 +72,16 @@ export class SessionCheckouts {
 
   /** Outside the chain, before anything is recorded: may this new session have a checkout, and from which repository. Null: no isolation. */
   async intent(isolation: Isolation | undefined, autonomy: Autonomy | undefined, workspace: string): Promise<CheckoutIntent | null> {
-    if (isolation === undefined || isolation === 'none') return null;
     const host = this.state.deps.worktrees;
+    // A session there could rewrite another session's checkout (its .git, which that session's turns bind writable).
+    if (host && overlaps(workspace, host.directory)) {
+      throw new ControllerError(
+        'workspace_in_checkouts',
+        `the workspace overlaps the checkouts directory ${host.directory}, which holds other sessions' checkouts`,
+        "Create the session in a project folder that neither holds nor lies inside the checkouts directory; continue a checkout session's work with droid_send_message to that session.",
+      );
+    }
+    if (isolation === undefined || isolation === 'none') return null;
     if (!host) throw new ControllerError('isolation_unavailable', 'this host does not make per-session checkouts (isolation: "worktree" is off)', OFF_ACTION);
     if (autonomy === 'off') throw readerRefusal();
     if (this.state.deps.sandboxUnavailable !== null) {
@@ -80,9 +91,18 @@ export class SessionCheckouts {
     if (!repo) {
       throw new ControllerError('isolation_not_a_repository', 'the workspace is not inside a git work tree, so there is nothing to make a checkout of', 'Create the session without isolation, or in a directory inside a git repository (with at least one commit).');
     }
-    const problem = placementProblem(workspace, repo, host.directory);
-    if (problem) throw new ControllerError('isolation_not_possible', problem, 'Create the session without isolation, or have the operator move "worktrees.directory" outside the repository.');
+    const problem = placementProblem(workspace, repo, host.directory) ?? (await this.unapproved(repo));
+    if (problem) throw new ControllerError('isolation_not_possible', problem, 'Create the session without isolation, or have the operator move "worktrees.directory" outside the repository (or approve the repository\'s own folder).');
     return { repo, directory: host.directory };
+  }
+
+  /** The controller writes the repository's branches and clones all of it: its top and git folder must be approved too. */
+  private async unapproved(repo: Repository): Promise<string | null> {
+    for (const [what, path] of [['top folder', repo.top], ['git folder', repo.gitDir]] as const) {
+      const resolved = await this.state.deps.resolveWorkspace(path).catch(() => null);
+      if (resolved !== path) return `the repository's ${what} ${path} is not an approved directory (the workspace is inside a repository that starts above the approved roots, or its .git points elsewhere)`;
+    }
+    return null;
   }
 
   /** In the chain, once the run's settings are resolved: the pending checkout of the new session. May refuse. */

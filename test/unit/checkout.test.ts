@@ -21,6 +21,7 @@ import { classifyCheckouts } from '../../src/worktree/inventory.js';
 import { alsoWritableOf, placementProblem, plannedCheckout, turnWorkspace } from '../../src/worktree/plan.js';
 import { checkCheckouts, gitVersionProblem } from '../../src/ops/doctor-checkouts.js';
 import { StateStore } from '../../src/store/store.js';
+import { resolveWorkspace } from '../../src/controller/workspaces.js';
 import { sandboxSpecFor } from '../../src/sandbox/sandbox.js';
 import { acceptedRun } from '../../src/shared/records.js';
 import { gitRepo } from '../support/git-repo.js';
@@ -254,13 +255,14 @@ describe('where checkouts may go, and what is in the directory', () => {
 });
 
 describe('the controller: who may have a checkout', () => {
-  function checkouts(over: { worktrees?: { directory: string; maxCheckouts: number } | null; sessions?: SessionRecord[] } = {}) {
+  function checkouts(over: { worktrees?: { directory: string; maxCheckouts: number } | null; sessions?: SessionRecord[]; approved?: string[] } = {}) {
     const sessions = new Map((over.sessions ?? []).map((s) => [s.id, s]));
     const deps = {
       sandbox: { mode: 'off' as const },
       droidEnv: {},
       sandboxUnavailable: null,
       worktrees: over.worktrees === undefined ? { directory: dir, maxCheckouts: 2 } : over.worktrees,
+      resolveWorkspace: (path: string) => resolveWorkspace(path, over.approved ?? [root]),
       store: { sessions, runsBySession: () => [] },
       log: { info: () => undefined, warn: () => undefined } as never,
     };
@@ -285,6 +287,28 @@ describe('the controller: who may have a checkout', () => {
     const intent = (await checkouts().intent('worktree', undefined, repo))!;
     // A default autonomy of off is refused once the settings are resolved.
     expect(await refusal(() => checkouts().plan(intent, 's9', 'off'))).toBe('isolation_not_for_readers');
+  });
+
+  it("refuses a checkout of a repository whose top or git folder is outside the approved roots", async () => {
+    // Approved: only the repository's subfolder; the controller would write branches into the repository's .git above it.
+    expect(await refusal(checkouts({ approved: [join(repo, 'sub')] }).intent('worktree', 'high', join(repo, 'sub')))).toBe('isolation_not_possible');
+    // A work tree inside the approved root whose .git file points at a repository outside it.
+    const elsewhere = join(root, 'elsewhere');
+    mkdirSync(elsewhere);
+    gitRepo(elsewhere, { 'x.txt': 'x\n' });
+    const linked = join(repo, 'sub', 'linked');
+    mkdirSync(linked);
+    git(elsewhere, 'worktree', 'add', '-q', '-b', 'side', join(linked, 'wt'));
+    expect(await refusal(checkouts({ approved: [repo] }).intent('worktree', 'high', join(linked, 'wt')))).toBe('isolation_not_possible');
+    expect(await refusal(checkouts({ approved: [repo] }).intent('worktree', 'high', repo))).toBeNull();
+  });
+
+  it("refuses any session, checkout or not, whose workspace overlaps the checkouts directory", async () => {
+    const c = await made();
+    for (const workspace of [dir, root, c.path, join(c.path, 'sub')]) {
+      for (const isolation of [undefined, 'none', 'worktree'] as const) expect(await refusal(checkouts().intent(isolation, 'high', workspace)), `${workspace} ${isolation}`).toBe('workspace_in_checkouts');
+    }
+    expect(await refusal(checkouts().intent(undefined, 'high', repo))).toBeNull();
   });
 
   it('refuses a checkout beyond the host limit; removed ones do not count', async () => {
