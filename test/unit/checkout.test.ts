@@ -5,7 +5,7 @@
  * controller's refusals through SessionCheckouts with a stand-in state.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -22,7 +22,7 @@ import { alsoWritableOf, placementProblem, plannedCheckout, turnWorkspace } from
 import { checkCheckouts, gitVersionProblem } from '../../src/ops/doctor-checkouts.js';
 import { StateStore } from '../../src/store/store.js';
 import { resolveWorkspace } from '../../src/controller/workspaces.js';
-import { sandboxSpecFor } from '../../src/sandbox/sandbox.js';
+import { checkConfinement, sandboxSpecFor } from '../../src/sandbox/sandbox.js';
 import { acceptedRun } from '../../src/shared/records.js';
 import { gitRepo } from '../support/git-repo.js';
 
@@ -151,6 +151,33 @@ describe.runIf(BWRAP)('bringing a branch back from a checkout whose config the t
     expect(existsSync(join(root, 'hook-ran'))).toBe(false);
     // The branch did come back.
     expect(git(repo, 'log', '-1', '--format=%s', 'droid/s1')).toBe('one');
+  });
+});
+
+describe.runIf(BWRAP)('a turn of a subfolder checkout session', () => {
+  it("is not started when the checkout's .git (bound writable besides the workspace) is not a real directory of its own", async () => {
+    const c = await made('s1', join(repo, 'sub'));
+    const session = { workspace: join(repo, 'sub'), checkout: c } as SessionRecord;
+    const confinement = (alsoWritable: string[]) => ({
+      workspace: { path: c.workspace, writable: true },
+      alsoWritable,
+      factoryDir: join(root, 'home', '.factory'),
+      factoryEntries: [],
+      sessionsCopy: null,
+      turnTmp: join(root, 'tmp', 'turn'),
+      runtimeDir: null,
+      hiddenDirs: [],
+      hiddenFiles: [],
+    });
+    expect(() => checkConfinement(BWRAP!, confinement(alsoWritableOf(session)))).not.toThrow();
+    // Another session swapped the checkout's .git for a link to the repository's.
+    const gitDir = join(c.path, '.git');
+    execFileSync('mv', [gitDir, `${gitDir}.moved`]);
+    symlinkSync(join(repo, '.git'), gitDir);
+    expect(() => checkConfinement(BWRAP!, confinement(alsoWritableOf(session)))).toThrow(/not a real directory/);
+    rmSync(gitDir);
+    writeFileSync(gitDir, `gitdir: ${join(repo, '.git')}\n`);
+    expect(() => checkConfinement(BWRAP!, confinement(alsoWritableOf(session)))).toThrow(/not a real directory/);
   });
 });
 
