@@ -160,7 +160,7 @@ export class SessionCheckouts {
     try {
       const problem = await syncBranch(this.git, checkout);
       if (problem !== null) this.state.deps.log.warn({ session: run.sessionId, branch: checkout.branch, problem }, 'the session branch could not be brought back into the repository; its commits stay in the checkout');
-      return await commitsAhead(this.git, checkout, problem === null);
+      return await commitsAhead(this.git, checkout, problem === null, problem ?? undefined);
     } catch (err) {
       this.state.deps.log.warn({ err, run: run.id }, 'could not read the session branch after the turn');
       return null;
@@ -199,12 +199,13 @@ export class SessionCheckouts {
 
   private async removeChecked(checkout: CheckoutRecord): Promise<void> {
     // A crash may have cut a turn short before its branch came back: bring it back first.
-    await syncBranch(this.git, checkout);
+    const notBack = await syncBranch(this.git, checkout);
     const blocker = await removalBlocker(this.git, checkout);
     if (blocker) {
+      const why = notBack === null ? '' : ` (the branch could not be brought back: ${notBack})`;
       throw new ControllerError(
         'checkout_has_unsaved_work',
-        `archiving would remove this session's checkout and lose work: ${blocker}. Nothing was changed`,
+        `archiving would remove this session's checkout and lose work: ${blocker}${why}. Nothing was changed`,
         `Commit the work on the branch ${checkout.branch} (ask droid in this session) or copy it from ${checkout.workspace}, then archive again; or keep the session unarchived.`,
       );
     }

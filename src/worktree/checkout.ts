@@ -105,7 +105,7 @@ export async function makeCheckout(host: GitHost, rec: CheckoutRecord, sourceWor
 }
 
 /** The branch's commits ahead of its base, read where they are (the repository when synced, else the checkout); null when git cannot tell. */
-export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inRepository: boolean): Promise<CommitsAhead | null> {
+export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inRepository: boolean, notBroughtBack?: string): Promise<CommitsAhead | null> {
   if (!rec.base) return null;
   const where = inRepository ? { cwd: rec.gitDir, gitDir: rec.gitDir } : { cwd: rec.path, gitDir: join(rec.path, '.git') };
   const range = `${rec.base}..refs/heads/${rec.branch}`;
@@ -120,7 +120,7 @@ export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inReposit
         const [sha = '', subject = ''] = line.split('\x1f');
         return { sha, subject: subject.slice(0, SUBJECT_CHARS) };
       });
-    return { branch: rec.branch, ahead: count, commits, truncated: Math.max(0, count - commits.length), inRepository };
+    return { branch: rec.branch, ahead: count, commits, truncated: Math.max(0, count - commits.length), inRepository, ...(!inRepository && notBroughtBack !== undefined && { notBroughtBack }) };
   } catch (err) {
     if (err instanceof GitUnavailable) return null;
     throw err;

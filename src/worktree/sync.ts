@@ -19,8 +19,8 @@ import { confinedGit, type GitHost } from './confined-git.js';
 
 /** What one turn may bring back: beyond it the branch stays in the checkout (README "Parallel writers"). */
 export const MAX_SYNC_BYTES = 100 * 1024 * 1024;
-/** Each step of a sync (measure, bundle, fetch) may take this long. */
-const STEP_TIMEOUT_MS = 15_000;
+/** A whole sync (measure, bundle, fetch) may take this long: it delays the turn's final record. */
+const SYNC_BUDGET_MS = 20_000;
 /** Neutralized for the checkout's git: what it could otherwise start or consult. */
 const CHECKOUT_HARDENING = ['-c', 'core.alternateRefsCommand=', '-c', 'uploadpack.packObjectsHook=', '-c', 'gc.auto=0', '-c', 'maintenance.auto=false'];
 
@@ -44,12 +44,14 @@ async function syncNow(host: GitHost, rec: CheckoutRecord): Promise<string | nul
   if (!info?.isDirectory()) return `the checkout's .git is not a real directory (${info ? 'a file or a link' : 'missing'})`;
   const ref = `refs/heads/${rec.branch}`;
   const scratch = makeTurnTmp();
+  const deadline = Date.now() + SYNC_BUDGET_MS;
+  const left = () => Math.max(1, deadline - Date.now());
   try {
-    const inClone = { cwd: rec.path, writable: false, timeoutMs: STEP_TIMEOUT_MS, turnTmp: scratch.turnTmp };
+    const inClone = { cwd: rec.path, writable: false, get timeoutMs() { return left(); }, turnTmp: scratch.turnTmp };
     const cloneArgs = ['--git-dir', cloneGit, ...CHECKOUT_HARDENING];
     const tip = (await confinedGit(host, inClone, [...cloneArgs, 'rev-parse', '--verify', '--quiet', `${ref}^{commit}`]).catch(() => '')).trim();
     if (!tip) return `the checkout has no branch ${rec.branch}`;
-    const held = await mainTip(host, rec);
+    const held = await mainTip(host, rec, left());
     if (held === tip) return null;
     const exclude = held ? [`^${held}`] : rec.base ? [`^${rec.base}`] : [];
     const bytes = Number((await confinedGit(host, inClone, [...cloneArgs, 'rev-list', '--objects', '--disk-usage', ref, ...exclude, '--'])).trim());
@@ -58,32 +60,33 @@ async function syncNow(host: GitHost, rec: CheckoutRecord): Promise<string | nul
     await confinedGit(host, inClone, [...cloneArgs, 'bundle', 'create', '--quiet', bundle, ref, ...exclude]);
     const size = (await stat(bundle)).size;
     if (size > MAX_SYNC_BYTES) return `the branch's bundle is ${mib(size)}, over the ${mib(MAX_SYNC_BYTES)} a turn may bring back`;
-    return await fetchBundle(host, rec, bundle, scratch.turnTmp);
+    return await fetchBundle(host, rec, bundle, { turnTmp: scratch.turnTmp, timeoutMs: left() });
   } catch (err) {
-    return `git could not bring the branch back (${(err as Error).message})`;
+    const late = Date.now() >= deadline ? ` within the ${SYNC_BUDGET_MS / 1000} s a sync may take` : '';
+    return `git could not bring the branch back${late} (${(err as Error).message})`;
   } finally {
     await scratch.dispose();
   }
 }
 
 /** The repository's branch tip, or null when it has none. */
-async function mainTip(host: GitHost, rec: CheckoutRecord): Promise<string | null> {
-  const call = { cwd: rec.gitDir, writable: false, timeoutMs: STEP_TIMEOUT_MS };
+async function mainTip(host: GitHost, rec: CheckoutRecord, timeoutMs: number): Promise<string | null> {
+  const call = { cwd: rec.gitDir, writable: false, timeoutMs };
   const out = await confinedGit(host, call, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '');
   return out.trim() || null;
 }
 
-async function fetchBundle(host: GitHost, rec: CheckoutRecord, bundle: string, turnTmp: string): Promise<string | null> {
+async function fetchBundle(host: GitHost, rec: CheckoutRecord, bundle: string, limits: { turnTmp: string; timeoutMs: number }): Promise<string | null> {
   const ref = `refs/heads/${rec.branch}`;
   const before = new Set(await tmpObjects(rec.gitDir));
   const args = ['--git-dir', rec.gitDir, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--no-recurse-submodules', '--', bundle, `${ref}:${ref}`];
   try {
-    await confinedGit(host, { cwd: rec.gitDir, writable: true, timeoutMs: STEP_TIMEOUT_MS, turnTmp }, args);
+    await confinedGit(host, { cwd: rec.gitDir, writable: true, ...limits }, args);
     return null;
   } catch (err) {
     // A fetch cut short leaves its temporary objects behind; only those that appeared during it go.
     for (const path of await tmpObjects(rec.gitDir)) if (!before.has(path)) await rm(path, { force: true }).catch(() => undefined);
-    return `the repository did not take the branch (diverged, or git failed: ${(err as Error).message})`;
+    return `the repository did not take the branch (diverged, too slow, or git failed: ${(err as Error).message})`;
   }
 }
 

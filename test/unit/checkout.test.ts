@@ -16,7 +16,7 @@ import { ControllerError } from '../../src/shared/public-error.js';
 import type { SessionRecord } from '../../src/shared/records.js';
 import { commitsAhead, inspectRepository, makeCheckout } from '../../src/worktree/checkout.js';
 import { removalBlocker } from '../../src/worktree/removal.js';
-import { syncBranch } from '../../src/worktree/sync.js';
+import { MAX_SYNC_BYTES, syncBranch } from '../../src/worktree/sync.js';
 import { classifyCheckouts } from '../../src/worktree/inventory.js';
 import { alsoWritableOf, placementProblem, plannedCheckout, turnWorkspace } from '../../src/worktree/plan.js';
 import { checkCheckouts, gitVersionProblem } from '../../src/ops/doctor-checkouts.js';
@@ -87,6 +87,29 @@ describe('a checkout on disk', () => {
     expect(await syncBranch(HOST, c)).toContain('did not take the branch');
     expect(git(repo, 'rev-parse', 'droid/s1')).toBe(theirs);
     expect(await commitsAhead(HOST, c, false)).toMatchObject({ ahead: 2, inRepository: false });
+  });
+
+  it('brings back no more than the cap, and says why on the commits it reports', async () => {
+    const c = await made();
+    execFileSync('sh', ['-c', `head -c ${MAX_SYNC_BYTES + 1024 * 1024} /dev/urandom > ${join(c.path, 'big.bin')}`]);
+    git(c.path, 'add', 'big.bin');
+    git(c.path, 'commit', '-q', '-m', 'big');
+    const problem = await syncBranch(HOST, c);
+    expect(problem).toMatch(/take 101\.\d MiB, over the 100\.0 MiB a turn may bring back/);
+    expect(git(repo, 'rev-parse', 'droid/s1')).toBe(c.base);
+    expect(await commitsAhead(HOST, c, false, problem!)).toMatchObject({ ahead: 1, inRepository: false, notBroughtBack: problem });
+  });
+
+  it("removes a cut-short fetch's temporary objects from the repository, and only those", async () => {
+    const c = await made();
+    commitIn(c.path, 'one.txt', 'one');
+    const pack = join(repo, '.git', 'objects', 'pack');
+    writeFileSync(join(pack, 'tmp_pack_someone_elses'), '');
+    // A fetch killed half-way: its temporary pack stays behind.
+    const dying = join(root, 'dying-git');
+    writeFileSync(dying, `#!/bin/sh\ncase " $* " in *" fetch "*) : > ${pack}/tmp_pack_half; exit 137;; esac\nexec /usr/bin/git "$@"\n`, { mode: 0o755 });
+    expect(await syncBranch({ ...HOST, gitPath: dying }, c)).toContain('did not take the branch');
+    expect(readdirSync(pack).filter((n) => n.startsWith('tmp_'))).toEqual(['tmp_pack_someone_elses']);
   });
 
   it('blocks removal for uncommitted, untracked or unheld work, and only then allows it', async () => {
