@@ -100,6 +100,24 @@ describe('a checkout on disk', () => {
     expect(await commitsAhead(HOST, c, false, problem!)).toMatchObject({ ahead: 1, inRepository: false, notBroughtBack: problem });
   });
 
+  it("brings nothing back from a checkout whose .git was swapped for a gitfile or a link", async () => {
+    const c = await made();
+    // Another repository whose branch of the same name the turn wants taken as its own.
+    const other = join(root, 'other');
+    git(root, 'clone', '-q', repo, other);
+    git(other, 'checkout', '-q', '-b', 'droid/s1', 'origin/droid/s1');
+    commitIn(other, 'planted.txt', 'planted');
+    const gitDir = join(c.path, '.git');
+    execFileSync('mv', [gitDir, `${gitDir}.moved`]);
+    writeFileSync(gitDir, `gitdir: ${join(other, '.git')}\n`);
+    expect(await syncBranch(HOST, c)).toContain('not a real directory');
+    expect(await removalBlocker(HOST, c)).toContain('not a real directory');
+    rmSync(gitDir);
+    symlinkSync(join(other, '.git'), gitDir);
+    expect(await syncBranch(HOST, c)).toContain('not a real directory');
+    expect(git(repo, 'rev-parse', 'droid/s1')).toBe(c.base);
+  });
+
   it("removes a cut-short fetch's temporary objects from the repository, and only those", async () => {
     const c = await made();
     commitIn(c.path, 'one.txt', 'one');
