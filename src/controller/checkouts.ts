@@ -26,8 +26,12 @@ import { overlaps } from '../util/paths.js';
 import type { SandboxSpec } from '../sandbox/sandbox.js';
 import type { Log } from '../util/logger.js';
 import { isWorking } from './views.js';
+import type { LockClaim } from './admission.js';
 
 export type Isolation = 'none' | 'worktree';
+
+/** Takes a workspace lock held by no turn (turn-queue.ts holdLock): its release, or null when a turn already conflicts. */
+export type WorkspaceLock = (claim: LockClaim) => (() => void) | null;
 
 /** The host's setting (config `worktrees`); absent: off. */
 export interface CheckoutHost {
@@ -174,7 +178,8 @@ export class SessionCheckouts {
    * called once the archive is recorded (or refused). `check` throws when
    * the update itself would be refused.
    */
-  async beginRemoval(sessionId: string, check: (session: SessionRecord) => void): Promise<{ checkout: CheckoutRecord | null; done(): void }> {
+  async beginRemoval(sessionId: string, check: (session: SessionRecord) => void, lock: WorkspaceLock): Promise<{ checkout: CheckoutRecord | null; done(): void }> {
+    let release: (() => void) | null = null;
     const checkout = await this.state.serialized(async () => {
       const session = this.state.session(sessionId);
       const current = session.checkout;
@@ -182,10 +187,17 @@ export class SessionCheckouts {
       // The whole update is checked before anything is removed: bad input changes nothing.
       check(session);
       if (this.removing.has(sessionId) || this.state.deps.store.runsBySession(sessionId).some((r) => isWorking(r.state))) throw busy('it has queued or running turns, or its checkout is being removed');
+      // The checkout's writer lock for the check and the removal: no turn (of any session) in it meanwhile.
+      release = lock({ sessionId, workspace: current.path, writer: true });
+      if (!release) throw busy("another session's turn is queued or running in its checkout");
       this.removing.add(sessionId);
       return current;
     });
-    const done = () => void this.removing.delete(sessionId);
+    const done = () => {
+      this.removing.delete(sessionId);
+      release?.();
+      release = null;
+    };
     if (!checkout) return { checkout: null, done };
     try {
       // Nothing on disk (never made, or removed before a crash could record it): nothing to lose.

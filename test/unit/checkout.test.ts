@@ -379,6 +379,25 @@ describe('the controller: who may have a checkout', () => {
     expect(await refusal(checkouts().intent(undefined, 'high', repo))).toBeNull();
   });
 
+  it("archive takes the checkout's writer lock around the check and the removal, and refuses while a turn holds it", async () => {
+    const c = await made();
+    const session = { id: 's1', workspace: repo, checkout: c } as SessionRecord;
+    const taken: string[] = [];
+    let released = 0;
+    const lock = (claim: { workspace: string; writer: boolean }) => (taken.push(`${claim.workspace} ${claim.writer}`), () => void released++);
+    const removal = await checkouts({ sessions: [session] }).beginRemoval('s1', () => undefined, lock);
+    expect(taken).toEqual([`${c.path} true`]);
+    expect(removal.checkout?.state).toBe('removed');
+    expect(released).toBe(0);
+    removal.done();
+    expect(released).toBe(1);
+    // Another session's turn in the checkout: refused, nothing removed.
+    const kept = await made('s2');
+    const busyNow = checkouts({ sessions: [{ id: 's2', workspace: repo, checkout: kept } as SessionRecord] }).beginRemoval('s2', () => undefined, () => null);
+    expect(await refusal(busyNow)).toBe('session_busy');
+    expect(existsSync(kept.path)).toBe(true);
+  });
+
   it('refuses a checkout beyond the host limit; removed ones do not count', async () => {
     const intent = (await checkouts().intent('worktree', 'high', repo))!;
     const session = (id: string, state: CheckoutRecord['state']) => ({ id, checkout: { ...plannedCheckout(id, dir, intent.repo), state } }) as SessionRecord;
