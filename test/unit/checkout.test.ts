@@ -75,6 +75,21 @@ describe('a checkout on disk', () => {
     expect(execFileSync('ls', [join(dir, 's1')], { encoding: 'utf8' }).trim()).toBe('keep.txt');
   });
 
+  it('resumes after a crash between making its folder or branch and recording it made', async () => {
+    const base = git(repo, 'rev-parse', 'HEAD');
+    const planned = plannedCheckout('s1', dir, (await inspectRepository(HOST, repo))!);
+    // Crash 1: the folder made, nothing else.
+    mkdirSync(planned.path);
+    expect(await makeCheckout(HOST, planned, repo)).toMatchObject({ state: 'ready', base });
+    // Crash 2: the branch and the clone made, the record still pending; the workspace's HEAD moved on since.
+    commitIn(repo, 'later.txt', 'later');
+    expect(await makeCheckout(HOST, planned, repo)).toMatchObject({ state: 'ready', base });
+    expect(git(planned.path, 'rev-parse', 'HEAD')).toBe(base);
+    // Crash 3: only the branch (the folder never made).
+    rmSync(planned.path, { recursive: true });
+    expect(await makeCheckout(HOST, planned, repo)).toMatchObject({ state: 'ready', base });
+  });
+
   it('brings the branch back by fast-forward only; a diverged repository branch is never overwritten', async () => {
     const c = await made();
     commitIn(c.path, 'one.txt', 'one');
