@@ -89,9 +89,12 @@ export class TurnQueue {
   /** Workspace locks held by no turn: no overlapping turn starts while one is held. */
   private readonly locks = new Set<LockClaim>();
 
-  /** Takes `claim` for something other than a turn; null when a queued or live turn already conflicts with it. Resolves the release. */
+  /**
+   * Takes `claim` for something other than a turn; null when a queued or live turn of another session already conflicts
+   * with it (the claim's own session checks its turns by their records: one that ended may not have released its claim yet).
+   */
   holdLock(claim: LockClaim): (() => void) | null {
-    for (const turn of this.state.turns.values()) if (conflicts(turn.claim, claim)) return null;
+    for (const turn of this.state.turns.values()) if (turn.sessionId !== claim.sessionId && conflicts(turn.claim, claim)) return null;
     this.locks.add(claim);
     return () => {
       this.locks.delete(claim);
