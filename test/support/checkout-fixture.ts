@@ -4,9 +4,10 @@
  * without the user's config, and checkouts made the controller's way.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterEach, beforeEach } from 'vitest';
 import type { CheckoutRecord } from '../../src/shared/checkout-types.js';
 import { inspectRepository, makeCheckout } from '../../src/worktree/checkout.js';
 import { plannedCheckout } from '../../src/worktree/plan.js';
@@ -17,7 +18,26 @@ export const HOST = { sandbox: { mode: 'off' as const }, droidEnv: {} };
 export const git = (cwd: string, ...args: string[]) =>
   execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd, encoding: 'utf8', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' } }).trim();
 
-export function fixtureRepo(): { root: string; repo: string; dir: string } {
+export interface Fixture {
+  root: string;
+  repo: string;
+  dir: string;
+}
+
+/** A fresh fixture for each test (handed to `take`), removed after it. */
+export function useFixture(take: (fixture: Fixture) => void): void {
+  let root: string | null = null;
+  beforeEach(() => {
+    const fixture = fixtureRepo();
+    root = fixture.root;
+    take(fixture);
+  });
+  afterEach(() => {
+    if (root) rmSync(root, { recursive: true, force: true });
+  });
+}
+
+function fixtureRepo(): Fixture {
   const root = realpathSync(mkdtempSync(join(tmpdir(), 'checkout-unit-')));
   const repo = join(root, 'repo');
   const dir = join(root, 'checkouts');

@@ -7,19 +7,16 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SessionRecord } from '../../src/shared/records.js';
 import { checkConfinement, sandboxSpecFor } from '../../src/sandbox/sandbox.js';
 import { alsoWritableOf } from '../../src/worktree/plan.js';
 import { removalBlocker } from '../../src/worktree/removal.js';
 import { syncBranch } from '../../src/worktree/sync.js';
-import { commitIn, fixtureRepo, git, HOST, makeIn } from '../support/checkout-fixture.js';
+import { commitIn, git, HOST, makeIn, useFixture } from '../support/checkout-fixture.js';
 
-let root: string;
-let repo: string;
-let dir: string;
-beforeEach(() => ({ root, repo, dir } = fixtureRepo()));
-afterEach(() => rmSync(root, { recursive: true, force: true }));
+let root: string, repo: string, dir: string;
+useFixture((f) => ({ root, repo, dir } = f));
 const made = (id = 's1', workspace = repo) => makeIn(dir, id, workspace);
 
 const BWRAP = ['/usr/bin/bwrap', '/bin/bwrap'].find((p) => existsSync(p));

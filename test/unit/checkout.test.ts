@@ -7,7 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SessionCheckouts } from '../../src/controller/checkouts.js';
 import { fingerprint, type Intent } from '../../src/controller/fingerprint.js';
 import type { CheckoutRecord } from '../../src/shared/checkout-types.js';
@@ -23,13 +23,10 @@ import { StateStore } from '../../src/store/store.js';
 import { resolveWorkspace } from '../../src/controller/workspaces.js';
 import { acceptedRun } from '../../src/shared/records.js';
 import { gitRepo } from '../support/git-repo.js';
-import { commitIn, fixtureRepo, git, HOST, makeIn } from '../support/checkout-fixture.js';
+import { commitIn, git, HOST, makeIn, useFixture } from '../support/checkout-fixture.js';
 
-let root: string;
-let repo: string;
-let dir: string;
-beforeEach(() => ({ root, repo, dir } = fixtureRepo()));
-afterEach(() => rmSync(root, { recursive: true, force: true }));
+let root: string, repo: string, dir: string;
+useFixture((f) => ({ root, repo, dir } = f));
 const made = (id = 's1', workspace = repo) => makeIn(dir, id, workspace);
 
 describe('a checkout on disk', () => {
