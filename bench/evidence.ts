@@ -29,7 +29,7 @@ function median(values: number[]): number {
 
 export function makeRepo(dir: string): void {
   const git = (...args: string[]) =>
-    execFileSync('git', ['-c', 'core.hooksPath=/dev/null', '-c', 'user.name=b', '-c', 'user.email=b@b', ...args], {
+    execFileSync('git', ['-c', 'core.hooksPath=/dev/null', '-c', 'gc.autoDetach=false', '-c', 'user.name=b', '-c', 'user.email=b@b', ...args], {
       cwd: dir,
       env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
       stdio: ['ignore', 'ignore', 'pipe'],

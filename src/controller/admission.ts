@@ -23,12 +23,12 @@ export interface QueuedTurn extends LockClaim {
   ready?: boolean;
 }
 
-function conflicts(a: LockClaim, b: LockClaim): boolean {
+export function conflicts(a: LockClaim, b: LockClaim): boolean {
   return (a.writer || b.writer) && treesOverlap(a.workspace, b.workspace);
 }
 
-/** Returns the run ids to start now, in queue order. */
-export function selectRunnable(queue: readonly QueuedTurn[], live: readonly LockClaim[], capacity: number): string[] {
+/** Returns the run ids to start now, in queue order. `locks`: claims held by no turn (a checkout being removed): they block but take no slot. */
+export function selectRunnable(queue: readonly QueuedTurn[], live: readonly LockClaim[], capacity: number, locks: readonly LockClaim[] = []): string[] {
   const chosen: string[] = [];
   const holding: LockClaim[] = [...live];
   const busySessions = new Set(live.map((l) => l.sessionId));
@@ -39,6 +39,7 @@ export function selectRunnable(queue: readonly QueuedTurn[], live: readonly Lock
       turn.ready === false ||
       busySessions.has(turn.sessionId) ||
       holding.some((h) => conflicts(h, turn)) ||
+      locks.some((l) => conflicts(l, turn)) ||
       waiting.some((w) => w.sessionId === turn.sessionId || conflicts(w, turn));
     if (blocked) {
       waiting.push(turn);

@@ -17,14 +17,21 @@ import { existsSync } from 'node:fs';
 import type { CheckoutRecord, CommitsAhead } from '../shared/checkout-types.js';
 import { ControllerError } from '../shared/public-error.js';
 import type { Autonomy, RunRecord, SessionRecord } from '../shared/records.js';
-import { commitsAhead, inspectRepository, makeCheckout, removalBlocker, removeCheckout, syncBranch, type Repository } from '../worktree/checkout.js';
+import { commitsAhead, inspectRepository, makeCheckout, removeCheckout, type Repository } from '../worktree/checkout.js';
+import { removalBlocker } from '../worktree/removal.js';
+import { syncBranch } from '../worktree/sync.js';
 import type { GitHost } from '../worktree/confined-git.js';
 import { liveCheckouts, placementProblem, plannedCheckout } from '../worktree/plan.js';
+import { overlaps } from '../util/paths.js';
 import type { SandboxSpec } from '../sandbox/sandbox.js';
 import type { Log } from '../util/logger.js';
 import { isWorking } from './views.js';
+import type { LockClaim } from './admission.js';
 
 export type Isolation = 'none' | 'worktree';
+
+/** Takes a workspace lock held by no turn (turn-queue.ts holdLock): its release, or null when a turn already conflicts. */
+export type WorkspaceLock = (claim: LockClaim) => (() => void) | null;
 
 /** The host's setting (config `worktrees`); absent: off. */
 export interface CheckoutHost {
@@ -45,6 +52,8 @@ interface CheckoutsState {
     droidEnv: Record<string, string>;
     sandboxUnavailable: string | null;
     worktrees?: CheckoutHost | null;
+    /** The workspace check of every tool: realpath, inside an approved root, a directory. */
+    resolveWorkspace(requested: string): Promise<string>;
     store: { readonly sessions: ReadonlyMap<string, SessionRecord>; runsBySession(sessionId: string): RunRecord[] };
     log: Log;
   };
@@ -67,8 +76,16 @@ export class SessionCheckouts {
 
   /** Outside the chain, before anything is recorded: may this new session have a checkout, and from which repository. Null: no isolation. */
   async intent(isolation: Isolation | undefined, autonomy: Autonomy | undefined, workspace: string): Promise<CheckoutIntent | null> {
-    if (isolation === undefined || isolation === 'none') return null;
     const host = this.state.deps.worktrees;
+    // A session there could rewrite another session's checkout (its .git, which that session's turns bind writable).
+    if (host && overlaps(workspace, host.directory)) {
+      throw new ControllerError(
+        'workspace_in_checkouts',
+        `the workspace overlaps the checkouts directory ${host.directory}, which holds other sessions' checkouts`,
+        "Create the session in a project folder that neither holds nor lies inside the checkouts directory; continue a checkout session's work with droid_send_message to that session.",
+      );
+    }
+    if (isolation === undefined || isolation === 'none') return null;
     if (!host) throw new ControllerError('isolation_unavailable', 'this host does not make per-session checkouts (isolation: "worktree" is off)', OFF_ACTION);
     if (autonomy === 'off') throw readerRefusal();
     if (this.state.deps.sandboxUnavailable !== null) {
@@ -78,9 +95,18 @@ export class SessionCheckouts {
     if (!repo) {
       throw new ControllerError('isolation_not_a_repository', 'the workspace is not inside a git work tree, so there is nothing to make a checkout of', 'Create the session without isolation, or in a directory inside a git repository (with at least one commit).');
     }
-    const problem = placementProblem(workspace, repo, host.directory);
-    if (problem) throw new ControllerError('isolation_not_possible', problem, 'Create the session without isolation, or have the operator move "worktrees.directory" outside the repository.');
+    const problem = placementProblem(workspace, repo, host.directory) ?? (await this.unapproved(repo));
+    if (problem) throw new ControllerError('isolation_not_possible', problem, 'Create the session without isolation, or have the operator move "worktrees.directory" outside the repository (or approve the repository\'s own folder).');
     return { repo, directory: host.directory };
+  }
+
+  /** The controller writes the repository's branches and clones all of it: its top and git folder must be approved too. */
+  private async unapproved(repo: Repository): Promise<string | null> {
+    for (const [what, path] of [['top folder', repo.top], ['git folder', repo.gitDir]] as const) {
+      const resolved = await this.state.deps.resolveWorkspace(path).catch(() => null);
+      if (resolved !== path) return `the repository's ${what} ${path} is not an approved directory (the workspace is inside a repository that starts above the approved roots, or its .git points elsewhere)`;
+    }
+    return null;
   }
 
   /** In the chain, once the run's settings are resolved: the pending checkout of the new session. May refuse. */
@@ -136,9 +162,9 @@ export class SessionCheckouts {
   async afterTurn(run: RunRecord): Promise<CommitsAhead | null> {
     const checkout = this.state.session(run.sessionId).checkout!;
     try {
-      const inRepository = await syncBranch(this.git, checkout);
-      if (!inRepository) this.state.deps.log.warn({ session: run.sessionId, branch: checkout.branch }, 'the session branch could not be brought back into the repository (diverged or git failed); its commits stay in the checkout');
-      return await commitsAhead(this.git, checkout, inRepository);
+      const problem = await syncBranch(this.git, checkout);
+      if (problem !== null) this.state.deps.log.warn({ session: run.sessionId, branch: checkout.branch, problem }, 'the session branch could not be brought back into the repository; its commits stay in the checkout');
+      return await commitsAhead(this.git, checkout, problem === null, problem ?? undefined);
     } catch (err) {
       this.state.deps.log.warn({ err, run: run.id }, 'could not read the session branch after the turn');
       return null;
@@ -152,7 +178,8 @@ export class SessionCheckouts {
    * called once the archive is recorded (or refused). `check` throws when
    * the update itself would be refused.
    */
-  async beginRemoval(sessionId: string, check: (session: SessionRecord) => void): Promise<{ checkout: CheckoutRecord | null; done(): void }> {
+  async beginRemoval(sessionId: string, check: (session: SessionRecord) => void, lock: WorkspaceLock): Promise<{ checkout: CheckoutRecord | null; done(): void }> {
+    let release: (() => void) | null = null;
     const checkout = await this.state.serialized(async () => {
       const session = this.state.session(sessionId);
       const current = session.checkout;
@@ -160,10 +187,17 @@ export class SessionCheckouts {
       // The whole update is checked before anything is removed: bad input changes nothing.
       check(session);
       if (this.removing.has(sessionId) || this.state.deps.store.runsBySession(sessionId).some((r) => isWorking(r.state))) throw busy('it has queued or running turns, or its checkout is being removed');
+      // The checkout's writer lock for the check and the removal: no turn (of any session) in it meanwhile.
+      release = lock({ sessionId, workspace: current.path, writer: true });
+      if (!release) throw busy("another session's turn is queued or running in its checkout");
       this.removing.add(sessionId);
       return current;
     });
-    const done = () => void this.removing.delete(sessionId);
+    const done = () => {
+      this.removing.delete(sessionId);
+      release?.();
+      release = null;
+    };
     if (!checkout) return { checkout: null, done };
     try {
       // Nothing on disk (never made, or removed before a crash could record it): nothing to lose.
@@ -177,12 +211,13 @@ export class SessionCheckouts {
 
   private async removeChecked(checkout: CheckoutRecord): Promise<void> {
     // A crash may have cut a turn short before its branch came back: bring it back first.
-    await syncBranch(this.git, checkout);
+    const notBack = await syncBranch(this.git, checkout);
     const blocker = await removalBlocker(this.git, checkout);
     if (blocker) {
+      const why = notBack === null ? '' : ` (the branch could not be brought back: ${notBack})`;
       throw new ControllerError(
         'checkout_has_unsaved_work',
-        `archiving would remove this session's checkout and lose work: ${blocker}. Nothing was changed`,
+        `archiving would remove this session's checkout and lose work: ${blocker}${why}. Nothing was changed`,
         `Commit the work on the branch ${checkout.branch} (ask droid in this session) or copy it from ${checkout.workspace}, then archive again; or keep the session unarchived.`,
       );
     }

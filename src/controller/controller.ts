@@ -110,7 +110,7 @@ export class SessionController {
     const { state } = this;
     // Archiving a checkout session removes its checkout first, when nothing would be lost (checkouts.ts).
     const check = (session: SessionRecord) => void applySessionUpdate(session, state.deps.store.runsBySession(session.id), update, state.now().toISOString());
-    const removal = update.archived === true ? await state.checkouts.beginRemoval(sessionId, check) : null;
+    const removal = update.archived === true ? await state.checkouts.beginRemoval(sessionId, check, (claim) => this.queue.holdLock(claim)) : null;
     try {
       return await state.serialized(async () => {
         const session = state.session(sessionId);

@@ -9,7 +9,7 @@
  */
 import { ControllerError } from '../shared/public-error.js';
 import type { RunRecord } from '../shared/records.js';
-import { explainQueued, selectRunnable, type Admission, type LockClaim, type QueuedTurn } from './admission.js';
+import { conflicts, explainQueued, selectRunnable, type Admission, type LockClaim, type QueuedTurn } from './admission.js';
 import type { ControllerState } from './controller-state.js';
 import { Turn } from './turn.js';
 
@@ -86,6 +86,22 @@ export class TurnQueue {
     }
   }
 
+  /** Workspace locks held by no turn: no overlapping turn starts while one is held. */
+  private readonly locks = new Set<LockClaim>();
+
+  /**
+   * Takes `claim` for something other than a turn; null when a queued or live turn of another session already conflicts
+   * with it (the claim's own session checks its turns by their records: one that ended may not have released its claim yet).
+   */
+  holdLock(claim: LockClaim): (() => void) | null {
+    for (const turn of this.state.turns.values()) if (turn.sessionId !== claim.sessionId && conflicts(turn.claim, claim)) return null;
+    this.locks.add(claim);
+    return () => {
+      this.locks.delete(claim);
+      this.pump();
+    };
+  }
+
   /** The owner's `finally` only: the turn leaves the map, and its slot and lock with it. */
   release(turn: Turn): void {
     this.state.turns.delete(turn.runId);
@@ -106,7 +122,7 @@ export class TurnQueue {
         queued.push({ runId: turn.runId, ...turn.claim, ready });
       }
     }
-    for (const runId of selectRunnable(queued, held, this.state.deps.maxConcurrentRuns)) {
+    for (const runId of selectRunnable(queued, held, this.state.deps.maxConcurrentRuns, [...this.locks])) {
       const turn = this.state.turns.get(runId)!;
       // The claim is held from here; only the owner gives it back.
       turn.admit();

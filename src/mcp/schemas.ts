@@ -125,7 +125,7 @@ export const runView = z.object({
     .optional()
     .describe(
       'Only for writer turns of a session with its own checkout: the session branch after the turn, its commits ahead of the ' +
-        'base (newest first, at most 20 listed), and inRepository (the branch was fast-forwarded in the repository). null: git could not tell.',
+        'base (newest first, at most 20 listed), and inRepository (the branch was fast-forwarded in the repository; when false, notBroughtBack says why: diverged, over the 100 MiB a turn may bring back, too slow, or git failed). null: git could not tell.',
     ),
 });
 

@@ -25,7 +25,7 @@ import { probeSandbox } from '../sandbox/probe.js';
 import { command, CommandRefusal } from './command.js';
 import { choices, suggestedDefault } from './default-model.js';
 import { readConfigFile } from './config-file.js';
-import { checkCheckouts } from './doctor-checkouts.js';
+import { checkCheckoutGit, checkCheckouts } from './doctor-checkouts.js';
 import { out } from './output.js';
 import { stringEnv } from '../util/string-env.js';
 
@@ -73,6 +73,8 @@ export async function doctor(configPath: string, options: DoctorOptions = {}): P
   if (file.transport === 'http') checks.push(...(await checkHttp(file, owner.livePid)));
   const checkouts = await checkCheckouts(file.worktrees?.directory, file.stateDirectory);
   if (checkouts) checks.push(checkouts);
+  const checkoutGit = await checkCheckoutGit(file.worktrees?.directory);
+  if (checkoutGit) checks.push(checkoutGit);
   // ── droid's cloud session sync
   checks.push(await checkCloudSync(env, options.factoryReachable ?? (() => reachable(FACTORY_API.host, FACTORY_API.port))));
   return checks;

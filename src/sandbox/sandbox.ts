@@ -33,7 +33,7 @@
  * root, a turn's TMPDIR, droid's home), seccomp.ts (the filter), probe.ts
  * (the trial run at start-up), session-copy.ts (a turn's sessions folder).
  */
-import { accessSync, constants, existsSync, realpathSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, lstatSync, realpathSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { DroidError } from '../droid/errors.js';
 import { bwrapArgs, type Confinement } from './bwrap-args.js';
@@ -91,6 +91,13 @@ export function checkConfinement(bwrapPath: string, confinement: Confinement): {
   const writable = [...(workspace ? [workspace] : []), ...(confinement.alsoWritable ?? [])];
   if (writable.some((w) => guarded.some((path) => overlaps(path, w)))) {
     throw new DroidError('sandbox_unavailable', `the workspace ${writable.join(', ')} overlaps droid's home or the sandbox's private folders; nothing was started. Approve project folders only`);
+  }
+  // A link there would be bound at its target (a checkout's .git swapped for the repository's): each must be a real directory, itself.
+  for (const path of confinement.alsoWritable ?? []) {
+    const info = existsSync(path) ? lstatSync(path) : null;
+    if (!info?.isDirectory() || realpathSync(path) !== path) {
+      throw new DroidError('sandbox_unavailable', `${path}, which this turn must write besides its workspace, is not a real directory (a link, a file, missing or under a link); nothing was started. Inspect it before continuing the session`);
+    }
   }
   const filter = hostSeccompFilter();
   if (!filter) throw new DroidError('sandbox_unavailable', `no seccomp filter exists for this architecture (${process.arch}). ${SANDBOX_ACTION}`);

@@ -47,6 +47,8 @@ export interface CommitsAhead {
    * failed); the commits are then only in the checkout.
    */
   inRepository: boolean;
+  /** With inRepository false: why the branch could not be brought back (diverged, over the size cap, too slow, git failed). */
+  notBroughtBack?: string;
 }
 
 export const checkoutRecord = z
@@ -69,6 +71,7 @@ export const commitsAhead = z
     commits: z.array(z.object({ sha: z.string(), subject: z.string() }).strict()),
     truncated: z.number().int().nonnegative(),
     inRepository: z.boolean(),
+    notBroughtBack: z.string().optional(),
   })
   .strict();
 

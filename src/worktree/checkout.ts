@@ -11,7 +11,7 @@
  * commit, and with those a turn could delete the repository's packs or move
  * another session's branch (measured: bench/checkout.ts, README).
  */
-import { mkdir, rmdir } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CheckoutRecord, CommitsAhead } from '../shared/checkout-types.js';
 import { ControllerError } from '../shared/public-error.js';
@@ -72,16 +72,15 @@ function failed(what: string, err: unknown, action: string): ControllerError {
  * never touched. Resolves the record as made (ready, with its base).
  */
 export async function makeCheckout(host: GitHost, rec: CheckoutRecord, sourceWorkspace: string): Promise<CheckoutRecord> {
-  const base = await headCommit(host, sourceWorkspace);
+  // A crash after the branch was made (the record still pending) left it at the base it was made from: resume from it.
+  const inMain = { cwd: rec.gitDir, writable: false, timeoutMs: GIT_TIMEOUT_MS };
+  const made = (await confinedGit(host, inMain, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '')).trim() || null;
+  const base = made ?? (await headCommit(host, sourceWorkspace));
   if (!base) throw new ControllerError('checkout_failed', 'the workspace has no commit to make a checkout from', 'Commit once in the repository, then start a new session.');
-  try {
-    await mkdir(rec.path, { mode: 0o700 });
-  } catch (err) {
-    throw failed(`could not make the checkout folder (kept as it is)`, err, 'Move the folder aside or start a new session; nothing was submitted.');
-  }
+  await claimFolder(rec);
   try {
     // The branch first, in the repository: it keeps the base reachable whatever happens to the workspace's HEAD.
-    await confinedGit(host, { cwd: rec.gitDir, writable: true, timeoutMs: GIT_TIMEOUT_MS }, ['--git-dir', rec.gitDir, 'branch', '--no-track', '--', rec.branch, base]);
+    if (!made) await confinedGit(host, { cwd: rec.gitDir, writable: true, timeoutMs: GIT_TIMEOUT_MS }, ['--git-dir', rec.gitDir, 'branch', '--no-track', '--', rec.branch, base]);
     await confinedGit(host, { cwd: rec.path, writable: true, timeoutMs: CREATE_TIMEOUT_MS }, [
       '-c',
       'gc.auto=0',
@@ -104,18 +103,30 @@ export async function makeCheckout(host: GitHost, rec: CheckoutRecord, sourceWor
   return { ...rec, base, state: 'ready' };
 }
 
-/** Fast-forwards the repository's branch to the checkout's; false when it cannot (diverged, missing, git failed). Never forced. */
-export async function syncBranch(host: GitHost, rec: CheckoutRecord): Promise<boolean> {
-  const ref = `refs/heads/${rec.branch}`;
-  const args = ['--git-dir', rec.gitDir, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--no-recurse-submodules', '--', rec.path, `${ref}:${ref}`];
-  return confinedGit(host, { cwd: rec.gitDir, writable: true, timeoutMs: GIT_TIMEOUT_MS }, args).then(
-    () => true,
-    () => false,
-  );
+/**
+ * An empty folder at `rec.path`, made now or left by a crash before the
+ * checkout was recorded as made. A clone of this repository left there the
+ * same way is emptied (no turn ever ran in it: the record is still pending);
+ * anything else is never touched.
+ */
+async function claimFolder(rec: CheckoutRecord): Promise<void> {
+  try {
+    await mkdir(rec.path, { mode: 0o700 });
+    return;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw failed('could not make the checkout folder', err, 'Check the checkouts directory; nothing was submitted.');
+  }
+  const info = await lstat(rec.path);
+  const names = info.isDirectory() && !info.isSymbolicLink() ? await readdir(rec.path) : null;
+  const config = names?.includes('.git') ? await readFile(join(rec.path, '.git', 'config'), 'utf8').catch(() => '') : '';
+  const ours = names !== null && (names.length === 0 || config.includes(`url = ${rec.gitDir}\n`));
+  if (!ours) throw new ControllerError('checkout_failed', 'could not make the checkout folder: something else is already at its place (kept as it is)', 'Move the folder aside or start a new session; nothing was submitted.');
+  if (names.length > 0 && (await removeTree(rec.path)) !== null) throw new ControllerError('checkout_failed', 'an unfinished checkout left by a crash could not be cleared', 'Remove the folder by hand, then retry; nothing was submitted.');
+  await mkdir(rec.path, { mode: 0o700 }).catch(() => undefined);
 }
 
 /** The branch's commits ahead of its base, read where they are (the repository when synced, else the checkout); null when git cannot tell. */
-export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inRepository: boolean): Promise<CommitsAhead | null> {
+export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inRepository: boolean, notBroughtBack?: string): Promise<CommitsAhead | null> {
   if (!rec.base) return null;
   const where = inRepository ? { cwd: rec.gitDir, gitDir: rec.gitDir } : { cwd: rec.path, gitDir: join(rec.path, '.git') };
   const range = `${rec.base}..refs/heads/${rec.branch}`;
@@ -130,37 +141,10 @@ export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inReposit
         const [sha = '', subject = ''] = line.split('\x1f');
         return { sha, subject: subject.slice(0, SUBJECT_CHARS) };
       });
-    return { branch: rec.branch, ahead: count, commits, truncated: Math.max(0, count - commits.length), inRepository };
+    return { branch: rec.branch, ahead: count, commits, truncated: Math.max(0, count - commits.length), inRepository, ...(!inRepository && notBroughtBack !== undefined && { notBroughtBack }) };
   } catch (err) {
     if (err instanceof GitUnavailable) return null;
     throw err;
-  }
-}
-
-const LISTED_PATHS = 5;
-
-/**
- * Why removing the checkout would lose work, or null when nothing would be
- * lost: uncommitted or untracked files (ignored ones are not counted), or
- * commits of its HEAD or any of its refs but the remote-tracking ones
- * (branches, tags, the stash) that the repository's branch does not hold. Anything git cannot answer counts as a reason.
- */
-export async function removalBlocker(host: GitHost, rec: CheckoutRecord): Promise<string | null> {
-  const inClone = { cwd: rec.path, writable: false, timeoutMs: GIT_TIMEOUT_MS };
-  try {
-    const status = await confinedGit(host, inClone, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--ignore-submodules=none']);
-    const paths = status.split('\0').filter((entry) => entry.length > 3).map((entry) => entry.slice(3));
-    if (paths.length > 0) {
-      const shown = paths.slice(0, LISTED_PATHS).join(', ') + (paths.length > LISTED_PATHS ? ` and ${paths.length - LISTED_PATHS} more` : '');
-      return `the checkout has ${paths.length} uncommitted or untracked path(s): ${shown}`;
-    }
-    const tip = (await confinedGit(host, { ...inClone, cwd: rec.gitDir }, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '')).trim();
-    if (!tip) return `the branch ${rec.branch} is missing from the repository ${rec.repository}`;
-    const unheld = (await confinedGit(host, inClone, ['rev-list', 'HEAD', '--exclude=refs/remotes/*', '--all', '--not', tip])).split('\n').filter(Boolean);
-    if (unheld.length > 0) return `${unheld.length} commit(s) of the checkout (${unheld[0]!.slice(0, 12)}…) are not on the repository's branch ${rec.branch}`;
-    return null;
-  } catch (err) {
-    return `git could not check the checkout (${(err as Error).message})`;
   }
 }
 

@@ -11,7 +11,7 @@
 import { git, GitUnavailable } from '../evidence/git.js';
 import type { SandboxSpec } from '../sandbox/sandbox.js';
 import { checkConfinement } from '../sandbox/sandbox.js';
-import { prepareTurnPaths, runtimeDirOf } from '../sandbox/turn-paths.js';
+import { listFactoryEntries, prepareTurnPaths, runtimeDirOf } from '../sandbox/turn-paths.js';
 import { factoryDirOf } from '../shared/host-paths.js';
 
 export interface GitHost {
@@ -28,17 +28,20 @@ export interface GitCall {
   /** Other folders this call may write. */
   alsoWritable?: readonly string[];
   timeoutMs: number;
+  /** A TMPDIR the caller made and removes (its files outlive the call; the only other place this call may write); else a fresh one. */
+  turnTmp?: string;
 }
 
 export { GitUnavailable };
 
 /** Runs one git command; resolves its stdout, rejects GitUnavailable (or sandbox_unavailable). */
-export async function confinedGit(host: GitHost, call: GitCall, args: readonly string[]): Promise<string> {
+export async function confinedGit(host: GitHost, call: GitCall, args: readonly string[], stdin?: string): Promise<string> {
   const deadline = Date.now() + call.timeoutMs;
   const gitPath = host.gitPath ?? 'git';
-  if (host.sandbox.mode === 'off') return git({ workspace: call.cwd, launcher: null, deadline, gitPath }, args);
+  if (host.sandbox.mode === 'off') return git({ workspace: call.cwd, launcher: null, deadline, gitPath }, args, stdin);
   const factoryDir = factoryDirOf(host.droidEnv);
-  const paths = prepareTurnPaths(factoryDir);
+  const given = call.turnTmp;
+  const paths = given ? { turnTmp: given, factoryEntries: listFactoryEntries(factoryDir), dispose: async () => null } : prepareTurnPaths(factoryDir);
   try {
     const workspace = { path: call.cwd, writable: call.writable };
     const checked = checkConfinement(host.sandbox.bwrapPath, {
@@ -52,7 +55,7 @@ export async function confinedGit(host: GitHost, call: GitCall, args: readonly s
       hiddenDirs: host.sandbox.hiddenDirs,
       hiddenFiles: host.sandbox.hiddenFiles,
     });
-    return await git({ workspace: call.cwd, launcher: checked.launcher(workspace), deadline, gitPath }, args);
+    return await git({ workspace: call.cwd, launcher: checked.launcher(workspace), deadline, gitPath }, args, stdin);
   } finally {
     await paths.dispose();
   }

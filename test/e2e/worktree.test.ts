@@ -146,13 +146,16 @@ describe('isolation: "worktree"', () => {
     expect(again.structured).toMatchObject({ error: { code: 'checkout_removed', message: expect.stringContaining(`droid/${s}`) } });
   });
 
-  it('refuses a workspace outside any git work tree, and a read-only session, recording nothing', async () => {
+  it('refuses a workspace outside any git work tree, a read-only session, and any session in the checkouts directory, recording nothing', async () => {
     const plain = ctx.workspace('not-a-repo');
     const before = journal();
     const notGit = await server.call('droid_create_session', { requestKey: 'wt-plain', workspace: plain, prompt: 'x', replyTo: null, isolation: 'worktree' });
     expect(notGit.structured).toMatchObject({ error: { code: 'isolation_not_a_repository' } });
     const reader = await server.call('droid_create_session', { requestKey: 'wt-reader', workspace: repo, prompt: 'x', replyTo: null, autonomy: 'off', isolation: 'worktree' });
     expect(reader.structured).toMatchObject({ error: { code: 'isolation_not_for_readers', action: expect.stringContaining('read-only') } });
+    // Not even a session without a checkout may work where the checkouts are (it could rewrite one's .git).
+    const over = await server.call('droid_create_session', { requestKey: 'wt-over', workspace: checkouts, prompt: 'x', replyTo: null });
+    expect(over.structured).toMatchObject({ error: { code: 'workspace_in_checkouts' } });
     expect(journal()).toBe(before);
     expect(git(repo, 'branch', '--list', 'droid/*').split('\n').length).toBe(3);
   });

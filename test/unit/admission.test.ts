@@ -17,6 +17,11 @@ describe('selectRunnable', () => {
     expect(selectRunnable(queue, [live('s1', '/r/a', false)], 4)).toEqual([]);
   });
 
+  it('a lock held by no turn (a checkout being removed) blocks overlapping turns, readers too, and takes no slot', () => {
+    const queue = [q('a', 's1', '/c/s9/sub', false), q('b', 's2', '/r', true)];
+    expect(selectRunnable(queue, [], 1, [live('s9', '/c/s9', true)])).toEqual(['b']);
+  });
+
   it('lets readers share overlapping trees', () => {
     const queue = [q('a', 's1', '/r', false), q('b', 's2', '/r/sub', false)];
     expect(selectRunnable(queue, [live('s3', '/r/sub/deeper', false)], 4)).toEqual(['a', 'b']);

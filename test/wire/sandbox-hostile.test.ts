@@ -28,6 +28,7 @@ import type { TurnSpec } from '../../src/worker/shared/protocol.js';
 import type { CheckoutRecord } from '../../src/shared/checkout-types.js';
 import { inspectRepository, makeCheckout } from '../../src/worktree/checkout.js';
 import { plannedCheckout } from '../../src/worktree/plan.js';
+import { syncBranch } from '../../src/worktree/sync.js';
 import { gitRepo } from '../support/git-repo.js';
 import { script } from '../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../support/processes.js';
@@ -47,6 +48,8 @@ const cleanups: Array<() => void> = [];
 /** The repository a checkout session's checkout was made from (checkout sessions only). */
 let project: string;
 let checkoutsDir: string;
+/** The checkout a checkout session's turns run in. */
+let checkout: CheckoutRecord;
 
 type Kind = 'workspace' | 'checkout';
 const KINDS: Kind[] = ['workspace', 'checkout'];
@@ -70,7 +73,8 @@ async function spec(kind: Kind, over: Partial<TurnSpec> = {}): Promise<TurnSpec>
   if (kind === 'checkout') {
     gitRepo(project, { 'README.md': 'base\n' });
     mkdirSync(checkoutsDir, { mode: 0o700 });
-    workspace = (await newCheckout(sandbox)).workspace;
+    checkout = await newCheckout(sandbox);
+    workspace = checkout.workspace;
   }
   const s = realDroidSpec(real.bed, tag, { workspace, autonomy: 'high', ...over });
   s.sandbox = sandbox;
@@ -324,6 +328,13 @@ describe('hostile turn: a checkout session and the repository it came from', () 
       execute(`echo mine > ${workspace}/mine.txt && git -C ${workspace} add mine.txt && git -C ${workspace} config user.email t@t && git -C ${workspace} config user.name t`),
       execute(`git -C ${workspace} commit -q -m mine && echo COMMITTED`),
       execute(attack),
+      // What a git serving from the checkout reads when the controller brings the branch back.
+      execute(
+        [`core.alternateRefsCommand`, `uploadpack.packObjectsHook`, `core.fsmonitor`, `core.sshCommand`]
+          .map((key) => `git -C ${workspace} config ${key} 'touch ${outside}/sync-ran'`)
+          .concat(`git -C ${workspace} config remote.origin.promisor true`, `git -C ${workspace} config remote.origin.uploadpack 'touch ${outside}/sync-ran; git-upload-pack'`)
+          .join(' && ') + ' && echo POISONED',
+      ),
       // A new commit to push: the repository's branches must not take it.
       execute(`git -C ${workspace} push -q origin HEAD:refs/heads/main && echo PUSHED || echo PUSH-REFUSED`),
     ];
@@ -338,5 +349,13 @@ describe('hostile turn: a checkout session and the repository it came from', () 
     expect(existsSync(join(outside, 'hook-ran'))).toBe(false);
     // The turn's commit is on its own branch, in its checkout (the controller brings it back after the turn).
     expect(execFileSync('git', ['-C', workspace, 'log', '-1', '--format=%s'], { encoding: 'utf8' }).trim()).toBe('mine');
+    // Bringing it back from the poisoned checkout runs nothing of its config and changes only the session's branch.
+    expect(result.finalText).toContain('POISONED');
+    const hooksAndConfig = () => repositoryFingerprint().split('\n').filter((line) => /^(config|hooks\/)/.test(line)).join('\n');
+    const beforeSync = hooksAndConfig();
+    expect(await syncBranch({ sandbox: s.sandbox, droidEnv: real.bed.home.env }, checkout)).toBeNull();
+    expect(hooksAndConfig()).toBe(beforeSync);
+    expect(existsSync(join(outside, 'sync-ran'))).toBe(false);
+    expect(execFileSync('git', ['-C', project, 'log', '-1', '--format=%s', checkout.branch], { encoding: 'utf8' }).trim()).toBe('mine');
   });
 });
