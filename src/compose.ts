@@ -258,6 +258,7 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
     policy,
     runTimeoutMs: config.runTimeoutMs,
     replyBack: config.ampMcp !== undefined,
+    worktrees: config.worktrees !== undefined,
     ceilings: config.ceilings,
     sandbox: sandbox.status,
     droidVersion: () => droidVersion.current(),

@@ -205,6 +205,8 @@ export const workspacesOutput = z.object({
     reasoningEffort: z.string().nullable(),
     runTimeoutMs: z.number(),
     replyBack: z.boolean(),
+    /** True: droid_create_session accepts isolation "worktree" (the host has a checkouts directory). */
+    worktrees: z.boolean(),
     ceilings: budgetOutputs.ceilings,
     sandbox: z.object({
       mode: z.enum(['bwrap', 'off']),

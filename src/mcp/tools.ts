@@ -19,6 +19,8 @@ export interface ToolContext {
   policy: LaunchDefaults;
   runTimeoutMs: number;
   replyBack: boolean;
+  /** Whether sessions may ask for their own checkout (config `worktrees`). */
+  worktrees: boolean;
   /** The droid CLI's version, or null when `droid --version` could not be read. */
   droidVersion(): Promise<string | null>;
   sandbox: SandboxStatus;
@@ -220,7 +222,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       'and maximum autonomy, reasoning effort, and the sandbox: with mode bwrap a writer turn can write only its workspace ' +
       'and a read-only turn nothing, and droid cannot change its own settings for later turns; available:false means ' +
       'every create, send and droid_models call fails with sandbox_unavailable (the catalog is read in the sandbox too); replyBack:true ' +
-      'means sessions may be created with a replyTo conversation) and the version of the droid CLI that runs the turns.\n' +
+      'means sessions may be created with a replyTo conversation, worktrees:true that they may ask for isolation:"worktree") and the version of the droid CLI that runs the turns.\n' +
       'Example: {}',
     input: s.emptyInput,
     output: s.workspacesOutput,
@@ -235,6 +237,7 @@ export const TOOLS: readonly ToolDefinition[] = [
         reasoningEffort: ctx.policy.reasoningEffort,
         runTimeoutMs: ctx.runTimeoutMs,
         replyBack: ctx.replyBack,
+        worktrees: ctx.worktrees,
         ceilings: ctx.ceilings ?? NO_CEILINGS,
         sandbox: ctx.sandbox,
       },

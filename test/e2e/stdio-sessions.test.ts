@@ -187,8 +187,10 @@ describe('tool surface', () => {
 
   it('lists workspaces, capacity and policy, and the live models', async () => {
     server = await ctx.start({ maxConcurrentRuns: 3 });
-    const ws = await server.ok<{ workspaces: string[]; capacity: object; policy: { defaultModel: string; sandbox: object }; droid: object }>('droid_list_workspaces');
+    const ws = await server.ok<{ workspaces: string[]; capacity: object; policy: { defaultModel: string; sandbox: object; worktrees: boolean }; droid: object }>('droid_list_workspaces');
     expect(ws.workspaces).toEqual([ctx.root]);
+    // No checkouts directory configured: isolation "worktree" is not offered.
+    expect(ws.policy.worktrees).toBe(false);
     expect(ws.capacity).toEqual({ maximum: 3, active: 0, queued: 0, available: 3 });
     expect(ws.policy.defaultModel).toBe(ctx.bed.modelId);
     // Every end-to-end turn here runs inside the sandbox (bubblewrap, found on PATH).

@@ -93,6 +93,8 @@ tearDownEach(TAG, () => ({ server, ctx }));
 
 describe('isolation: "worktree"', () => {
   it('two writer sessions of one repository overlap and commit on their own branches; the repository checkout is untouched', async () => {
+    // The host offers checkouts, and says so.
+    expect((await server.ok<{ policy: { worktrees: boolean } }>('droid_list_workspaces')).policy.worktrees).toBe(true);
     const [a, b] = await Promise.all([create('wt-a', repo, turn('sh work.sh a 3')), create('wt-b', repo, turn('sh work.sh b 3'))]);
     const [sa, sb] = await Promise.all([settle(a), settle(b)]);
     for (const [s, name] of [[sa, 'a'], [sb, 'b']] as const) {

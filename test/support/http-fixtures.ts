@@ -61,6 +61,7 @@ export function fakeContext(): FakeContext {
     policy: { defaultModel: 'model-a', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: null },
     runTimeoutMs: 3_600_000,
     replyBack: false,
+    worktrees: false,
     droidVersion: async () => {
       calls.push('droidVersion');
       return '0.225.2';
