@@ -5,31 +5,32 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { script } from '../../src/testbed/scripted-model.js';
 import { tokensOf } from '../../src/shared/budget.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { STEP_TOKENS, usageSteps } from '../support/usage-steps.js';
 import type { Acceptance, SessionView } from '../support/tool-views.js';
-import { makeContext, type E2EContext } from './context.js';
+import { serverPerTest, type E2EContext } from './context.js';
 
 let ctx: E2EContext;
 let server: RunningServer | undefined;
 const TAG = `e2e-budget-${process.pid}-${Date.now()}`;
 const STEP = STEP_TOKENS;
 
-beforeAll(async () => {
-  ctx = await makeContext(TAG);
-});
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-  await waitForNoProcesses(TAG, 15_000);
-});
-afterAll(async () => {
-  await ctx?.cleanup();
-});
+serverPerTest(
+  TAG,
+  (made) => (ctx = made),
+  () => ({
+    ctx,
+    take() {
+      const s = server;
+      server = undefined;
+      return s;
+    },
+  }),
+);
 
 let keys = 0;
 const key = () => `budget-key-${++keys}`;

@@ -8,7 +8,7 @@ import { makeDroidBed, type DroidBed } from '../support/droid-home.js';
 import { privateDir, startServer, writeConfig, type RunningServer } from '../support/mcp-server.js';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { readFileSync } from 'node:fs';
-import { afterAll, afterEach } from 'vitest';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 
 export interface E2EContext {
   bed: DroidBed;
@@ -109,5 +109,22 @@ export function tearDownEach(tag: string, parts: () => { server: RunningServer |
     await server?.close();
     await waitForNoProcesses(tag, 15_000);
     await ctx?.cleanup();
+  });
+}
+
+/**
+ * The lifecycle of a file whose tests each start their own server: the
+ * context made before the first test, the server closed (and every tagged
+ * process gone) after each, the context removed after the last. `take`
+ * hands over the test's server and forgets it.
+ */
+export function serverPerTest(tag: string, made: (ctx: E2EContext) => void, parts: () => { ctx: E2EContext | undefined; take(): RunningServer | undefined }): void {
+  beforeAll(async () => made(await makeContext(tag)));
+  afterEach(async () => {
+    await parts().take()?.close();
+    await waitForNoProcesses(tag, 15_000);
+  });
+  afterAll(async () => {
+    await parts().ctx?.cleanup();
   });
 }

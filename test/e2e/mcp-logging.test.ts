@@ -7,27 +7,27 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { LoggingMessageNotificationSchema, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { script } from '../../src/testbed/scripted-model.js';
 import type { RunningServer } from '../support/mcp-server.js';
-import { waitForNoProcesses } from '../support/processes.js';
-import { makeContext, type E2EContext } from './context.js';
+import { serverPerTest, type E2EContext } from './context.js';
 
 let ctx: E2EContext;
 let server: RunningServer | undefined;
 const TAG = `e2e-logging-${process.pid}-${Date.now()}`;
 
-beforeAll(async () => {
-  ctx = await makeContext(TAG);
-});
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-  await waitForNoProcesses(TAG, 15_000);
-});
-afterAll(async () => {
-  await ctx?.cleanup();
-});
+serverPerTest(
+  TAG,
+  (made) => (ctx = made),
+  () => ({
+    ctx,
+    take() {
+      const s = server;
+      server = undefined;
+      return s;
+    },
+  }),
+);
 
 type Message = LoggingMessageNotification['params'];
 const RELAYED_KEYS = ['message', 'session', 'sessions', 'run', 'state', 'code', 'action', 'waitingFor', 'settled', 'waitedMs', 'timeoutSeconds'];

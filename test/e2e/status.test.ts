@@ -6,29 +6,29 @@
  * cleanly or not. It changes no byte of the state directory.
  */
 import { readdirSync, rmSync } from 'node:fs';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { prose, script } from '../../src/testbed/scripted-model.js';
 import { runCli, treeFingerprint } from '../support/cli.js';
 import { privateDir, startServer, type RunningServer } from '../support/mcp-server.js';
-import { waitForNoProcesses } from '../support/processes.js';
 import type { Acceptance, SessionView } from '../support/tool-views.js';
-import { makeContext, type E2EContext } from './context.js';
+import { serverPerTest, type E2EContext } from './context.js';
 
 let ctx: E2EContext;
 let server: RunningServer | undefined;
 const TAG = `e2e-status-${process.pid}-${Date.now()}`;
 
-beforeAll(async () => {
-  ctx = await makeContext(TAG);
-});
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-  await waitForNoProcesses(TAG, 15_000);
-});
-afterAll(async () => {
-  await ctx?.cleanup();
-});
+serverPerTest(
+  TAG,
+  (made) => (ctx = made),
+  () => ({
+    ctx,
+    take() {
+      const s = server;
+      server = undefined;
+      return s;
+    },
+  }),
+);
 
 let keys = 0;
 const key = () => `status-key-${++keys}`;
