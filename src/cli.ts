@@ -123,6 +123,8 @@ async function serveStdio(configPath: string): Promise<void> {
   const started = startStdio(configPath, gate, begin);
   started.catch((err: unknown) => void refuseToStart(err));
   const end = (why: string): void => {
+    // The client is gone or going: the lines stop() logs go to stderr only.
+    relay = undefined;
     go();
     void started.then(
       async (running) => {
@@ -136,6 +138,9 @@ async function serveStdio(configPath: string): Promise<void> {
   const transport = new StdioServerTransport();
   transport.onclose = () => end('client closed stdio');
   process.stdin.once('end', () => end('stdin ended'));
+  // A client that died leaves a pipe nobody reads: a write to it (an answer, a
+  // notification) must end the server cleanly, not crash it mid-stop (EPIPE).
+  process.stdout.on('error', () => end('stdout closed'));
   // Only a tool call logs (an unexpected failure), and only once the gate is open.
   const serverLog = { error: (obj: object, msg: string) => void processLog().then((log) => log.error(obj, msg)) };
   const server = createMcpServer(() => gate.context(), serverLog);

@@ -4,11 +4,13 @@
  * the client set, and carry only the relayed fields: never the prompt, never
  * droid's session id. The built server, the real droid CLI, the scripted model.
  */
+import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { LoggingMessageNotificationSchema, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { script } from '../../src/testbed/scripted-model.js';
+import { SERVER_ENTRY } from '../../src/testbed/mcp-driver.js';
+import { prose, script } from '../../src/testbed/scripted-model.js';
 import type { RunningServer } from '../support/mcp-server.js';
 import { serverPerTest, type E2EContext } from './context.js';
 
@@ -92,5 +94,39 @@ describe('MCP logging over stdio', () => {
     await new Promise((r) => setTimeout(r, 500));
     expect(server.stderr()).toContain(`"session":"${second}"`);
     expect(about(messages, second)).toEqual([]);
+  });
+
+  it('a client that dies mid-turn (both pipes gone) stops the server cleanly: exit 0, the turn recorded interrupted', async () => {
+    const child = spawn(process.execPath, [SERVER_ENTRY, '--config', ctx.config()], { env: ctx.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const send = (message: object) => child.stdin.write(`${JSON.stringify(message)}\n`);
+    const until = async (done: () => boolean, what: string) => {
+      const end = Date.now() + 30_000;
+      while (!done()) {
+        if (Date.now() > end) throw new Error(`${what} not seen; stderr:\n${err.slice(-3_000)}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    };
+    send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'dies', version: '1' } } });
+    await until(() => out.includes('"id":1'), 'the initialize answer');
+    send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    const args = { requestKey: `logging-${++keys}`, replyTo: null, workspace: ctx.workspace('dies'), autonomy: 'off', prompt: `slow ${script({ text: prose(60), slowMs: 30_000 })}` };
+    send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'droid_create_session', arguments: args } });
+    await until(() => err.includes('turn running: prompt submitted to droid'), 'the turn running');
+    const running = err.split('\n').find((line) => line.includes('turn running: prompt submitted to droid'))!;
+    const { session } = JSON.parse(running) as { session: string };
+    // The client dies: nobody reads stdout any more, and stdin ends.
+    child.stdout.destroy();
+    child.stdin.end();
+    expect(await exited, err.slice(-3_000)).toBe(0);
+    expect(err).not.toContain('EPIPE');
+
+    server = await ctx.start();
+    const { status } = await server.ok<{ status: { latestRun: { state: string } } }>('droid_get_session_status', { session });
+    expect(status.latestRun.state).toBe('interrupted');
   });
 });
