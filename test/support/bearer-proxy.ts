@@ -24,22 +24,31 @@ function retarget(value: string | undefined, from: number, to: number, scheme: s
   return value;
 }
 
+/** Headers of one connection, not of the request: a proxy never forwards them (RFC 9110 7.6.1). */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade'];
+const endToEnd = (headers: IncomingHttpHeaders): IncomingHttpHeaders => Object.fromEntries(Object.entries(headers).filter(([name]) => !HOP_BY_HOP.includes(name)));
+
 export async function startBearerProxy(upstreamPort: number, token: string): Promise<BearerProxy> {
   const server = createServer((req, res) => {
     const port = (server.address() as AddressInfo).port;
-    const headers: IncomingHttpHeaders = { ...req.headers, authorization: `Bearer ${token}` };
+    const headers: IncomingHttpHeaders = { ...endToEnd(req.headers), authorization: `Bearer ${token}` };
     headers.host = retarget(req.headers.host, port, upstreamPort, '');
     const origin = retarget(req.headers.origin, port, upstreamPort, 'http://');
     if (origin === undefined) delete headers.origin;
     else headers.origin = origin;
     const upstream = request({ host: '127.0.0.1', port: upstreamPort, method: req.method, path: req.url, headers, timeout: 120_000 }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      res.writeHead(answer.statusCode ?? 502, endToEnd(answer.headers));
       answer.pipe(res);
     });
     upstream.on('timeout', () => upstream.destroy(new Error('upstream timed out')));
     upstream.on('error', () => {
-      if (!res.headersSent) res.writeHead(502);
-      res.end();
+      // Cut short after the head: the client must see a broken answer, not a complete one.
+      if (res.headersSent) res.destroy();
+      else res.writeHead(502).end();
+    });
+    // The client gave up before the answer was complete: so does the request upstream.
+    res.on('close', () => {
+      if (!res.writableFinished) upstream.destroy();
     });
     req.pipe(upstream);
   });

@@ -136,6 +136,11 @@ describe('the MCP endpoint, authorized', () => {
     expect(viaProxy.status).toBe(200);
     const viaLocalhost = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port, { host: `localhost:${h.port}` }), body: rpc('ping') });
     expect(viaLocalhost.status).toBe(200);
+    // The same host with its default port spelled out, as a proxy may forward it; another port is refused.
+    const spelled = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port, { host: 'mcp.example.test:443' }), body: rpc('ping') });
+    expect(spelled.status).toBe(200);
+    const other = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port, { host: 'mcp.example.test:8443' }), body: rpc('ping') });
+    expect(other.status).toBe(403);
   });
 
   it('accepts a body of exactly 1 MiB', async () => {

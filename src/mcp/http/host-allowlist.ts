@@ -24,6 +24,8 @@ export function hostAllowlist(port: number, publicUrl: string | undefined): Host
   if (publicUrl !== undefined) {
     const url = new URL(publicUrl);
     hosts.add(url.host.toLowerCase());
+    // A proxy may forward the client's Host with the default port spelled out (RFC 9110 allows both).
+    if (url.port === '') hosts.add(`${url.hostname.toLowerCase()}:${url.protocol === 'https:' ? 443 : 80}`);
     origins.add(url.origin.toLowerCase());
   }
   return {
