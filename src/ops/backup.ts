@@ -162,8 +162,11 @@ async function backup(configPath: string, toDir: string, at = new Date()): Promi
   if (!(await exists(state))) throw new CommandRefusal(`state directory ${state} does not exist: nothing to back up`);
   await refuseOtherOwner(state);
   const archive = join(toDir, `droid-mcp-${stamp(at)}.tgz`);
-  if (await exists(archive)) throw new CommandRefusal(`${archive} already exists; backups are never overwritten (wait a second and run again)`);
-  await holdingState(state, 'back up', () => writeArchive(manifest, archive));
+  await holdingState(state, 'back up', async () => {
+    // After the live-server check: a server running is the answer that matters, even within the second of a backup.
+    if (await exists(archive)) throw new CommandRefusal(`${archive} already exists; backups are never overwritten (wait a second and run again)`);
+    await writeArchive(manifest, archive);
+  });
   return { archive, bytes: (await stat(archive)).size, manifest };
 }
 

@@ -13,6 +13,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runCli, sandboxKeys, treeFingerprint, type CliResult } from '../support/cli.js';
 import { privateDir, startServer, type RunningServer } from '../support/mcp-server.js';
 import { MOCK_DROID } from '../support/paths.js';
+import { stamp } from '../../src/ops/backup.js';
 
 let tmp: string;
 let home: string;
@@ -235,6 +236,9 @@ describe('droid-mcp backup and restore', () => {
     const archive = await backedUp();
     server = await startServer(config, env());
     await server.ok('droid_list_workspaces');
+    // An archive of this very second may exist already (the server started within it; CI saw that): the
+    // running server is still the answer. Names taken for the next seconds make that case certain.
+    for (let s = 0; s < 20; s++) writeFileSync(join(backups, `droid-mcp-${stamp(new Date(Date.now() + s * 1_000))}.tgz`), '', { mode: 0o600 });
     const before = { ...parts(), backups: treeFingerprint(backups), tmp: readdirSync(tmp).sort() };
 
     const again = await runCli(['backup', '--config', config, '--to', backups], env());
