@@ -238,16 +238,20 @@ describe('droid-mcp backup and restore', () => {
     await server.ok('droid_list_workspaces');
     // An archive of this very second may exist already (the server started within it; CI saw that): the
     // running server is still the answer. Names taken for the next seconds make that case certain.
-    for (let s = 0; s < 20; s++) writeFileSync(join(backups, `droid-mcp-${stamp(new Date(Date.now() + s * 1_000))}.tgz`), '', { mode: 0o600 });
+    for (let s = 0; s < 20; s++) {
+      const name = join(backups, `droid-mcp-${stamp(new Date(Date.now() + s * 1_000))}.tgz`);
+      // Never over the archive backedUp() just made (it may be of this very second).
+      if (!existsSync(name)) writeFileSync(name, '', { mode: 0o600, flag: 'wx' });
+    }
     const before = { ...parts(), backups: treeFingerprint(backups), tmp: readdirSync(tmp).sort() };
 
     const again = await runCli(['backup', '--config', config, '--to', backups], env());
     // 3, as status's busy, not 2 (bad arguments): nothing is wrong with the command line.
-    expect(again.code).toBe(3);
+    expect(again.code, again.stderr).toBe(3);
     expect(again.stderr).toContain(`the server, pid ${server.pid}, holds ${state}: stop it first`);
     expect(again.stderr).not.toContain('usage:');
     const back = await runCli(['restore', '--from', archive, '--config', config], env());
-    expect(back.code).toBe(3);
+    expect(back.code, back.stderr).toBe(3);
     expect(back.stderr).toContain(`the server, pid ${server.pid}, holds ${state}: stop it first`);
     expect(back.stderr).not.toContain('usage:');
     expect({ ...parts(), backups: treeFingerprint(backups), tmp: readdirSync(tmp).sort() }).toEqual(before);
