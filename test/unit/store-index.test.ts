@@ -21,6 +21,7 @@ import { runState } from '../../src/shared/record-schemas.js';
 import { differingFact, factsOf, type RunTable } from '../../src/store/tables/run-table.js';
 import { STATE_FILE, writeSnapshot } from '../../src/store/formats/snapshot.js';
 import type { RunFacts, StateStore } from '../../src/store/store.js';
+import { tokensOf } from '../../src/shared/budget.js';
 import { CrashFs } from './store-crash-fs.js';
 import { atEveryCrashPoint, capture, contents, openImage, openStore, removeTemps, T0, tempBase, type Contents } from './store-fixtures.js';
 import { runRecord, sessionRecord } from '../support/records.js';
@@ -352,8 +353,24 @@ describe('bulk reads read no record', () => {
       expect(lazy.startup.via).toBe('index');
       const fast = reader(lazy);
       const slow = reader(whole);
-      const queries = [{ query: 'zzz-nothing' }, { query: 'output of s4' }, { state: 'unknown' as const }, { state: 'idle' as const }, { hasChanges: true }, { query: 'journal preview' }];
+      const queries = [
+        { query: 'zzz-nothing' },
+        { query: 'output of s4' },
+        { state: 'unknown' as const },
+        { state: 'idle' as const },
+        { hasChanges: true },
+        { query: 'journal preview' },
+        { tokensAbove: 12_000 },
+        { creditsAbove: 15 },
+      ];
       const before = lazy.runReads;
+      // The spend read off an index stub's columns is the one its usage gives.
+      for (const session of data.sessions) {
+        for (const f of lazy.runFactsBySession!(session.id)!) {
+          const u = f.usage;
+          expect([f.spentTokens, f.spentCredits]).toEqual(u === null ? [0, 0] : [tokensOf(u), u.factoryCredits ?? 0]);
+        }
+      }
       expect(fast.usage({})).toEqual(slow.usage({}));
       expect(fast.usage({ after: at(100), before: at(300) })).toEqual(slow.usage({ after: at(100), before: at(300) }));
       const ids = async (r: SessionReader, q: object) => (await r.find({ ...q }, undefined, 100)).sessions.map((s) => s.session);

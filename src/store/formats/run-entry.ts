@@ -22,6 +22,9 @@ export interface RunFacts {
   readonly usage: TokenUsage | null;
   /** `usageLive === true`: the figure is a running one (the turn runs, or ended without droid's final figure). */
   readonly usageLive: boolean;
+  /** The usage's five token counts summed, and its credits (null: 0); 0 and 0 without usage. Read without making the usage object. */
+  readonly spentTokens: number;
+  readonly spentCredits: number;
   /** Its `changes` are recorded and not empty. */
   readonly hasChanges: boolean;
   /** '' when the run has no preview; the text when held; undefined when it has one that is not held (read the record). */
@@ -51,6 +54,22 @@ export class RunEntry implements RunFacts {
     /** The full record, once read (always, for a run not in the snapshot). */
     public record: RunRecord | undefined,
   ) {}
+
+  get spentTokens(): number {
+    const d = this.usageData;
+    if (d === null) return 0;
+    if (!(d instanceof Float64Array)) return d.inputTokens + d.outputTokens + d.cacheCreationTokens + d.cacheReadTokens + d.thinkingTokens;
+    const at = this.usageAt;
+    return d[at]! + d[at + 1]! + d[at + 2]! + d[at + 3]! + d[at + 4]!;
+  }
+
+  get spentCredits(): number {
+    const d = this.usageData;
+    if (d === null) return 0;
+    if (!(d instanceof Float64Array)) return d.factoryCredits ?? 0;
+    const credits = d[this.usageAt + 5]!;
+    return Number.isNaN(credits) ? 0 : credits;
+  }
 
   /** Made on each call for a stub (a 100k-run start-up then allocates no usage objects). */
   get usage(): TokenUsage | null {
