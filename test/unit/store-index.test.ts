@@ -380,6 +380,12 @@ describe('bulk reads read no record', () => {
       // A find that matches nothing reads no record at all; one that matches reads only the page it returns.
       expect(lazy.runReads).toBe(before);
       for (const q of queries) expect(await ids(fast, q), JSON.stringify(q)).toEqual(await ids(slow, q));
+      // And the spend filter agrees with the runs themselves (journal changes keep their usage).
+      const spent = new Map<string, number>();
+      for (const r of data.runs) spent.set(r.sessionId, (spent.get(r.sessionId) ?? 0) + (r.usage === null ? 0 : tokensOf(r.usage)));
+      const above = [...spent].filter(([, t]) => t > 12_000).map(([id]) => id);
+      expect(above.length).toBeGreaterThan(0);
+      expect((await ids(fast, { tokensAbove: 12_000 })).sort()).toEqual(above.sort());
     } finally {
       await lazy.close();
       await whole.close();
