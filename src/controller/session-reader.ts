@@ -219,8 +219,8 @@ export class SessionReader {
   /**
    * `spend` for the summaries made of every session at start-up: the figures
    * read off the facts' columns, so 100,000 runs allocate no usage objects
-   * (they raised resident memory at ready from 156 to 172 MB). Same sums and
-   * rounding as sessionSpend; a running turn's figure from memory.
+   * (five objects a run took 3-4 MB of resident memory at ready). Same sums
+   * and rounding as sessionSpend; a running turn's figure from memory.
    */
   private spendOfFacts(facts: readonly RunFacts[]): Spend {
     let tokens = 0;
