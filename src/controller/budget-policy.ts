@@ -72,7 +72,7 @@ export function assertTurnBudget(budget: Budget | undefined, host: HostCeilings)
 }
 
 /** What the session's runs other than `exceptRunId` spent, by their recorded figures. */
-export function sessionSpend(runs: readonly Pick<RunRecord, 'id' | 'usage'>[], exceptRunId?: string): Spend {
+function sessionSpend(runs: readonly Pick<RunRecord, 'id' | 'usage'>[], exceptRunId?: string): Spend {
   let spend: Spend = { tokens: 0, credits: 0 };
   for (const run of runs) if (run.id !== exceptRunId) spend = addSpend(spend, spendOf(run.usage));
   return spend;

@@ -5,7 +5,6 @@
  */
 import { hasChanges } from '../shared/evidence-types.js';
 import { LIVE_STATES, type ProgressRecord, type RunRecord, type RunResultFile, type SessionRecord, type TokenUsage } from '../shared/records.js';
-import { sessionSpend } from './budget-policy.js';
 import { tokensOf, type Spend } from '../shared/budget.js';
 import type { RunFacts } from '../store/store.js';
 import type { Log } from '../util/logger.js';
@@ -181,7 +180,7 @@ export class SessionReader {
 
   private summaryFromRecords(sessionId: string): Summary {
     const runs = this.runs(sessionId);
-    const spend = this.spend(runs);
+    const spend = this.spend(runs, (r) => (r.usage === null ? 0 : tokensOf(r.usage)), (r) => r.usage?.factoryCredits ?? 0);
     return { ...summarizeRuns(this.store.sessions.get(sessionId)!.headRunId, runs), hasChanges: runs.some((r) => !!r.changes && hasChanges(r.changes)), spend };
   }
 
@@ -213,29 +212,25 @@ export class SessionReader {
     }
     const preview = latest === undefined ? '' : (latest.preview ?? this.store.runs.get(latest.id)?.preview ?? '');
     const agentState = working ? 'working' : unknown ? 'unknown' : 'idle';
-    return { agentState, preview, queuedRuns, headId: (head ?? facts[facts.length - 1]!).id, hasChanges: changed, spend: this.spendOfFacts(facts) };
+    return { agentState, preview, queuedRuns, headId: (head ?? facts[facts.length - 1]!).id, hasChanges: changed, spend: this.spend(facts, (f) => f.spentTokens, (f) => f.spentCredits) };
   }
 
   /**
-   * `spend` for the summaries made of every session at start-up: the figures
-   * read off the facts' columns, so 100,000 runs allocate no usage objects
-   * (five objects a run took 3-4 MB of resident memory at ready). Same sums
-   * and rounding as sessionSpend; a running turn's figure from memory.
+   * What the runs spent, a running turn's figure from memory (an ended one's
+   * record holds its final figure); `tokens`/`credits` read a run's recorded
+   * figure. Summaries of every session are made at start-up: reading the
+   * figures off the index columns (RunFacts) makes no usage object for
+   * 100,000 runs (five objects a run took 3-4 MB of resident memory at ready).
+   * Same sums and rounding as budget-policy.ts (addSpend).
    */
-  private spendOfFacts(facts: readonly RunFacts[]): Spend {
-    let tokens = 0;
-    let credits = 0;
-    for (const f of facts) {
-      const live = LIVE_STATES.includes(this.live.override?.(f.id)?.state ?? f.state) ? (this.live.live(f.id)?.usage ?? null) : null;
-      tokens += live === null ? f.spentTokens : tokensOf(live);
-      credits = Math.round((credits + (live === null ? f.spentCredits : (live.factoryCredits ?? 0))) * 1e6) / 1e6;
+  private spend<R extends Pick<RunRecord, 'id' | 'state'>>(runs: readonly R[], tokens: (r: R) => number, credits: (r: R) => number): Spend {
+    let spentTokens = 0;
+    let spentCredits = 0;
+    for (const r of runs) {
+      const live = LIVE_STATES.includes(this.live.override?.(r.id)?.state ?? r.state) ? (this.live.live(r.id)?.usage ?? null) : null;
+      spentTokens += live === null ? tokens(r) : tokensOf(live);
+      spentCredits = Math.round((spentCredits + (live === null ? credits(r) : (live.factoryCredits ?? 0))) * 1e6) / 1e6;
     }
-    return { tokens, credits };
-  }
-
-  /** What the runs spent, a running turn's figure from memory (an ended one's record holds its final figure). */
-  private spend(runs: readonly Pick<RunRecord, 'id' | 'usage' | 'state'>[]): Spend {
-    const usageOf = (r: (typeof runs)[number]) => (LIVE_STATES.includes(this.live.override?.(r.id)?.state ?? r.state) ? (this.live.live(r.id)?.usage ?? r.usage) : r.usage);
-    return sessionSpend(runs.map((r) => ({ id: r.id, usage: usageOf(r) })));
+    return { tokens: spentTokens, credits: spentCredits };
   }
 }

@@ -7,6 +7,7 @@
  */
 import type { RunRecord, RunState, TokenUsage } from '../../shared/records.js';
 import { hasChanges } from '../../shared/evidence-types.js';
+import { tokensOf } from '../../shared/budget.js';
 
 /** What bulk reads need of a run, known for every run without its record. */
 export interface RunFacts {
@@ -58,7 +59,7 @@ export class RunEntry implements RunFacts {
   get spentTokens(): number {
     const d = this.usageData;
     if (d === null) return 0;
-    if (!(d instanceof Float64Array)) return d.inputTokens + d.outputTokens + d.cacheCreationTokens + d.cacheReadTokens + d.thinkingTokens;
+    if (!(d instanceof Float64Array)) return tokensOf(d);
     const at = this.usageAt;
     return d[at]! + d[at + 1]! + d[at + 2]! + d[at + 3]! + d[at + 4]!;
   }
