@@ -1,10 +1,13 @@
 /**
- * The HTTP transport lends pooled MCP servers to requests (src/mcp/http/idle-servers.ts).
- * These tests check that reuse never mixes requests up: concurrent clients
- * using the same JSON-RPC ids each get their own answers, a request cut off by
- * its client aborts only its own tool call, a server that a client initialized
- * is never lent again, and (through the newServer seam) that servers are in
- * fact reused. No timing is asserted.
+ * The HTTP transport answers lone tools/call, tools/list and ping requests on
+ * one shared MCP server (src/mcp/http/shared-server.ts) and lends pooled
+ * servers to every other exchange (src/mcp/http/idle-servers.ts). These tests
+ * check that neither ever mixes requests up: concurrent clients using the
+ * same JSON-RPC ids each get their own answers, a request cut off by its
+ * client aborts only its own tool call, no caller's cancellation reaches
+ * another caller's request, a server that a client initialized is never lent
+ * again, and (through the newServer seam) that servers are in fact shared and
+ * reused. No timing is asserted.
  */
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
@@ -113,24 +116,60 @@ describe('pooled MCP servers over HTTP', () => {
     expect(signals[1]!.aborted).toBe(false);
   });
 
-  it('reuses servers across requests, but never one a client initialized', async () => {
+  it('answers lone tools/call, tools/list and ping on one shared server; lends others, reused, never one a client initialized', async () => {
     const h = await start();
     h.fake.override('status', (session: unknown) => ({ session }));
     for (let i = 0; i < 20; i++) {
       const res = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_get_session_status', { session: `s${i}` }, i) });
       expect(res.status).toBe(200);
     }
-    // Sequential requests: one server does it all (this fails if every request builds its own).
+    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: rpc('tools/list', {}, 'list') })).status).toBe(200);
+    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: rpc('ping', undefined, 'ping') })).status).toBe(200);
+    // One server did it all (this fails if every request builds its own, or is lent one).
     expect(h.built()).toBe(1);
+
+    const batch = () => `[${toolCall('droid_get_session_status', { session: 'a' }, 1)},${toolCall('droid_get_session_status', { session: 'b' }, 2)}]`;
+    for (let i = 0; i < 3; i++) expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: batch() })).status).toBe(200);
+    // Sequential batches: one lent server, handed back and lent again.
+    expect(h.built()).toBe(2);
 
     const init = rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'one-client', version: '1' } });
     const first = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: init });
     expect(first.status).toBe(200);
-    const builtAfterInit = h.built();
-    const next = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_get_session_status', { session: 'x' }, 1) });
+    expect(h.built()).toBe(2);
+    const next = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: batch() });
     expect(next.status).toBe(200);
-    // The initialized server was dropped: the next request needed a new one.
-    expect(h.built()).toBe(builtAfterInit + 1);
+    // The initialized server was dropped: the next lent exchange needed a new one.
+    expect(h.built()).toBe(3);
+    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_get_session_status', { session: 'x' }, 1) })).status).toBe(200);
+    expect(h.built()).toBe(3);
+  });
+
+  it("a caller's notifications/cancelled never reaches another caller's request, whatever id it names", async () => {
+    const h = await start();
+    const signals: AbortSignal[] = [];
+    let waitStarted!: () => void;
+    const started = new Promise<void>((resolve) => (waitStarted = resolve));
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    h.fake.override('waitForSessions', async (_ids: unknown, _timeout: unknown, signal: unknown) => {
+      signals.push(signal as AbortSignal);
+      waitStarted();
+      await held;
+      return { sessions: [], timedOut: false, aborted: (signal as AbortSignal).aborted };
+    });
+    const pending = rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_wait_for_sessions', { sessions: ['s1'], timeoutSeconds: 60 }, 3) });
+    await started;
+    // Its own id, and every id the shared server may have given it.
+    for (const requestId of [3, ...Array.from({ length: 20 }, (_, i) => i)]) {
+      const cancel = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason: 'not yours' } });
+      expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: cancel })).status).toBe(202);
+    }
+    expect(signals[0]!.aborted).toBe(false);
+    release();
+    const answered = JSON.parse((await pending).body) as { id: number; result: { structuredContent: { aborted: boolean } } };
+    expect(answered.id).toBe(3);
+    expect(answered.result.structuredContent.aborted).toBe(false);
   });
 });
 

@@ -1,9 +1,11 @@
 /**
  * One stateless MCP exchange over HTTP: the Streamable HTTP rules of the
  * spec for a POST (as the SDK's server transport applies them in stateless
- * JSON response mode), then the already-validated messages handed to an MCP
- * server lent by the idle servers (see idle-servers.ts) through a transport of the
- * exchange's own (json-transport.ts), and the server handed back closed.
+ * JSON response mode), then the already-validated messages answered: a lone
+ * tools/call, tools/list or ping by the shared server (shared-server.ts),
+ * anything else by an MCP server lent by the idle servers (idle-servers.ts)
+ * through a transport of the exchange's own (json-transport.ts), and that
+ * server handed back closed.
  *
  * Every refusal is decided before a server is taken, so a refused request
  * runs nothing and changes nothing. Every failure comes back to the
@@ -11,10 +13,18 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { isJsonContentType } from '@modelcontextprotocol/sdk/shared/mediaType.js';
-import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, type MessageExtraInfo, type RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { untilAborted } from './abort.js';
 import { isRequest, JsonExchangeTransport } from './json-transport.js';
 import type { ServerLender } from './idle-servers.js';
 import type { Refusal } from './reply.js';
+import { answersAlone, type SharedServer } from './shared-server.js';
+
+/** Where an exchange's messages are answered: the shared server when it may (shared-server.ts), else a lent one. */
+export interface ExchangeServers {
+  shared: SharedServer;
+  lent: ServerLender;
+}
 
 export interface McpExchange {
   /** Absolute URL of the endpoint, as handlers see it in their request info. */
@@ -94,7 +104,7 @@ function admit(
   return { ok: true, requestIds };
 }
 
-export async function exchange(servers: ServerLender, request: McpExchange): Promise<McpOutcome> {
+export async function exchange(servers: ExchangeServers, request: McpExchange): Promise<McpOutcome> {
   const batch = Array.isArray(request.messages);
   const messages = Array.isArray(request.messages) ? request.messages : [request.messages];
   const admitted = admit(request.headers, messages);
@@ -105,16 +115,42 @@ export async function exchange(servers: ServerLender, request: McpExchange): Pro
     const value = header(request.headers, name);
     if (value !== undefined) requestHeaders[name] = value;
   }
+  // The URL is built only if a handler asks for it (none of ours does): a URL per request was 1% of its CPU.
+  let url: URL | undefined;
+  const extra: MessageExtraInfo = {
+    requestInfo: {
+      headers: requestHeaders,
+      get url() {
+        return (url ??= new URL(request.url));
+      },
+    },
+  };
+  const alone = !batch && messages.length === 1 ? messages[0]! : undefined;
+  if (alone !== undefined && answersAlone(alone)) {
+    return { kind: 'answer', body: JSON.stringify(await servers.shared.answer(alone, extra, request.signal)) };
+  }
+  return lentExchange(servers.lent, messages, admitted.requestIds, batch, extra, request.signal);
+}
+
+/** Everything else (initialize, notifications, batches, …) on a server lent to this exchange alone. */
+async function lentExchange(
+  servers: ServerLender,
+  messages: readonly JSONRPCMessage[],
+  requestIds: readonly RequestId[],
+  batch: boolean,
+  extra: MessageExtraInfo,
+  signal: AbortSignal,
+): Promise<McpOutcome> {
   const server = servers.take();
-  const transport = new JsonExchangeTransport(admitted.requestIds);
+  const transport = new JsonExchangeTransport(requestIds);
   let outcome: McpOutcome | undefined;
   try {
     await server.connect(transport);
-    transport.deliver(messages, { requestInfo: { headers: requestHeaders, url: new URL(request.url) } });
-    if (admitted.requestIds.length === 0) {
+    transport.deliver(messages, extra);
+    if (requestIds.length === 0) {
       outcome = { kind: 'accepted' };
     } else {
-      const answers = await untilAborted(transport.answered, request.signal);
+      const answers = await untilAborted(transport.answered, signal);
       // A batch is answered with an array (JSON-RPC 2.0, section 6), even of one.
       outcome = { kind: 'answer', body: JSON.stringify(batch ? answers : answers[0]) };
     }
@@ -140,26 +176,4 @@ export async function exchange(servers: ServerLender, request: McpExchange): Pro
       }
     }
   }
-}
-
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(abortReason(signal));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortReason(signal));
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err);
-      },
-    );
-  });
-}
-
-function abortReason(signal: AbortSignal): Error {
-  return signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
 }

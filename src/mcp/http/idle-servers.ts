@@ -1,7 +1,9 @@
 /**
  * MCP servers for the stateless HTTP transport, lent to one request at a
  * time and reused, so a request does not pay for building a server (its
- * handler table and JSON Schema validator) every time.
+ * handler table and JSON Schema validator) every time. A lone tools/call,
+ * tools/list or ping is not lent one: the shared server answers it
+ * (shared-server.ts).
  *
  * What is per request stays per request: each request gets a transport of
  * its own (json-transport.ts) and the server is connected to it alone

@@ -10,6 +10,7 @@ import { bearerAuth } from './auth.js';
 import { createPipeline, MCP_PATH, type HttpLog, type PipelineLimits } from './pipeline.js';
 import { hostAllowlist } from './host-allowlist.js';
 import { IdleServers } from './idle-servers.js';
+import { SharedServer } from './shared-server.js';
 import { createMcpServer } from '../server.js';
 import type { ToolContext } from '../tools.js';
 
@@ -43,7 +44,7 @@ export interface HttpListenerOptions {
   port: number;
   publicUrl?: string;
   limits?: Partial<HttpLimits>;
-  /** Builds the MCP servers lent to requests (see idle-servers.ts); a seam for tests that inject failures. */
+  /** Builds the shared MCP server and those lent to requests (shared-server.ts, idle-servers.ts); a seam for tests that inject failures. */
   newServer?: (ctx: ToolContext, log: HttpLog) => McpServer;
 }
 
@@ -59,6 +60,7 @@ export async function startHttpListener(options: HttpListenerOptions): Promise<H
   if (options.token.length === 0) throw new Error('startHttpListener needs a bearer token');
   const limits: HttpLimits = { ...DEFAULT_HTTP_LIMITS, ...options.limits };
   const newServer = options.newServer ?? createMcpServer;
+  const makeServer = () => newServer(options.ctx, options.log);
   const authorize = bearerAuth(options.token);
 
   const server = createServer({
@@ -77,7 +79,7 @@ export async function startHttpListener(options: HttpListenerOptions): Promise<H
     authorize,
     hosts: hostAllowlist(port, options.publicUrl),
     limits,
-    servers: new IdleServers(() => newServer(options.ctx, options.log)),
+    servers: { shared: new SharedServer(makeServer), lent: new IdleServers(makeServer) },
     endpoint: url,
     log: options.log,
   });

@@ -10,8 +10,7 @@ import type { AuthVerdict } from './auth.js';
 import { declaredTooLarge, readBody } from './body.js';
 import { parseEnvelope } from './envelope.js';
 import type { HostAllowlist } from './host-allowlist.js';
-import { exchange } from './exchange.js';
-import type { ServerLender } from './idle-servers.js';
+import { exchange, type ExchangeServers } from './exchange.js';
 import { answer, internalError, refuse, type Refusal } from './reply.js';
 import type { Log } from '../../util/logger.js';
 
@@ -31,8 +30,8 @@ export interface PipelineOptions {
   authorize(authorization: string | undefined): AuthVerdict;
   hosts: HostAllowlist;
   limits: PipelineLimits;
-  /** Lends each request an MCP server of its own for its duration (stateless: nothing carries over). */
-  servers: ServerLender;
+  /** The shared MCP server, and those lent to one request for its duration (stateless: nothing carries over). */
+  servers: ExchangeServers;
   /** The endpoint URL handlers see in their request info. */
   endpoint: string;
   log: HttpLog;

@@ -46,9 +46,9 @@ export function refuse(req: IncomingMessage, res: ServerResponse, refusal: Refus
 /** Sends MCP's answer: a JSON body, or none (202). */
 export function answer(res: ServerResponse, status: 200 | 202, json?: string): void {
   if (res.headersSent || res.destroyed) return;
-  res.statusCode = status;
-  if (json !== undefined) res.setHeader('Content-Type', 'application/json');
-  res.setHeader('Cache-Control', 'no-store');
-  res.setHeader('Content-Length', json === undefined ? 0 : Buffer.byteLength(json));
+  // Raw header pairs: Node then builds no header map for the response.
+  const length = String(json === undefined ? 0 : Buffer.byteLength(json));
+  const headers = json === undefined ? ['Cache-Control', 'no-store', 'Content-Length', length] : ['Content-Type', 'application/json', 'Cache-Control', 'no-store', 'Content-Length', length];
+  res.writeHead(status, headers);
   res.end(json);
 }

@@ -1,0 +1,123 @@
+/**
+ * The shared MCP server of the HTTP transport (src/mcp/http/shared-server.ts),
+ * on its own: which requests it takes, that an abandoned request is cancelled
+ * and its late answer reaches nobody, and that a failed connect is not kept.
+ * The listener-level guarantees (same ids from many clients, a caller's
+ * cancellation never reaching another caller) are in http-reuse.test.ts.
+ */
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, type JSONRPCMessage, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
+import { describe, expect, it } from 'vitest';
+import { answersAlone, SharedServer } from '../../src/mcp/http/shared-server.js';
+
+const extra = { requestInfo: { headers: {}, url: new URL('http://127.0.0.1:1/mcp') } };
+
+function call(id: number | string, text: string): JSONRPCRequest {
+  return { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { text } } };
+}
+
+interface Held {
+  text: string;
+  signal: AbortSignal;
+  answer(): void;
+}
+
+/** A server whose tool answers only when the test says so, echoing its argument. */
+function heldServer(): { make: () => Server; held: Held[]; built: () => number } {
+  const held: Held[] = [];
+  let built = 0;
+  const make = () => {
+    built++;
+    const server = new Server({ name: 'shared-test', version: '0' }, { capabilities: { tools: {} } });
+    server.setRequestHandler(CallToolRequestSchema, (request, { signal }) => {
+      const text = String(request.params.arguments?.text);
+      return new Promise((resolve) => held.push({ text, signal, answer: () => resolve({ content: [{ type: 'text', text }] }) }));
+    });
+    return server;
+  };
+  return { make, held, built: () => built };
+}
+
+const textOf = (answer: unknown) => (answer as { result: { content: Array<{ text: string }> } }).result.content[0]!.text;
+
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
+describe('SharedServer', () => {
+  it('takes lone tools/call, tools/list and ping requests only', () => {
+    const take: JSONRPCMessage[] = [call(1, 'x'), { jsonrpc: '2.0', id: 'a', method: 'tools/list' }, { jsonrpc: '2.0', id: 2, method: 'ping' }];
+    const leave: JSONRPCMessage[] = [
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'c', version: '1' } } },
+      { jsonrpc: '2.0', id: 1, method: 'logging/setLevel', params: { level: 'debug' } },
+      { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } },
+      { jsonrpc: '2.0', method: 'tools/call', params: { name: 'echo' } },
+      { jsonrpc: '2.0', id: 1, result: {} },
+      { jsonrpc: '2.0', id: 1, method: 'resources/list' },
+    ];
+    expect(take.map(answersAlone)).toEqual([true, true, true]);
+    expect(leave.map(answersAlone)).toEqual(leave.map(() => false));
+  });
+
+  it("answers each request under its caller's id, in whatever order the handlers finish", async () => {
+    const bed = heldServer();
+    const shared = new SharedServer(bed.make);
+    const signal = new AbortController().signal;
+    const answers = ['a', 'b', 'c'].map((text) => shared.answer(call(1, text), extra, signal));
+    await until(() => bed.held.length === 3);
+    for (const held of [...bed.held].reverse()) held.answer();
+    const answered = await Promise.all(answers);
+    expect(answered.map((a) => a.id)).toEqual([1, 1, 1]);
+    expect(answered.map(textOf)).toEqual(['a', 'b', 'c']);
+    expect(shared.pending).toBe(0);
+    expect(bed.built()).toBe(1);
+  });
+
+  it('cancels an abandoned request; its late answer reaches nobody, the next one with the same id gets its own', async () => {
+    const bed = heldServer();
+    const shared = new SharedServer(bed.make);
+    const abandoned = new AbortController();
+    const first = shared.answer(call(7, 'first'), extra, abandoned.signal);
+    await until(() => bed.held.length === 1);
+    abandoned.abort(new Error('client gone'));
+    await expect(first).rejects.toThrow('client gone');
+    await until(() => bed.held[0]!.signal.aborted);
+    expect(shared.pending).toBe(0);
+
+    const second = shared.answer(call(7, 'second'), extra, new AbortController().signal);
+    await until(() => bed.held.length === 2);
+    bed.held[0]!.answer();
+    bed.held[1]!.answer();
+    const answer = await second;
+    expect(answer.id).toBe(7);
+    expect(textOf(answer)).toBe('second');
+    expect(shared.pending).toBe(0);
+  });
+
+  it('refuses at once on a signal that already aborted, running nothing', async () => {
+    const bed = heldServer();
+    const shared = new SharedServer(bed.make);
+    const gone = new AbortController();
+    gone.abort(new Error('too late'));
+    await expect(shared.answer(call(1, 'x'), extra, gone.signal)).rejects.toThrow('too late');
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(bed.held).toHaveLength(0);
+    expect(shared.pending).toBe(0);
+  });
+
+  it('does not keep a failed connect: the next request builds and connects again', async () => {
+    const bed = heldServer();
+    let attempts = 0;
+    const shared = new SharedServer(() => {
+      if (++attempts === 1) throw new Error('injected: first build fails');
+      return bed.make();
+    });
+    const signal = new AbortController().signal;
+    await expect(shared.answer(call(1, 'x'), extra, signal)).rejects.toThrow('injected: first build fails');
+    const answer = shared.answer(call(1, 'y'), extra, signal);
+    await until(() => bed.held.length === 1);
+    bed.held[0]!.answer();
+    expect(textOf(await answer)).toBe('y');
+    expect(attempts).toBe(2);
+  });
+});
