@@ -116,7 +116,7 @@ describe('pooled MCP servers over HTTP', () => {
     expect(signals[1]!.aborted).toBe(false);
   });
 
-  it('answers lone tools/call, tools/list and ping on one shared server; lends others, reused, never one a client initialized', async () => {
+  it('answers lone tools/call, tools/list and ping on one shared server; lends others, reused, never one a client initialized or set a log level', async () => {
     const h = await start();
     h.fake.override('status', (session: unknown) => ({ session }));
     for (let i = 0; i < 20; i++) {
@@ -143,6 +143,11 @@ describe('pooled MCP servers over HTTP', () => {
     expect(h.built()).toBe(3);
     expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_get_session_status', { session: 'x' }, 1) })).status).toBe(200);
     expect(h.built()).toBe(3);
+
+    // A server told a log level keeps it: it is not lent to anyone after.
+    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: rpc('logging/setLevel', { level: 'debug' }) })).status).toBe(200);
+    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: batch() })).status).toBe(200);
+    expect(h.built()).toBe(4);
   });
 
   it("a caller's notifications/cancelled never reaches another caller's request, whatever id it names", async () => {

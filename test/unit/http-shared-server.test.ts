@@ -94,6 +94,58 @@ describe('SharedServer', () => {
     expect(shared.pending).toBe(0);
   });
 
+  it('replaces its server after an abandoned request, closing the old one once its other requests are answered', async () => {
+    const bed = heldServer();
+    const servers: Server[] = [];
+    const shared = new SharedServer(() => {
+      const server = bed.make();
+      servers.push(server);
+      return server;
+    });
+    const abandoned = new AbortController();
+    const gone = shared.answer(call(1, 'gone'), extra, abandoned.signal);
+    const kept = shared.answer(call(2, 'kept'), extra, new AbortController().signal);
+    await until(() => bed.held.length === 2);
+    abandoned.abort(new Error('client gone'));
+    await expect(gone).rejects.toThrow('client gone');
+
+    // New requests go to a new server; the old one still answers what it holds.
+    const next = shared.answer(call(3, 'next'), extra, new AbortController().signal);
+    await until(() => bed.held.length === 3);
+    expect(bed.built()).toBe(2);
+    expect(shared.open).toBe(2);
+    bed.held[1]!.answer();
+    expect(textOf(await kept)).toBe('kept');
+    // Nothing waits on the old server any more: it is closed (the SDK forgets the abandoned handler).
+    await until(() => servers[0]!.transport === undefined);
+    expect(shared.open).toBe(1);
+    bed.held[2]!.answer();
+    expect(textOf(await next)).toBe('next');
+    expect(shared.pending).toBe(0);
+    expect(servers[1]!.transport).toBeDefined();
+  });
+
+  it('closes the server of an abandoned request whose handler never settles, when nothing else waits on it', async () => {
+    const bed = heldServer();
+    const servers: Server[] = [];
+    const shared = new SharedServer(() => {
+      const server = bed.make();
+      servers.push(server);
+      return server;
+    });
+    for (let i = 0; i < 3; i++) {
+      const abandoned = new AbortController();
+      const answer = shared.answer(call(1, `hung ${i}`), extra, abandoned.signal);
+      await until(() => bed.held.length === i + 1);
+      abandoned.abort(new Error('deadline'));
+      await expect(answer).rejects.toThrow('deadline');
+    }
+    await until(() => servers.every((server) => server.transport === undefined));
+    expect(servers).toHaveLength(3);
+    expect(shared.open).toBe(0);
+    expect(bed.held.every((held) => held.signal.aborted)).toBe(true);
+  });
+
   it('refuses at once on a signal that already aborted, running nothing', async () => {
     const bed = heldServer();
     const shared = new SharedServer(bed.make);

@@ -142,6 +142,8 @@ async function lentExchange(
   signal: AbortSignal,
 ): Promise<McpOutcome> {
   const server = servers.take();
+  // The SDK keeps the level logging/setLevel sets on the server itself: such a server serves no other caller.
+  const configured = messages.some((m) => 'method' in m && m.method === 'logging/setLevel');
   const transport = new JsonExchangeTransport(requestIds);
   let outcome: McpOutcome | undefined;
   try {
@@ -162,7 +164,7 @@ async function lentExchange(
       // nothing that already answered. It is lent again only after that.
       setImmediate(() => {
         server.close().then(
-          () => servers.give(server, true),
+          () => servers.give(server, !configured),
           () => servers.give(server, false),
         );
       });

@@ -13,9 +13,10 @@
  * handlers, timeouts) per connection and clears it on close, and a handler
  * that outlives its connection answers only the transport it was called
  * through. What a server remembers beyond its connection is the client it was
- * initialized by (capabilities, name and version); a server that took an
- * `initialize` is therefore never lent again, and neither is one whose
- * request did not end cleanly (abort, deadline, failure).
+ * initialized by (capabilities, name and version) and the log level a
+ * `logging/setLevel` set; a server that took either is therefore never lent
+ * again (exchange.ts), and neither is one whose request did not end cleanly
+ * (abort, deadline, failure).
  */
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 

@@ -12,7 +12,8 @@
  * included), responses and batches still go to a lent server of their own,
  * so no caller can name, cancel or configure another caller's request. When
  * an exchange is abandoned (client gone, deadline), its handler is cancelled
- * the way MCP cancels a request, and whatever it answers later is dropped.
+ * the way MCP cancels a request, whatever it answers later is dropped, and
+ * the server is replaced (see `#retire`).
  */
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -59,56 +60,112 @@ class MultiplexTransport implements Transport {
   }
 }
 
+/** One server and its transport: in use until a request of it is abandoned, then closed once nothing waits on it. */
+interface Generation {
+  readonly transport: MultiplexTransport;
+  readonly server: Promise<Server>;
+  retired: boolean;
+}
+
 export class SharedServer {
-  readonly #transport = new MultiplexTransport();
-  #server: Promise<Server> | undefined;
-  /** This server's own request ids; 0 is never used (the SDK ignores a cancellation of id 0). */
+  #current: Generation | undefined;
+  /** Retired generations still answering requests delivered to them. */
+  readonly #retiring = new Set<Generation>();
+  /** Request ids of this server's own; 0 is never used (the SDK ignores a cancellation of id 0). */
   #lastId = 0;
 
   constructor(private readonly make: () => Server) {}
 
   /**
    * Answers one request, under the caller's id. Rejects with the signal's
-   * reason when it aborts first; the handler is then cancelled.
+   * reason when it aborts first; the handler is then cancelled. Handlers see
+   * the internal id as `extra.requestId` (none of ours reads it).
    */
   async answer(request: JSONRPCRequest, extra: MessageExtraInfo, signal: AbortSignal): Promise<JsonRpcAnswer> {
-    await this.#connected();
+    let generation = this.#generation();
+    await generation.server;
+    // Retired while it connected (another request was abandoned meanwhile): take the next one.
+    while (generation.retired) {
+      generation = this.#generation();
+      await generation.server;
+    }
     if (signal.aborted) throw abortReason(signal);
+    const { transport } = generation;
     const id = ++this.#lastId;
     const callerId: RequestId = request.id;
     return new Promise<JsonRpcAnswer>((resolve, reject) => {
       const onAbort = () => {
-        this.#transport.waiting.delete(id);
-        this.#transport.deliver({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'the HTTP exchange ended' } });
+        transport.waiting.delete(id);
+        // The reason reaches the handler's signal as this string (a notification carries no Error).
+        transport.deliver({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'the HTTP exchange ended' } });
+        this.#retire(generation);
         reject(abortReason(signal));
       };
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.#transport.waiting.set(id, (answer) => {
+      transport.waiting.set(id, (answer) => {
         signal.removeEventListener('abort', onAbort);
+        if (generation.retired) this.#closeWhenIdle(generation);
         resolve({ ...answer, id: callerId });
       });
-      this.#transport.deliver({ ...request, id }, extra);
+      signal.addEventListener('abort', onAbort, { once: true });
+      try {
+        transport.deliver({ ...request, id }, extra);
+      } catch (err) {
+        transport.waiting.delete(id);
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
     });
   }
 
-  /** Requests delivered and not yet answered (nor abandoned). */
+  /** Requests delivered and neither answered nor abandoned, over every generation. */
   get pending(): number {
-    return this.#transport.waiting.size;
+    let n = this.#current?.transport.waiting.size ?? 0;
+    for (const g of this.#retiring) n += g.transport.waiting.size;
+    return n;
   }
 
-  /** Built and connected on first use; a failure is not kept, so the next request tries again. */
-  #connected(): Promise<Server> {
-    if (this.#server === undefined) {
-      const connecting = (async () => {
+  /** Generations not yet closed: the current one and those retiring. */
+  get open(): number {
+    return (this.#current ? 1 : 0) + this.#retiring.size;
+  }
+
+  /** The one in use, built and connected on first use; one that fails to connect is dropped, so the next request tries again. */
+  #generation(): Generation {
+    if (this.#current !== undefined) return this.#current;
+    const transport = new MultiplexTransport();
+    const generation: Generation = {
+      transport,
+      retired: false,
+      server: (async () => {
         const server = this.make();
-        await server.connect(this.#transport);
+        await server.connect(transport);
         return server;
-      })();
-      this.#server = connecting;
-      connecting.catch(() => {
-        if (this.#server === connecting) this.#server = undefined;
-      });
-    }
-    return this.#server;
+      })(),
+    };
+    this.#current = generation;
+    generation.server.catch(() => {
+      if (this.#current === generation) this.#current = undefined;
+    });
+    return generation;
+  }
+
+  /**
+   * An abandoned request's handler may never settle, and the SDK forgets a
+   * request only when its handler does (closing forgets them all). So the
+   * generation takes no new requests and is closed once the rest are answered,
+   * as a lent server is never lent again after an exchange that did not end cleanly.
+   */
+  #retire(generation: Generation): void {
+    if (generation.retired) return;
+    generation.retired = true;
+    if (this.#current === generation) this.#current = undefined;
+    this.#retiring.add(generation);
+    this.#closeWhenIdle(generation);
+  }
+
+  #closeWhenIdle(generation: Generation): void {
+    if (generation.transport.waiting.size > 0 || !this.#retiring.delete(generation)) return;
+    // Closing aborts whatever still runs (the abandoned handlers) and clears the SDK's per-request maps.
+    void generation.server.then((server) => server.close()).catch(() => undefined);
   }
 }
