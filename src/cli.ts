@@ -12,6 +12,8 @@
  * with the same words and exit code, whether or not a client was answered.
  * HTTP starts as before: config, state, then the listener.
  */
+// First: it holds the young generation's size while everything below loads (see the module).
+import { releaseYoungGeneration } from './util/young-generation.js';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -55,6 +57,7 @@ function tapLog(level: number, fields: object, message: string): void {
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
   if (operatorCommand(args)) {
+    releaseYoungGeneration();
     const { runCommand } = await import('./ops/commands.js');
     return runCommand(args);
   }

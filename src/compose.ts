@@ -24,6 +24,7 @@ import type { Logger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 import { DroidError } from './droid/errors.js';
 import { stringEnv } from './util/string-env.js';
+import { releaseYoungGeneration } from './util/young-generation.js';
 import { turnWorkspace } from './worktree/plan.js';
 import { reportCheckouts } from './controller/checkout-report.js';
 
@@ -72,6 +73,7 @@ export function serving(running: Running, ready: Record<string, unknown>): void 
     process.once(signal, () => void stop(running, signal).then(() => process.exit(0)));
   }
   pool?.start(REFILL_DELAY_MS);
+  releaseYoungGeneration();
   // Tests read the bound port of HTTP from this line (port 0 picks a free one).
   log.info({ ...ready, roots: config.approvedDirectories.length }, 'droid-mcp ready');
 }
