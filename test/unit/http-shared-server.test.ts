@@ -22,20 +22,20 @@ interface Held {
   answer(): void;
 }
 
-/** A server whose tool answers only when the test says so, echoing its argument. */
-function heldServer(): { make: () => Server; held: Held[]; built: () => number } {
+/** Servers whose tool answers only when the test says so, echoing its argument; every one built is kept. */
+function heldServer(): { make: () => Server; held: Held[]; built: () => number; servers: Server[] } {
   const held: Held[] = [];
-  let built = 0;
+  const servers: Server[] = [];
   const make = () => {
-    built++;
     const server = new Server({ name: 'shared-test', version: '0' }, { capabilities: { tools: {} } });
+    servers.push(server);
     server.setRequestHandler(CallToolRequestSchema, (request, { signal }) => {
       const text = String(request.params.arguments?.text);
       return new Promise((resolve) => held.push({ text, signal, answer: () => resolve({ content: [{ type: 'text', text }] }) }));
     });
     return server;
   };
-  return { make, held, built: () => built };
+  return { make, held, built: () => servers.length, servers };
 }
 
 const textOf = (answer: unknown) => (answer as { result: { content: Array<{ text: string }> } }).result.content[0]!.text;
@@ -96,12 +96,8 @@ describe('SharedServer', () => {
 
   it('replaces its server after an abandoned request, closing the old one once its other requests are answered', async () => {
     const bed = heldServer();
-    const servers: Server[] = [];
-    const shared = new SharedServer(() => {
-      const server = bed.make();
-      servers.push(server);
-      return server;
-    });
+    const shared = new SharedServer(bed.make);
+    const servers = bed.servers;
     const abandoned = new AbortController();
     const gone = shared.answer(call(1, 'gone'), extra, abandoned.signal);
     const kept = shared.answer(call(2, 'kept'), extra, new AbortController().signal);
@@ -127,12 +123,8 @@ describe('SharedServer', () => {
 
   it('closes the server of an abandoned request whose handler never settles, when nothing else waits on it', async () => {
     const bed = heldServer();
-    const servers: Server[] = [];
-    const shared = new SharedServer(() => {
-      const server = bed.make();
-      servers.push(server);
-      return server;
-    });
+    const shared = new SharedServer(bed.make);
+    const servers = bed.servers;
     for (let i = 0; i < 3; i++) {
       const abandoned = new AbortController();
       const answer = shared.answer(call(1, `hung ${i}`), extra, abandoned.signal);
