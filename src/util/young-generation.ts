@@ -14,8 +14,8 @@
  * the traffic.
  *
  * V8 reads this flag each time it would grow the young generation, so it can
- * change while the process runs. An operator who set it (node option or
- * NODE_OPTIONS) keeps their value.
+ * change while the process runs. An operator who set it on node's command
+ * line keeps their value (node refuses it in NODE_OPTIONS).
  */
 import { setFlagsFromString } from 'node:v8';
 
@@ -23,7 +23,7 @@ const FLAG = 'semi-space-growth-factor';
 /** V8's own default (`node --v8-options`). */
 const DEFAULT_GROWTH = 2;
 
-const given = [...process.execArgv, process.env['NODE_OPTIONS'] ?? ''].join(' ');
+const given = process.execArgv.join(' ');
 let held = !given.includes(FLAG) && !given.includes(FLAG.replaceAll('-', '_'));
 if (held) setFlagsFromString(`--${FLAG}=1`);
 
