@@ -125,9 +125,8 @@ export async function exchange(servers: ExchangeServers, request: McpExchange): 
       },
     },
   };
-  const alone = !batch && messages.length === 1 ? messages[0]! : undefined;
-  if (alone !== undefined && answersAlone(alone)) {
-    return { kind: 'answer', body: JSON.stringify(await servers.shared.answer(alone, extra, request.signal)) };
+  if (!Array.isArray(request.messages) && answersAlone(request.messages)) {
+    return { kind: 'answer', body: JSON.stringify(await servers.shared.answer(request.messages, extra, request.signal)) };
   }
   return lentExchange(servers.lent, messages, admitted.requestIds, batch, extra, request.signal);
 }

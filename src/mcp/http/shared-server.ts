@@ -19,14 +19,14 @@ import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, JSONRPCRequest, MessageExtraInfo, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { abortReason } from './abort.js';
-import { isAnswer, type JsonRpcAnswer } from './json-transport.js';
+import { isAnswer, isRequest, type JsonRpcAnswer } from './json-transport.js';
 
 /** The methods whose handlers read nothing the client declared (capabilities, log level). */
 const SHARED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'tools/list', 'ping']);
 
 /** Whether an exchange of exactly this one request may be answered by the shared server. */
 export function answersAlone(message: JSONRPCMessage): message is JSONRPCRequest {
-  return 'method' in message && 'id' in message && SHARED_METHODS.has(message.method);
+  return isRequest(message) && SHARED_METHODS.has(message.method);
 }
 
 /** The transport between the shared server and the exchanges waiting on it. */
@@ -60,11 +60,13 @@ class MultiplexTransport implements Transport {
   }
 }
 
-/** One server and its transport: in use until a request of it is abandoned, then closed once nothing waits on it. */
+/**
+ * One server and its transport: current until a request of it is abandoned
+ * (then retired: not current), and closed once nothing waits on it.
+ */
 interface Generation {
   readonly transport: MultiplexTransport;
   readonly server: Promise<Server>;
-  retired: boolean;
 }
 
 export class SharedServer {
@@ -85,7 +87,7 @@ export class SharedServer {
     let generation = this.#generation();
     await generation.server;
     // Retired while it connected (another request was abandoned meanwhile): take the next one.
-    while (generation.retired) {
+    while (generation !== this.#current) {
       generation = this.#generation();
       await generation.server;
     }
@@ -103,7 +105,7 @@ export class SharedServer {
       };
       transport.waiting.set(id, (answer) => {
         signal.removeEventListener('abort', onAbort);
-        if (generation.retired) this.#closeWhenIdle(generation);
+        if (generation !== this.#current) this.#closeWhenIdle(generation);
         resolve({ ...answer, id: callerId });
       });
       signal.addEventListener('abort', onAbort, { once: true });
@@ -135,7 +137,6 @@ export class SharedServer {
     const transport = new MultiplexTransport();
     const generation: Generation = {
       transport,
-      retired: false,
       server: (async () => {
         const server = this.make();
         await server.connect(transport);
@@ -156,9 +157,8 @@ export class SharedServer {
    * as a lent server is never lent again after an exchange that did not end cleanly.
    */
   #retire(generation: Generation): void {
-    if (generation.retired) return;
-    generation.retired = true;
-    if (this.#current === generation) this.#current = undefined;
+    if (generation !== this.#current) return;
+    this.#current = undefined;
     this.#retiring.add(generation);
     this.#closeWhenIdle(generation);
   }
