@@ -28,8 +28,8 @@ export interface TurnRun {
   /** Every running usage figure the worker reported, in order. */
   usages: TokenUsage[];
   renames: RenameOutcome[];
-  /** The catalogs the worker reported from droid's session answers. */
-  catalogs: Array<{ models: CatalogModel[]; answeredAt: number }>;
+  /** The catalogs the worker reported from droid's session answers; `afterStart`: reported after the start was. */
+  catalogs: Array<{ models: CatalogModel[]; answeredAt: number; afterStart: boolean }>;
   /** Resolves after the result is acknowledged and the process group is gone. */
   done: Promise<TurnResult>;
 }
@@ -77,6 +77,7 @@ export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmP
   let resolveStarted!: (id: string) => void;
   const started = new Promise<string>((resolve) => (resolveStarted = resolve));
   const stages: Record<string, number> = {};
+  let startReported = false;
   const env = { ...process.env, DROID_MCP_TEST_TAG: tag };
   const prepared = warm ? warmWorker(spec, env) : null;
   const handle = startWorker(spec, {
@@ -85,12 +86,13 @@ export function runWorkerTurn(spec: TurnSpec, tag: string, warm: boolean = warmP
     env,
     onStarted: (id, at) => {
       Object.assign(stages, at);
+      startReported = true;
       resolveStarted(id);
     },
     onProgress: (e) => events.push(e),
     onUsage: (u) => usages.push(u),
     onRename: (r) => renames.push(r),
-    onCatalog: (models, answeredAt) => catalogs.push({ models, answeredAt }),
+    onCatalog: (models, answeredAt) => catalogs.push({ models, answeredAt, afterStart: startReported }),
   });
   const done = handle.result.then(async (result) => {
     handle.acknowledge();

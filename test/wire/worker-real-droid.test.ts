@@ -64,11 +64,13 @@ describe('worker + real droid CLI', () => {
     const r2 = await t2.done;
     expect(r2.outcome).toBe('succeeded');
     expect(r2.droidSessionId).toBe(r1.droidSessionId);
-    // initialize_session, then load_session: one catalog each, holding the turn's own model (docs/PROTOCOL-NOTES.md part 4).
+    // initialize_session, then load_session: one catalog each, holding the turn's own model (docs/PROTOCOL-NOTES.md part 4),
+    // reported after the prompt went (off the start's path) but stamped when droid answered, not when it was sent.
     for (const turn of [t1, t2]) {
       expect(turn.catalogs).toHaveLength(1);
       expect(turn.catalogs[0]!.models.map((m) => m.id)).toContain(real.bed.modelId);
-      expect(Math.abs(Date.now() - turn.catalogs[0]!.answeredAt)).toBeLessThan(60_000);
+      expect(turn.catalogs[0]!.afterStart).toBe(true);
+      expect(turn.catalogs[0]!.answeredAt).toBe(Math.trunc(turn.stages.initialized!));
     }
     expect(t2.catalogs[0]!.models.map((m) => m.id)).toEqual(t1.catalogs[0]!.models.map((m) => m.id));
     expect(r2.finalText).toBe('second answer');
@@ -81,17 +83,21 @@ describe('worker + real droid CLI', () => {
     const r1 = await runWorkerTurn(first, tag).done;
     const other = realpathSync(mkdtempSync(join(tmpdir(), 'droid-ws-other-')));
     const before = real.bed.model.requests.length;
-    const r2 = await runWorkerTurn(
+    const refused = runWorkerTurn(
       realDroidSpec(real.bed, tag, {
         workspace: other,
         session: { mode: 'resume', droidSessionId: r1.droidSessionId! },
         prompt: 'must not be sent',
       }),
       tag,
-    ).done;
+    );
+    const r2 = await refused.done;
     rmSync(other, { recursive: true, force: true });
     expect(r2).toMatchObject({ outcome: 'failed', submitted: false, error: { code: 'resume_cwd_mismatch' } });
     expect(real.bed.model.requests.length).toBe(before);
+    // A turn that never submits still reports the catalog droid answered its load_session with.
+    expect(refused.catalogs.map((c) => c.afterStart)).toEqual([false]);
+    expect(refused.catalogs[0]!.models.map((m) => m.id)).toContain(real.bed.modelId);
   });
 
   it('at autonomy off, a write is refused and the file does not exist', async () => {

@@ -31,8 +31,8 @@ export interface TurnHooks {
   onProgress(event: ProgressEvent): void;
   /** The turn's running usage changed (before any budget check). */
   onUsage?(usage: TokenUsage): void;
-  /** The models droid's initialize_session or load_session answered with, as droid sent them (the caller validates). */
-  onCatalog?(availableModels: unknown): void;
+  /** The models droid's initialize_session or load_session answered with, as droid sent them (the caller validates), and when (epoch ms). */
+  onCatalog?(availableModels: unknown, answeredAt: number): void;
   /** Resolves when the controller asks to stop this turn. */
   cancelled: Promise<void>;
   /** Routed turns: the controller's reply gate. Absent: every puck call is denied. */
@@ -58,6 +58,12 @@ interface TurnState {
   budget: BudgetWatch;
   /** Diagnostics of our own (kept with the result). */
   notes: string[];
+  /**
+   * The model list of droid's session answer, not yet reported: checking and
+   * sending it (≈ 8 ms in a fresh worker) waits until the prompt is
+   * submitted or the turn is over, off the path to the first model request.
+   */
+  catalog?: { models: unknown; answeredAt: number };
 }
 
 const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
@@ -105,6 +111,7 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
     verdict = { outcome: 'failed', reason: null, error: toErrorInfo(err) };
   } finally {
     clearTimeout(deadlineTimer);
+    reportCatalog(hooks, state);
   }
   state.collector?.abortOpenSpans('droid stopped before the tool reported a result');
   // Evidence of submitted turns only: changes, context, and the structured-output check.
@@ -177,7 +184,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
-  const setup = openSession(spec, client, hooks, state).then((id) => {
+  const setup = openSession(spec, client, state).then((id) => {
     state.droidSessionId = id;
     state.marks.session_ready = epochMs();
     return null;
@@ -197,6 +204,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   state.submitted = true;
   const firstByte = client.process.firstOutputAt;
   hooks.onStarted(state.droidSessionId!, firstByte === null ? state.marks : { ...state.marks, droid_first_byte: firstByte });
+  reportCatalog(hooks, state);
 
   const first = await Promise.race([collector.ended, stop, exited]);
   if (first instanceof Error) return diedMidTurn(first);
@@ -246,7 +254,7 @@ async function applyTitle(client: DroidClient, title: string, windowMs: number, 
   }
 }
 
-async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<TurnHooks, 'onCatalog'>, state: Pick<TurnState, 'marks' | 'baseline' | 'notes'>): Promise<string> {
+async function openSession(spec: TurnSpec, client: DroidClient, state: Pick<TurnState, 'marks' | 'baseline' | 'notes' | 'catalog'>): Promise<string> {
   const marks = state.marks;
   // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
   const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
@@ -267,7 +275,7 @@ async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<Turn
     });
     marks.initialized = epochMs();
     // The same runtime's catalog, at no extra cost: it keeps the controller's catalog fresh (model-catalog.ts).
-    if (created.availableModels !== undefined) hooks.onCatalog?.(created.availableModels);
+    if (created.availableModels !== undefined) state.catalog = { models: created.availableModels, answeredAt: marks.initialized };
     await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
     return created.sessionId;
   }
@@ -277,7 +285,7 @@ async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<Turn
   const resumed = resumeBaseline(loaded, spec.usageBaseline);
   state.baseline = resumed.baseline;
   if (resumed.note) state.notes.push(resumed.note);
-  if (loaded.availableModels !== undefined) hooks.onCatalog?.(loaded.availableModels);
+  if (loaded.availableModels !== undefined) state.catalog = { models: loaded.availableModels, answeredAt: marks.initialized };
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
     throw new DroidError(
@@ -289,6 +297,14 @@ async function openSession(spec: TurnSpec, client: DroidClient, hooks: Pick<Turn
   await client.updateSettings(settings, loaded.settings);
   await prepareAmpTools(spec, client, disabledToolIdsOf(loaded.settings));
   return spec.session.droidSessionId;
+}
+
+/** Reports the session answer's model list once, with the time droid answered. */
+function reportCatalog(hooks: Pick<TurnHooks, 'onCatalog'>, state: Pick<TurnState, 'catalog'>): void {
+  const catalog = state.catalog;
+  if (catalog === undefined) return;
+  state.catalog = undefined;
+  hooks.onCatalog?.(catalog.models, catalog.answeredAt);
 }
 
 /**

@@ -130,8 +130,8 @@ function prepare(droid: WarmDroidSpec | null): void {
  * accepts (the same schema checks it there); a list that is not is left out
  * and noted on stderr, and the turn goes on.
  */
-function sendCatalog(models: unknown): void {
-  const parsed = parseWorkerMessage({ type: 'catalog', models, answeredAt: new Date().toISOString() });
+function sendCatalog(models: unknown, answeredAt: number): void {
+  const parsed = parseWorkerMessage({ type: 'catalog', models, answeredAt: new Date(answeredAt).toISOString() });
   if (parsed.ok) void send(parsed.message);
   else process.stderr.write(`worker: droid's session answer carried no usable model list, not reported (${parsed.problem})\n`);
 }
