@@ -20,7 +20,7 @@ import { WORKER_ENTRY } from '../support/paths.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
 import type { TurnResult, TurnSpec } from '../../src/worker/shared/protocol.js';
 import { startPooledWorker, WarmPool } from '../../src/worker/parent/warm-pool.js';
-import { killGroupAndWait } from '../../src/worker/parent/process-group.js';
+import { killGroupAndWait, runningMembers } from '../../src/worker/parent/process-group.js';
 
 const BWRAP = execFileSync('sh', ['-c', 'command -v bwrap || true'], { encoding: 'utf8' }).trim();
 
@@ -316,6 +316,22 @@ describe('warm pool: life of the pool itself', () => {
     expect(pool.counts.held).toBe(1);
     await pool.close();
     await waitForNoProcesses(tag, 5_000);
+  });
+
+  it('a warm worker holding no droid (a sandboxed pool) leaves nothing in its group from warming its spawn path', async () => {
+    tag = newTag();
+    project(false); // the bed every test here cleans up after
+    const pool = new WarmPool({ size: 1, droid: null, env: { ...process.env, DROID_MCP_TEST_TAG: tag }, workerEntry: WORKER_ENTRY });
+    pools.push(pool);
+    pool.start();
+    const end = Date.now() + 20_000;
+    while (pool.counts.ready !== 1) {
+      if (Date.now() > end) throw new Error(`no warm worker got ready: ${JSON.stringify(pool.counts)}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const pid = pool.pids[0]!;
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(runningMembers(pid)).toEqual([pid]);
   });
 
   it('retires a warm worker past its age bound and replaces it', async () => {

@@ -35,3 +35,22 @@ export function startEarly(run: unknown): EarlyDroid | undefined {
     return undefined;
   }
 }
+
+/**
+ * A process's first spawn is its slowest: in a warm worker `startDroid`
+ * took 6–12 ms the first time and 3–4 ms after (Node's spawn path runs
+ * cold once). A pool worker that will spawn its turn's droid itself (a
+ * sandboxed pool: bwrap's binds are fixed at spawn) pays that while idle,
+ * on one throwaway child started the same way: this Node's `--version`
+ * (it ignores the arguments after), fd 3 written. It ends by itself within
+ * milliseconds, in the worker's group; a failure costs only the saving.
+ */
+export function warmSpawnPath(): void {
+  try {
+    const { child } = startDroid({ droidPath: process.execPath, env: {}, launcher: { command: process.execPath, args: ['--version'], fd3: new Uint8Array(1) } });
+    child.stdout.resume();
+    child.stderr.resume();
+  } catch {
+    // The turn's own spawn is checked and reported as ever.
+  }
+}

@@ -8,7 +8,7 @@ import { toErrorInfo } from '../../droid/errors.js';
 import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../shared/ipc.js';
 import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent } from '../shared/protocol.js';
 import { WARM_IDLE_TITLE, WORKER_TITLE } from '../shared/worker-process.js';
-import { startEarly, type EarlyDroid } from './early-droid.js';
+import { startEarly, warmSpawnPath, type EarlyDroid } from './early-droid.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
 import { spawnWarmDroid, type WarmDroid } from './warm-droid.js';
@@ -101,7 +101,8 @@ function onMessage(raw: unknown): void {
 /**
  * A pool worker gets ready before its turn is known. If its droid dies while
  * it waits, it says so and keeps waiting: the pool drops it (and kills its
- * group); a turn that took it meanwhile simply starts droid cold.
+ * group); a turn that took it meanwhile simply starts droid cold. One
+ * holding no droid (a sandboxed pool's) first warms its spawn path.
  */
 function prepare(droid: WarmDroidSpec | null): void {
   if (running || warmed) {
@@ -121,6 +122,8 @@ function prepare(droid: WarmDroidSpec | null): void {
       void send({ type: 'warm_lost', detail: `could not start a warm droid: ${(err as Error).message}` });
       return;
     }
+  } else {
+    warmSpawnPath();
   }
   void send({ type: 'warm_ready' });
 }
