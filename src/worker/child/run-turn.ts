@@ -58,11 +58,7 @@ interface TurnState {
   budget: BudgetWatch;
   /** Diagnostics of our own (kept with the result). */
   notes: string[];
-  /**
-   * The model list of droid's session answer, not yet reported: checking and
-   * sending it (≈ 8 ms in a fresh worker) waits until the prompt is
-   * submitted or the turn is over, off the path to the first model request.
-   */
+  /** droid's session answer's model list, reported once the prompt is in or the turn is over (checking it: ≈ 8 ms, off the start's path). */
   catalog?: { models: unknown; answeredAt: number };
 }
 
@@ -288,10 +284,7 @@ async function openSession(spec: TurnSpec, client: DroidClient, state: Pick<Turn
   if (loaded.availableModels !== undefined) state.catalog = { models: loaded.availableModels, answeredAt: marks.initialized };
   // A session recorded elsewhere must never run its tools in this workspace.
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
-    throw new DroidError(
-      'resume_cwd_mismatch',
-      'the droid session was recorded in a different working directory than this workspace; nothing was submitted',
-    );
+    throw new DroidError('resume_cwd_mismatch', 'the droid session was recorded in a different working directory than this workspace; nothing was submitted');
   }
   // A follow-up with unchanged settings skips the round trip (measured ≈ 30–130 ms on a busy host).
   await client.updateSettings(settings, loaded.settings);
@@ -302,9 +295,8 @@ async function openSession(spec: TurnSpec, client: DroidClient, state: Pick<Turn
 /** Reports the session answer's model list once, with the time droid answered. */
 function reportCatalog(hooks: Pick<TurnHooks, 'onCatalog'>, state: Pick<TurnState, 'catalog'>): void {
   const catalog = state.catalog;
-  if (catalog === undefined) return;
   state.catalog = undefined;
-  hooks.onCatalog?.(catalog.models, catalog.answeredAt);
+  if (catalog) hooks.onCatalog?.(catalog.models, catalog.answeredAt);
 }
 
 /**
