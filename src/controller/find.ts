@@ -11,7 +11,7 @@ import { ControllerError } from '../shared/public-error.js';
 import { decodeCursor, encodeCursor, invalidCursor, pageLimit } from './history.js';
 import { LABEL_PATTERN } from './metadata.js';
 import type { AgentState } from './views.js';
-import { compareKeys, searchText, SessionIndex, type IndexedSession, type SessionSummary, type SortKey } from './session-index.js';
+import { compareKeys, searchText, SessionIndex, type IndexedSession, type SessionSummary, type SortKey, type WorkspaceScope } from './session-index.js';
 
 export { SessionIndex, type SessionSummary } from './session-index.js';
 
@@ -217,23 +217,27 @@ export function findSessions(
   if (from && (!below || compareKeys(from, below) < 0)) below = from;
 
   const query = f.query === null ? null : compileQuery(f.query);
-  const workspaceDir = f.workspace === null ? null : { dir: f.workspace, below: f.workspace.endsWith('/') ? f.workspace : `${f.workspace}/` };
+  const workspaceDir: WorkspaceScope | null = f.workspace === null ? null : { dir: f.workspace, below: f.workspace.endsWith('/') ? f.workspace : `${f.workspace}/` };
   const page: SessionRecord[] = [];
   let last: SortKey | undefined;
   let more = false;
-  index.scanDescending(below, (entry) => {
-    const { ms, session } = entry;
-    if (f.afterMs !== null && ms < f.afterMs) return false;
-    if (!matches(entry, f, workspaceDir, query, view)) return true;
-    // One match beyond the page proves that a next page exists now.
-    if (page.length === size) {
-      more = true;
-      return false;
-    }
-    page.push(session);
-    last = { ms, id: session.id };
-    return true;
-  });
+  index.scanDescending(
+    below,
+    (entry) => {
+      const { ms, session } = entry;
+      if (f.afterMs !== null && ms < f.afterMs) return false;
+      if (!matches(entry, f, workspaceDir, query, view)) return true;
+      // One match beyond the page proves that a next page exists now.
+      if (page.length === size) {
+        more = true;
+        return false;
+      }
+      page.push(session);
+      last = { ms, id: session.id };
+      return true;
+    },
+    workspaceDir ?? undefined,
+  );
   return { sessions: page, nextCursor: more ? encodeFindCursor(hash, last!) : null };
 }
 
@@ -257,7 +261,7 @@ function compileQuery(lower: string): Query {
 function matches(
   e: IndexedSession,
   f: NormalizedFilters,
-  workspace: { dir: string; below: string } | null,
+  workspace: WorkspaceScope | null,
   query: Query | null,
   view: (s: SessionRecord) => SessionSummary,
 ): boolean {

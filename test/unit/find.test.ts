@@ -109,6 +109,27 @@ describe('SessionIndex', () => {
     expect([...index]).toEqual(sorted);
   });
 
+  it('a workspace filter finds what a scan of every session finds, through every page, after upserts that move sessions in time and between workspaces', () => {
+    // A parent of one, of several and of more workspaces than are merged (17 under /many), siblings sharing a prefix.
+    const workspaces = ['/w/a', '/w/a/sub', '/w/a/sub/deep', '/w/ab', '/w/b', '/x', ...Array.from({ length: 17 }, (_, i) => `/many/${i}`)];
+    const index = new SessionIndex();
+    const latest = new Map<string, SessionRecord>();
+    let x = 11;
+    const next = (n: number) => (x = (x * 1103515245 + 12345) % 2147483648) % n;
+    for (let i = 0; i < 1_500; i++) {
+      const s = session(next(400), { id: `id-${next(300)}`, workspace: workspaces[next(workspaces.length)]!, archived: next(10) === 0 });
+      index.upsert(s);
+      latest.set(s.id, s);
+    }
+    const newestFirst = [...latest.values()].sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt) || (a.id < b.id ? 1 : -1));
+    for (const scope of ['/w/a', '/w/a/', '/w/a/sub', '/w', '/many', '/many/3', '/', '/w/ab', '/nowhere']) {
+      const dir = scope.replace(/\/+$/, '') || '/';
+      const inScope = (ws: string) => ws === dir || ws.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+      const expected = newestFirst.filter((s) => !s.archived && inScope(s.workspace));
+      for (const limit of [1, 7, 100]) expect(ids(allPages(index, { workspace: scope }, limit).flat()), `${scope}, pages of ${limit}`).toEqual(ids(expected));
+    }
+  });
+
   it('keeps a session with a malformed creation time, as the oldest', () => {
     const index = new SessionIndex([session(1), session(2, { createdAt: 'garbage' })]);
     expect(ids([...index])).toEqual(['s-0001', 's-0002']);
