@@ -8,6 +8,7 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, type JSONRPCMessage, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
+import { requestEntry } from '../../src/mcp/http/request-entry.js';
 import { answersAlone, SharedServer } from '../../src/mcp/http/shared-server.js';
 
 const extra = { requestInfo: { headers: {}, url: new URL('http://127.0.0.1:1/mcp') } };
@@ -92,6 +93,37 @@ describe('SharedServer', () => {
     expect(answer.id).toBe(7);
     expect(textOf(answer)).toBe('second');
     expect(shared.pending).toBe(0);
+  });
+
+  it("hands a request to the SDK's request dispatch, past the transport callback that classifies it again; a cancellation still goes through that callback", async () => {
+    // The pinned SDK has the entry; an upgrade that drops it fails here.
+    expect(requestEntry(new Server({ name: 't', version: '0' }, { capabilities: {} }))).toBeTypeOf('function');
+    const bed = heldServer();
+    const shared = new SharedServer(bed.make);
+    const first = shared.answer(call(1, 'first'), extra, new AbortController().signal);
+    await until(() => bed.held.length === 1);
+    bed.held[0]!.answer();
+    await first;
+    const transport = bed.servers[0]!.transport!;
+    const passed: JSONRPCMessage[] = [];
+    const callback = transport.onmessage!;
+    transport.onmessage = (message, info) => {
+      passed.push(message);
+      callback(message, info);
+    };
+    const second = shared.answer(call(2, 'second'), extra, new AbortController().signal);
+    await until(() => bed.held.length === 2);
+    bed.held[1]!.answer();
+    expect(textOf(await second)).toBe('second');
+    expect(passed).toEqual([]);
+
+    const abandoned = new AbortController();
+    const third = shared.answer(call(3, 'third'), extra, abandoned.signal);
+    await until(() => bed.held.length === 3);
+    abandoned.abort(new Error('client gone'));
+    await expect(third).rejects.toThrow('client gone');
+    await until(() => bed.held[2]!.signal.aborted);
+    expect(passed.map((m) => ('method' in m ? m.method : null))).toEqual(['notifications/cancelled']);
   });
 
   it('replaces its server after an abandoned request, closing the old one once its other requests are answered', async () => {

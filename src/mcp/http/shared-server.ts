@@ -20,6 +20,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, JSONRPCRequest, MessageExtraInfo, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { abortReason } from './abort.js';
 import { isAnswer, isRequest, type JsonRpcAnswer } from './json-transport.js';
+import { requestEntry, type RequestEntry } from './request-entry.js';
 
 /** The methods whose handlers read nothing the client declared (capabilities, log level). */
 const SHARED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'tools/list', 'ping']);
@@ -66,7 +67,8 @@ class MultiplexTransport implements Transport {
  */
 interface Generation {
   readonly transport: MultiplexTransport;
-  readonly server: Promise<Server>;
+  /** The server, connected, and where a request is handed to it (request-entry.ts). */
+  readonly server: Promise<{ server: Server; deliver: RequestEntry }>;
 }
 
 export class SharedServer {
@@ -85,11 +87,11 @@ export class SharedServer {
    */
   async answer(request: JSONRPCRequest, extra: MessageExtraInfo, signal: AbortSignal): Promise<JsonRpcAnswer> {
     let generation = this.#generation();
-    await generation.server;
+    let { deliver } = await generation.server;
     // Retired while it connected (another request was abandoned meanwhile): take the next one.
     while (generation !== this.#current) {
       generation = this.#generation();
-      await generation.server;
+      ({ deliver } = await generation.server);
     }
     if (signal.aborted) throw abortReason(signal);
     const { transport } = generation;
@@ -110,7 +112,7 @@ export class SharedServer {
       });
       signal.addEventListener('abort', onAbort, { once: true });
       try {
-        transport.deliver({ ...request, id }, extra);
+        deliver({ ...request, id }, extra);
       } catch (err) {
         transport.waiting.delete(id);
         signal.removeEventListener('abort', onAbort);
@@ -140,7 +142,7 @@ export class SharedServer {
       server: (async () => {
         const server = this.make();
         await server.connect(transport);
-        return server;
+        return { server, deliver: requestEntry(server) ?? ((request, extra) => transport.deliver(request, extra)) };
       })(),
     };
     this.#current = generation;
@@ -166,6 +168,6 @@ export class SharedServer {
   #closeWhenIdle(generation: Generation): void {
     if (generation.transport.waiting.size > 0 || !this.#retiring.delete(generation)) return;
     // Closing aborts whatever still runs (the abandoned handlers) and clears the SDK's per-request maps.
-    void generation.server.then((server) => server.close()).catch(() => undefined);
+    void generation.server.then(({ server }) => server.close()).catch(() => undefined);
   }
 }
