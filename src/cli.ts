@@ -21,6 +21,7 @@ import { ConfigError } from './config/errors.js';
 import { ContextGate } from './mcp/context-gate.js';
 import { relayedLog, type RelayedLog } from './mcp/log-relay.js';
 import { createMcpServer, loadCallPath } from './mcp/server.js';
+import { dispatchRequestsDirectly } from './mcp/request-entry.js';
 import { StoreError } from './store/errors.js';
 import type { Logger } from './util/logger.js';
 import type { Running } from './compose.js';
@@ -153,6 +154,7 @@ async function serveStdio(configPath: string): Promise<void> {
     go();
   };
   await server.connect(transport);
+  dispatchRequestsDirectly(server, transport);
   setTimeout(() => go(), HANDSHAKE_GRACE_MS);
 }
 

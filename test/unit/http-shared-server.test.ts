@@ -8,7 +8,7 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, type JSONRPCMessage, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { requestEntry } from '../../src/mcp/http/request-entry.js';
+import { requestEntry } from '../../src/mcp/request-entry.js';
 import { answersAlone, SharedServer } from '../../src/mcp/http/shared-server.js';
 
 const extra = { requestInfo: { headers: {}, url: new URL('http://127.0.0.1:1/mcp') } };

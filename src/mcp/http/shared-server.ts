@@ -20,7 +20,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, JSONRPCRequest, MessageExtraInfo, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { abortReason } from './abort.js';
 import { isAnswer, isRequest, type JsonRpcAnswer } from './json-transport.js';
-import { requestEntry, type RequestEntry } from './request-entry.js';
+import { requestEntry, type RequestEntry } from '../request-entry.js';
 
 /** The methods whose handlers read nothing the client declared (capabilities, log level). */
 const SHARED_METHODS: ReadonlySet<string> = new Set(['tools/call', 'tools/list', 'ping']);
