@@ -36,5 +36,5 @@ function testDroidPath(): string {
 export const DROID_PATH = testDroidPath();
 /** The built server and worker (`npm run build`). */
 export const SERVER_ENTRY = join(REPO_ROOT, 'dist/src/cli.js');
-export const WORKER_ENTRY = join(REPO_ROOT, 'dist/src/worker/child/main.js');
+export const WORKER_ENTRY = join(REPO_ROOT, 'dist/src/worker/child/main.cjs');
 export const MOCK_DROID = join(REPO_ROOT, 'test/support/mock-droid.mjs');

@@ -4,7 +4,7 @@
  * setup, and the permission answers the real CLI never asks for at `high`.
  */
 import { fork } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { RENAME_SKIPPED, type TurnSpec } from '../../src/worker/shared/protocol.js';
 import { warmPoolOn } from '../support/warm-pool.js';
 import { baseSpec, newTag, runWorkerTurn } from './harness.js';
+import { until } from '../faults/harness.js';
 import { turnTimeline } from '../../src/worker/shared/timeline.js';
 
 
@@ -176,6 +177,36 @@ describe('worker + mock droid faults', () => {
     expect(pidsWithEnvTag(tag).length).toBeGreaterThanOrEqual(3);
     parent.kill('SIGKILL');
     await waitForNoProcesses(tag, 5_000);
+  });
+
+  it('a cold worker starts without NODE_EXTRA_CA_CERTS unless its turn is routed (its Amp preflight opens TLS); droid keeps it', async () => {
+    const caFile = join(dir, 'extra-ca.pem');
+    writeFileSync(caFile, '');
+    const envOf = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
+    const before = process.env.NODE_EXTRA_CA_CERTS;
+    process.env.NODE_EXTRA_CA_CERTS = caFile;
+    try {
+      for (const routed of [false, true]) {
+        const turn = runWorkerTurn(
+          spec({ prompt: '<<mock:silence>>', ...(routed && { replyBack: { url: 'https://ampcode.com/mcp?profile=puck', replyTo: 'T-1' } }) }, { NODE_EXTRA_CA_CERTS: caFile, MOCK_DROID_INIT_DELAY_MS: '3000' }),
+          tag,
+          false,
+        );
+        // Read once the worker's own program runs (before exec, the forked child still has the test's environment).
+        const worker = turn.handle.pid;
+        await until(() => readFileSync(`/proc/${worker}/cmdline`, 'latin1').includes('main.cjs'));
+        await until(() => pidsWithEnvTag(tag).some((pid) => pid !== worker));
+        const droid = pidsWithEnvTag(tag).find((pid) => pid !== worker)!;
+        expect(envOf(worker).includes(`NODE_EXTRA_CA_CERTS=${caFile}`), routed ? 'routed worker' : 'detached worker').toBe(routed);
+        expect(envOf(droid)).toContain(`NODE_EXTRA_CA_CERTS=${caFile}`);
+        turn.handle.cancel();
+        expect((await turn.done).submitted).toBe(false);
+        await waitForNoProcesses(tag, 10_000);
+      }
+    } finally {
+      if (before === undefined) delete process.env.NODE_EXTRA_CA_CERTS;
+      else process.env.NODE_EXTRA_CA_CERTS = before;
+    }
   });
 
   it('a title droid refuses to apply is reported after the result and never changes the outcome', async () => {

@@ -20,9 +20,10 @@ import { makeTurnTmp, type TurnTmp } from '../../sandbox/turn-paths.js';
 import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
 import { turnLaunch } from '../../sandbox/turn-launch.js';
 import { toWireLaunch, type WireLaunch } from '../shared/worker-process.js';
+import { coldWorkerEnv } from './worker-env.js';
 
 /** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
-const WORKER_ENTRY = fileURLToPath(new URL('../child/main.js', import.meta.url));
+const WORKER_ENTRY = fileURLToPath(new URL('../child/main.cjs', import.meta.url));
 /** Invalid IPC messages kept as diagnostics per turn (all are counted). */
 const MAX_IPC_PROBLEMS = 10;
 
@@ -109,7 +110,7 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   const stderr = new TextTail(16_000);
   let child: ChildProcess;
   try {
-    child = options.worker ?? forkWorker(options);
+    child = options.worker ?? forkWorker({ ...options, env: coldWorkerEnv(options.env ?? process.env, spec.replyBack !== undefined) });
   } catch (err) {
     confined?.dispose();
     throw err;
