@@ -31,15 +31,12 @@ const common = {
   format: 'cjs',
   legalComments: 'none',
   logLevel: 'warning',
-};
-await build({
-  ...common,
-  entryPoints: [inPlace('worker.js')],
-  outfile: inPlace('worker.cjs'),
-  // output-schema.ts finds ajv from its own URL.
+  // A module's own URL (output-schema.ts finds ajv from it, load-worker.ts node:crypto).
   define: { 'import.meta.url': '__droidMcpUrl' },
-  banner: { js: "const __droidMcpUrl = require('node:url').pathToFileURL(__filename).href;" },
-});
+  // Strict, as the ES modules it is made of were: the banner comes before esbuild's own directive.
+  banner: { js: "'use strict'; const __droidMcpUrl = require('node:url').pathToFileURL(__filename).href;" },
+};
+await build({ ...common, entryPoints: [inPlace('worker.js')], outfile: inPlace('worker.cjs') });
 // The entry stays small: the worker proper is loaded at run time, from its own bundle.
 await build({ ...common, entryPoints: [inPlace('main.js')], outfile: inPlace('main.cjs') });
 for (const name of ['main.js', 'main.js.map', 'worker.js', 'worker.js.map']) rmSync(inPlace(name), { force: true });

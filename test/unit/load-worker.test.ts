@@ -31,6 +31,11 @@ describe('worker code cache', () => {
     expect(loadFresh(join(dirname(WORKER_ENTRY), 'worker.cjs'), 'runWorker')).toEqual({ cache: 'accepted', exported: 'function' });
   });
 
+  it('both bundles run in strict mode, as the ES modules they are made of', () => {
+    // A directive counts only as the first statement: esbuild's own comes after the banner.
+    for (const name of ['main.cjs', 'worker.cjs']) expect(readFileSync(join(dirname(WORKER_ENTRY), name), 'utf8').startsWith("'use strict';")).toBe(true);
+  });
+
   it('a cache made for the file is accepted; one made for another source is not used; garbage or none still loads it', () => {
     const file = join(dir, 'module.cjs');
     writeFileSync(file, 'exports.answer = function answer() { return 42; };\n');
