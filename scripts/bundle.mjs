@@ -20,7 +20,7 @@
  */
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const inPlace = (name) => fileURLToPath(new URL(`../dist/src/worker/child/${name}`, import.meta.url));
@@ -36,9 +36,19 @@ const common = {
   // Strict, as the ES modules it is made of were: the banner comes before esbuild's own directive.
   banner: { js: "'use strict'; const __droidMcpUrl = require('node:url').pathToFileURL(__filename).href;" },
 };
-await build({ ...common, entryPoints: [inPlace('worker.js')], outfile: inPlace('worker.cjs') });
+/**
+ * A warning means code that would misbehave only at run time (an `import.meta`
+ * field the banner does not supply, say): the build fails instead. So does a
+ * dynamic import(), which a body run by node:vm cannot make.
+ */
+async function bundle(entry, outfile) {
+  const { warnings } = await build({ ...common, entryPoints: [inPlace(entry)], outfile: inPlace(outfile) });
+  if (warnings.length > 0) throw new Error(`bundle: ${outfile}: ${warnings.length} esbuild warning(s), see above`);
+  if (/\bimport\(/.test(readFileSync(inPlace(outfile), 'utf8'))) throw new Error(`bundle: ${outfile} makes a dynamic import()`);
+}
+await bundle('worker.js', 'worker.cjs');
 // The entry stays small: the worker proper is loaded at run time, from its own bundle.
-await build({ ...common, entryPoints: [inPlace('main.js')], outfile: inPlace('main.cjs') });
+await bundle('main.js', 'main.cjs');
 for (const name of ['main.js', 'main.js.map', 'worker.js', 'worker.js.map']) rmSync(inPlace(name), { force: true });
 // A fresh Node without flags, as the runner forks a worker (V8 rejects a cache made under other flags).
 const loader = new URL('../dist/src/worker/child/load-worker.js', import.meta.url).href;

@@ -22,8 +22,8 @@ function loadFresh(file: string, exportName: string): { cache: string; exported:
   return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } })) as { cache: string; exported: string };
 }
 
-function writeCacheFresh(file: string): void {
-  execFileSync(process.execPath, ['--input-type=module', '-e', `(await import(${JSON.stringify(LOADER)})).writeCodeCache(${JSON.stringify(file)})`], { env: { PATH: process.env.PATH ?? '' } });
+function writeCacheFresh(file: string, nodeFlags: string[] = []): void {
+  execFileSync(process.execPath, [...nodeFlags, '--input-type=module', '-e', `(await import(${JSON.stringify(LOADER)})).writeCodeCache(${JSON.stringify(file)})`], { env: { PATH: process.env.PATH ?? '' } });
 }
 
 describe('worker code cache', () => {
@@ -36,22 +36,33 @@ describe('worker code cache', () => {
     for (const name of ['main.cjs', 'worker.cjs']) expect(readFileSync(join(dirname(WORKER_ENTRY), name), 'utf8').startsWith("'use strict';")).toBe(true);
   });
 
-  it('a cache made for the file is accepted; one made for another source is not used; garbage or none still loads it', () => {
+  it('a cache made for the file is accepted; one for other code, damaged, refused by V8 or missing is not used and the file still loads', () => {
     const file = join(dir, 'module.cjs');
-    writeFileSync(file, 'exports.answer = function answer() { return 42; };\n');
+    // Big enough that damaged data would reach V8's deserializer (it aborted the process, unchecked).
+    const body = Array.from({ length: 300 }, (_, i) => `exports.f${i} = function f${i}(x) { return [x, ${i}, 'v${i}'].join('-'); };`).join('\n');
+    writeFileSync(file, `${body}\nexports.answer = function answer() { return 42; };\n`);
     expect(loadFresh(file, 'answer')).toEqual({ cache: 'absent', exported: 'function' });
     writeCacheFresh(file);
     expect(loadFresh(file, 'answer')).toEqual({ cache: 'accepted', exported: 'function' });
-    // Same length: V8 alone would take the old code for it.
-    writeFileSync(file, 'exports.answer = function answer() { return 43; };\n');
+    const made = readFileSync(`${file}.cache`);
+
+    // Damaged data under a header for this code: never handed to V8.
+    const damaged = Buffer.from(made);
+    for (let i = 64 + Math.floor((made.length - 64) / 2); i < Math.min(made.length, 64 + Math.floor((made.length - 64) / 2) + 400); i++) damaged[i] ^= 0x5a;
+    writeFileSync(`${file}.cache`, damaged);
+    expect(loadFresh(file, 'answer')).toEqual({ cache: 'absent', exported: 'function' });
+
+    // Same length, other code: V8 alone would run the old code for it.
+    writeFileSync(`${file}.cache`, made);
+    writeFileSync(file, `${body}\nexports.answer = function answer() { return 43; };\n`);
     expect(loadFresh(file, 'answer')).toEqual({ cache: 'absent', exported: 'function' });
     const answer = `process.stdout.write(String((await import(${JSON.stringify(LOADER)})).loadWithCodeCache(${JSON.stringify(file)}).exports.answer()))`;
     expect(execFileSync(process.execPath, ['--input-type=module', '-e', answer], { encoding: 'utf8' })).toBe('43');
-    // Made for this source, but not V8's: V8 refuses it.
-    writeCacheFresh(file);
-    const made = readFileSync(`${file}.cache`);
-    writeFileSync(`${file}.cache`, Buffer.concat([made.subarray(0, 32), Buffer.alloc(4096, 7)]));
+
+    // Whole and for this code, but made under other V8 flags: V8 refuses it.
+    writeCacheFresh(file, ['--no-lazy-feedback-allocation', '--stack-size=900']);
     expect(loadFresh(file, 'answer')).toEqual({ cache: 'rejected', exported: 'function' });
+
     rmSync(`${file}.cache`);
     expect(loadFresh(file, 'answer')).toEqual({ cache: 'absent', exported: 'function' });
   });

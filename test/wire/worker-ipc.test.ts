@@ -2,7 +2,7 @@
  * IPC messages crossing the worker ↔ controller boundary are validated on
  * both sides: an invalid one is counted and reported, never acted on.
  */
-import { fork } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
 import type { TurnResult } from '../../src/worker/shared/protocol.js';
-import { startWorker } from '../../src/worker/parent/runner.js';
+import { forkWorker, startWorker } from '../../src/worker/parent/runner.js';
 import { WORKER_ENTRY } from '../support/paths.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { baseSpec, newTag } from './harness.js';
@@ -110,6 +110,39 @@ describe('worker side (main)', () => {
     expect(early).toBe('still running');
     child.send({ type: 'ack' });
     expect(await exited).toBe(0);
+  });
+});
+
+describe('worker entry (main.ts): the worker proper is compiled from its build-time code cache', () => {
+  /** Forks a worker, sends a run without a spec, acknowledges the result; its stderr once it has exited. */
+  async function stderrOfRun(child: ChildProcess): Promise<string> {
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.on('message', (m: { type?: string }) => {
+      if (m.type === 'terminal') child.send({ type: 'ack' });
+    });
+    child.send({ type: 'run' });
+    await exited;
+    return stderr;
+  }
+  const env = () => ({ ...process.env, DROID_MCP_TEST_TAG: tag });
+
+  it("a worker forked by the runner uses the cache even when the server runs under V8 flags (the runner passes none on)", async () => {
+    const own = [...process.execArgv];
+    process.execArgv.push('--stack-size=900');
+    let child: ChildProcess;
+    try {
+      child = forkWorker({ workerEntry: WORKER_ENTRY, env: env() });
+    } finally {
+      process.execArgv.splice(0, process.execArgv.length, ...own);
+    }
+    expect(await stderrOfRun(child)).not.toContain('code cache');
+  });
+
+  it('a worker under other V8 flags says it loaded without the cache, and still runs', async () => {
+    const child = fork(WORKER_ENTRY, [], { execArgv: ['--stack-size=900'], env: env(), stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    expect(await stderrOfRun(child)).toContain('worker: loaded without its code cache (rejected)');
   });
 });
 

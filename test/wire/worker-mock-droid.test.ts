@@ -195,8 +195,10 @@ describe('worker + mock droid faults', () => {
         // Read once the worker's own program runs (before exec, the forked child still has the test's environment).
         const worker = turn.handle.pid;
         await until(() => readFileSync(`/proc/${worker}/cmdline`, 'latin1').includes('main.cjs'));
-        await until(() => pidsWithEnvTag(tag).some((pid) => pid !== worker));
-        const droid = pidsWithEnvTag(tag).find((pid) => pid !== worker)!;
+        // The mock droid once it runs its own program (between fork and exec it still has the worker's environment).
+        const isDroid = (pid: number) => pid !== worker && readFileSync(`/proc/${pid}/cmdline`, 'latin1').includes('mock-droid');
+        await until(() => pidsWithEnvTag(tag).some(isDroid));
+        const droid = pidsWithEnvTag(tag).find(isDroid)!;
         expect(envOf(worker).includes(`NODE_EXTRA_CA_CERTS=${caFile}`), routed ? 'routed worker' : 'detached worker').toBe(routed);
         expect(envOf(droid)).toContain(`NODE_EXTRA_CA_CERTS=${caFile}`);
         turn.handle.cancel();

@@ -3,11 +3,17 @@
  * with the V8 code cache the build wrote beside it, and writes that cache.
  * A cold worker loads it while its droid starts, on the same 2 cores: with
  * the cache, loading took ≈ 50 ms of CPU instead of ≈ 75 (most of the rest
- * is zod building its schemas). V8 accepts a cache only for the same source,
- * V8 version and flags; otherwise (or with none) the bundle is compiled as
- * usual, so a stale or foreign cache costs the saving, never the turn.
- * V8 compares only the source's length, so the cache file starts with the
- * SHA-256 of the exact source it was made for, and is used only for that.
+ * is zod building its schemas). Without a usable cache the bundle is
+ * compiled as usual: a stale, foreign or damaged cache costs the saving,
+ * never the turn.
+ *
+ * V8 alone is not enough of a check: it compares only the source's length
+ * (a same-length other source ran the old code) and, on Node 20, not the
+ * data's checksum (damaged data aborted the process in its deserializer).
+ * So the file starts with a header, and its data reaches V8 only when both
+ * digests match: the code's (the exact text compiled, and the Node, V8 and
+ * architecture that made it) and the data's own. V8 still rejects data
+ * made under other flags (`rejected`).
  *
  * Only Node built-ins here: the entry (main.ts) imports this before droid runs.
  */
@@ -16,22 +22,27 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { Script } from 'node:vm';
 
-/** Whether V8 used the cache: `absent` (none, or made for another source) or `rejected` (by V8) mean the bundle was compiled from source. */
+/** Whether V8 used the cache: `absent` (none usable: missing, made for other code, damaged) or `rejected` (by V8) mean the bundle was compiled from source. */
 export type CodeCacheUse = 'accepted' | 'rejected' | 'absent';
 
 const codeCacheOf = (file: string) => `${file}.cache`;
 
 const DIGEST_BYTES = 32;
-/** node:crypto is required here, at the load, not by the entry's first lines: it took ≈ 2 ms, before droid is spawned. */
-function digestOf(source: string): Buffer {
-  const { hash } = createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto');
-  return Buffer.from(hash('sha256', source, 'hex'), 'hex');
+/** The header: the code's digest, then the data's. */
+const HEADER_BYTES = 2 * DIGEST_BYTES;
+
+/** node:crypto is required at the load, not by the entry's first lines: it took ≈ 2 ms, before droid is spawned. */
+function sha256(...parts: Array<string | Buffer>): Buffer {
+  const { createHash } = createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto');
+  const hash = createHash('sha256');
+  for (const part of parts) hash.update(part);
+  return hash.digest();
 }
 
 /** CommonJS's own module wrapper; the first line of the source stays line 1. */
-function compile(file: string, source: string, cachedData?: Buffer): Script {
-  return new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: file, ...(cachedData && { cachedData }) });
-}
+const wrap = (source: string) => `(function (exports, require, module, __filename, __dirname) {${source}\n})`;
+
+const codeDigest = (wrapped: string) => sha256(wrapped, '\0', process.version, '\0', process.versions.v8, '\0', process.arch);
 
 function evaluate(script: Script, file: string): unknown {
   const module = { exports: {} as unknown };
@@ -40,37 +51,39 @@ function evaluate(script: Script, file: string): unknown {
   return module.exports;
 }
 
-/** The V8 data of the file's cache when it was made for exactly this source; otherwise none. */
-function cacheFor(file: string, source: string): Buffer | undefined {
-  let cache: Buffer;
+/** The V8 data of the file's cache when it was made for exactly this code and is whole; otherwise none. Never throws. */
+function cacheFor(file: string, wrapped: string): Buffer | undefined {
   try {
-    cache = readFileSync(codeCacheOf(file));
+    const cache = readFileSync(codeCacheOf(file));
+    if (cache.length <= HEADER_BYTES) return undefined;
+    const data = cache.subarray(HEADER_BYTES);
+    const fits = cache.subarray(0, DIGEST_BYTES).equals(codeDigest(wrapped)) && cache.subarray(DIGEST_BYTES, HEADER_BYTES).equals(sha256(data));
+    return fits ? data : undefined;
   } catch {
     return undefined;
   }
-  return cache.length > DIGEST_BYTES && cache.subarray(0, DIGEST_BYTES).equals(digestOf(source)) ? cache.subarray(DIGEST_BYTES) : undefined;
 }
 
 /** Evaluates a CommonJS file and returns its exports, compiled from its code cache when that fits and V8 accepts it. */
 export function loadWithCodeCache(file: string): { exports: unknown; cache: CodeCacheUse } {
-  const source = readFileSync(file, 'utf8');
-  const cachedData = cacheFor(file, source);
-  const script = compile(file, source, cachedData);
+  const wrapped = wrap(readFileSync(file, 'utf8'));
+  const cachedData = cacheFor(file, wrapped);
+  const script = new Script(wrapped, { filename: file, ...(cachedData && { cachedData }) });
   const exports = evaluate(script, file);
   return { exports, cache: cachedData === undefined ? 'absent' : script.cachedDataRejected === true ? 'rejected' : 'accepted' };
 }
 
 /**
  * Build step: evaluates the file (its modules' top level: what every worker
- * runs) and writes the code V8 compiled for it so far, after the source's
- * digest. Run it in a fresh Node without flags, as a worker is started: V8
+ * runs) and writes the code V8 compiled for it so far, after the header.
+ * Run it in a fresh Node without flags, as the runner forks a worker: V8
  * rejects a cache made under other flags.
  */
 export function writeCodeCache(file: string): number {
-  const source = readFileSync(file, 'utf8');
-  const script = compile(file, source);
+  const wrapped = wrap(readFileSync(file, 'utf8'));
+  const script = new Script(wrapped, { filename: file });
   evaluate(script, file);
   const data = script.createCachedData();
-  writeFileSync(codeCacheOf(file), Buffer.concat([digestOf(source), data]));
+  writeFileSync(codeCacheOf(file), Buffer.concat([codeDigest(wrapped), sha256(data), data]));
   return data.length;
 }

@@ -12,7 +12,7 @@
  * Only Node built-ins and a few small modules are imported here, by design.
  */
 import { POOL_ARG, WARM_IDLE_TITLE } from '../shared/worker-process.js';
-import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { startEarly, type EarlyDroid } from './early-droid.js';
 import { loadWithCodeCache } from './load-worker.js';
 import type { runWorker as RunWorkerFn } from './worker.js';
@@ -23,24 +23,23 @@ const pool = process.argv.includes(POOL_ARG);
 // A pool worker is idle until its turn comes, and says so from its first moment.
 if (pool) process.title = WARM_IDLE_TITLE;
 
-/** Messages that come before the worker proper has loaded, in order: it gets them all. */
-const held: unknown[] = [];
-const hold = (raw: unknown) => void held.push(raw);
-process.on('message', hold);
+// The worker proper is loaded synchronously, so no message can come in between:
+// a cold worker's `run` is the one message it holds.
+if (pool) load([], undefined);
+else process.once('message', (first: unknown) => load([first], startEarly(first)));
 
-if (pool) load(undefined);
-else process.once('message', (first: unknown) => load(startEarly(first)));
-
-function load(early: EarlyDroid | undefined): void {
+function load(held: unknown[], early: EarlyDroid | undefined): void {
   let runWorker: RunWorker;
   try {
-    // Beside this entry in dist/ (process.argv[1]: the file Node was forked with).
-    ({ runWorker } = loadWithCodeCache(join(dirname(process.argv[1]!), 'worker.cjs')).exports as { runWorker: RunWorker });
+    const loaded = loadWithCodeCache(fileURLToPath(new URL('./worker.cjs', import.meta.url)));
+    runWorker = (loaded.exports as { runWorker?: RunWorker }).runWorker!;
+    if (typeof runWorker !== 'function') throw new Error('worker.cjs exports no runWorker');
+    // Not an error (the bundle was compiled from source), but every turn pays for it: the runner keeps this in the stderr tail.
+    if (loaded.cache !== 'accepted') process.stderr.write(`worker: loaded without its code cache (${loaded.cache}): rebuild with this node, and start the server without V8 flags\n`);
   } catch (err) {
     process.stderr.write(`worker: could not load: ${(err as Error).message}\n`);
     early?.started.kill('SIGKILL');
     process.exit(1);
   }
-  process.off('message', hold);
   runWorker(held, early);
 }

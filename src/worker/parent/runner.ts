@@ -62,6 +62,8 @@ export interface WorkerOptions {
 export function forkWorker(options: Pick<WorkerOptions, 'env' | 'workerEntry'> = {}, args: string[] = []): ChildProcess {
   return fork(options.workerEntry ?? WORKER_ENTRY, args, {
     detached: true,
+    // Not the server's own node flags: V8 takes the worker's code cache only under the flags it was built with (none; load-worker.ts).
+    execArgv: [],
     env: options.env ?? process.env,
     // stdout is never inherited: in stdio mode ours carries MCP frames.
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
