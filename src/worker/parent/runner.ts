@@ -22,7 +22,7 @@ import { turnLaunch } from '../../sandbox/turn-launch.js';
 import { toWireLaunch, type WireLaunch } from '../shared/worker-process.js';
 import { coldWorkerEnv } from './worker-env.js';
 
-/** The worker every turn forks: the build bundles it into one file in place (scripts/bundle.mjs). */
+/** The worker every turn forks: its entry, which the build bundles into CommonJS in place (scripts/bundle.mjs). */
 const WORKER_ENTRY = fileURLToPath(new URL('../child/main.cjs', import.meta.url));
 /** Invalid IPC messages kept as diagnostics per turn (all are counted). */
 const MAX_IPC_PROBLEMS = 10;
