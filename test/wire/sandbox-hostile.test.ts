@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpath
 import http from 'node:http';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { droidCatalogFetcher } from '../../src/controller/model-catalog.js';
 import { SYSCALLS, seccompArchOf } from '../../src/sandbox/seccomp.js';
@@ -31,6 +31,7 @@ import { plannedCheckout } from '../../src/worktree/plan.js';
 import { syncBranch } from '../../src/worktree/sync.js';
 import { gitRepo } from '../support/git-repo.js';
 import { script } from '../../src/testbed/scripted-model.js';
+import { WORKER_ENTRY } from '../support/paths.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 
@@ -207,6 +208,27 @@ describe.each(KINDS)("hostile turn: droid's process (a %s session)", (kind) => {
     expect(said).toContain('MEM=errno30'); // EROFS: /proc is mounted read-only
     expect(said).toContain('FD1=errno6'); // ENXIO
     expect(said).not.toContain('TOOK');
+  });
+});
+
+describe("hostile turn: the code every worker runs (a workspace session)", () => {
+  it("the worker's bundles and their code cache in the install cannot be opened for writing, nor a file planted beside them", async () => {
+    const s = await spec('workspace');
+    const bundles = dirname(WORKER_ENTRY);
+    const targets = ['main.cjs', 'worker.cjs', 'worker.cjs.cache', 'planted.cjs'].map((name) => join(bundles, name));
+    const before = targets.map((path) => (existsSync(path) ? createHash('sha256').update(readFileSync(path)).digest('hex') : null));
+    // Opened for appending only: had the sandbox let it through, nothing would be written.
+    const perl = targets.map((path, i) => `my $o${i} = open(my $f${i}, ">>", "${path}"); print "T${i}=", ($o${i} ? "TOOK" : "errno" . ($! + 0)), "\\n";`).join(' ');
+    writeFileSync(join(workspace, 'attack.pl'), perl);
+    s.prompt = `attack ${script({ tool: execute('perl attack.pl') })}`;
+    try {
+      const result = await runWorkerTurn(s, tag).done;
+      expect(result.outcome).toBe('succeeded');
+      for (let i = 0; i < targets.length; i++) expect(result.finalText).toContain(`T${i}=errno30`); // EROFS: the install is under the read-only /
+      expect(targets.map((path) => (existsSync(path) ? createHash('sha256').update(readFileSync(path)).digest('hex') : null))).toEqual(before);
+    } finally {
+      rmSync(targets[3]!, { force: true });
+    }
   });
 });
 

@@ -3,7 +3,7 @@
  * both sides: an invalid one is counted and reported, never acted on.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -209,6 +209,23 @@ describe('worker entry (main.ts): a cold worker spawns droid before it loads its
     const pid = Number(readFileSync(marker, 'utf8'));
     expect(pid).toBeGreaterThan(0);
     expect(alive(pid)).toBe(false);
+  });
+
+  it('a worker whose bundle cannot be loaded kills the droid it started and exits 1', async () => {
+    const ws = workspace();
+    const marker = join(ws, 'early.pid');
+    // The real entry beside a worker bundle that throws as it loads.
+    copyFileSync(WORKER_ENTRY, join(ws, 'main.cjs'));
+    writeFileSync(join(ws, 'worker.cjs'), "throw new Error('broken bundle');\n");
+    const child = fork(join(ws, 'main.cjs'), [], { env: { ...process.env, DROID_MCP_TEST_TAG: tag }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.send({ type: 'run', spec: baseSpec(tag, {}, { workspace: ws }), launch: impostor(ws, marker) });
+    expect(await exited).toBe(1);
+    expect(stderr).toContain('worker: could not load: broken bundle');
+    // The impostor (tagged, `sleep 30`) would outlive a worker that left it.
+    await waitForNoProcesses(tag, 3_000);
   });
 
   it('a launch whose cwd is no longer the directory it names is never spawned', async () => {
