@@ -14,17 +14,20 @@ const LOADER = join(REPO_ROOT, 'dist/src/worker/child/load-worker.js');
 const dir = mkdtempSync(join(tmpdir(), 'load-worker-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Loads `file` in a fresh Node with no flags, as the runner forks a worker: how V8 took the cache, and one export's type. */
-function loadFresh(file: string, exportName: string): { cache: string; exported: string } {
-  const code = `const { loadWithCodeCache } = await import(${JSON.stringify(LOADER)});
-    const { exports, cache } = loadWithCodeCache(${JSON.stringify(file)});
-    process.stdout.write(JSON.stringify({ cache, exported: typeof exports[${JSON.stringify(exportName)}] }));`;
-  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } })) as { cache: string; exported: string };
+/** Runs `body` in a fresh Node with only `nodeFlags` (none: as the runner forks a worker), `loader` bound to load-worker.ts; its stdout. */
+function freshNode(body: string, nodeFlags: string[] = []): string {
+  const code = `const loader = await import(${JSON.stringify(LOADER)}); ${body}`;
+  return execFileSync(process.execPath, [...nodeFlags, '--input-type=module', '-e', code], { encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } });
 }
 
-function writeCacheFresh(file: string, nodeFlags: string[] = []): void {
-  execFileSync(process.execPath, [...nodeFlags, '--input-type=module', '-e', `(await import(${JSON.stringify(LOADER)})).writeCodeCache(${JSON.stringify(file)})`], { env: { PATH: process.env.PATH ?? '' } });
+/** How V8 took `file`'s cache, and one export's type. */
+function loadFresh(file: string, exportName: string): { cache: string; exported: string } {
+  const body = `const { exports, cache } = loader.loadWithCodeCache(${JSON.stringify(file)});
+    process.stdout.write(JSON.stringify({ cache, exported: typeof exports[${JSON.stringify(exportName)}] }));`;
+  return JSON.parse(freshNode(body)) as { cache: string; exported: string };
 }
+
+const writeCacheFresh = (file: string, nodeFlags: string[] = []) => freshNode(`loader.writeCodeCache(${JSON.stringify(file)});`, nodeFlags);
 
 describe('worker code cache', () => {
   it("the build's cache for the worker bundle is accepted by a fresh Node", () => {
@@ -56,8 +59,7 @@ describe('worker code cache', () => {
     writeFileSync(`${file}.cache`, made);
     writeFileSync(file, `${body}\nexports.answer = function answer() { return 43; };\n`);
     expect(loadFresh(file, 'answer')).toEqual({ cache: 'absent', exported: 'function' });
-    const answer = `process.stdout.write(String((await import(${JSON.stringify(LOADER)})).loadWithCodeCache(${JSON.stringify(file)}).exports.answer()))`;
-    expect(execFileSync(process.execPath, ['--input-type=module', '-e', answer], { encoding: 'utf8' })).toBe('43');
+    expect(freshNode(`process.stdout.write(String(loader.loadWithCodeCache(${JSON.stringify(file)}).exports.answer()));`)).toBe('43');
 
     // Whole and for this code, but made under other V8 flags: V8 refuses it.
     writeCacheFresh(file, ['--no-lazy-feedback-allocation', '--stack-size=900']);

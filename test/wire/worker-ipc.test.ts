@@ -113,19 +113,22 @@ describe('worker side (main)', () => {
   });
 });
 
+/** Sends one message to a forked worker, acknowledges its result if one comes; its exit code and stderr once it has exited. */
+async function runToExit(child: ChildProcess, message: Record<string, unknown>): Promise<{ code: number | null; stderr: string }> {
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  child.on('message', (m: { type?: string }) => {
+    if (m.type === 'terminal') child.send({ type: 'ack' });
+  });
+  child.send(message);
+  const code = await exited;
+  return { code, stderr };
+}
+
 describe('worker entry (main.ts): the worker proper is compiled from its build-time code cache', () => {
-  /** Forks a worker, sends a run without a spec, acknowledges the result; its stderr once it has exited. */
-  async function stderrOfRun(child: ChildProcess): Promise<string> {
-    let stderr = '';
-    child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.on('message', (m: { type?: string }) => {
-      if (m.type === 'terminal') child.send({ type: 'ack' });
-    });
-    child.send({ type: 'run' });
-    await exited;
-    return stderr;
-  }
+  /** A run without a spec: the worker loads itself, answers turn_spec_invalid and exits. */
+  const stderrOfRun = async (child: ChildProcess) => (await runToExit(child, { type: 'run' })).stderr;
   const env = () => ({ ...process.env, DROID_MCP_TEST_TAG: tag });
 
   it("a worker forked by the runner uses the cache even when the server runs under V8 flags (the runner passes none on)", async () => {
@@ -218,11 +221,8 @@ describe('worker entry (main.ts): a cold worker spawns droid before it loads its
     copyFileSync(WORKER_ENTRY, join(ws, 'main.cjs'));
     writeFileSync(join(ws, 'worker.cjs'), "throw new Error('broken bundle');\n");
     const child = fork(join(ws, 'main.cjs'), [], { env: { ...process.env, DROID_MCP_TEST_TAG: tag }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
-    let stderr = '';
-    child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    child.send({ type: 'run', spec: baseSpec(tag, {}, { workspace: ws }), launch: impostor(ws, marker) });
-    expect(await exited).toBe(1);
+    const { code, stderr } = await runToExit(child, { type: 'run', spec: baseSpec(tag, {}, { workspace: ws }), launch: impostor(ws, marker) });
+    expect(code).toBe(1);
     expect(stderr).toContain('worker: could not load: broken bundle');
     // The impostor (tagged, `sleep 30`) would outlive a worker that left it.
     await waitForNoProcesses(tag, 3_000);

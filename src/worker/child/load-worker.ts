@@ -32,8 +32,9 @@ const DIGEST_BYTES = 32;
 const HEADER_BYTES = 2 * DIGEST_BYTES;
 
 /** node:crypto is required at the load, not by the entry's first lines: it took ≈ 2 ms, before droid is spawned. */
+let createHash: typeof import('node:crypto').createHash | undefined;
 function sha256(...parts: Array<string | Buffer>): Buffer {
-  const { createHash } = createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto');
+  createHash ??= (createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto')).createHash;
   const hash = createHash('sha256');
   for (const part of parts) hash.update(part);
   return hash.digest();

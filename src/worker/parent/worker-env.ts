@@ -12,11 +12,8 @@
  * spec's `droidEnv`) is not this one and keeps it; so does a pool worker,
  * forked before its turn is known and idle while it boots.
  */
-const READ_AT_BOOT_FOR_TLS = ['NODE_EXTRA_CA_CERTS'];
-
 export function coldWorkerEnv(base: NodeJS.ProcessEnv, opensTls: boolean): NodeJS.ProcessEnv {
-  if (opensTls || !READ_AT_BOOT_FOR_TLS.some((key) => key in base)) return base;
-  const env = { ...base };
-  for (const key of READ_AT_BOOT_FOR_TLS) delete env[key];
+  if (opensTls || !('NODE_EXTRA_CA_CERTS' in base)) return base;
+  const { NODE_EXTRA_CA_CERTS: _readAtBoot, ...env } = base;
   return env;
 }
