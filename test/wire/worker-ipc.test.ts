@@ -214,6 +214,25 @@ describe('worker entry (main.ts): a cold worker spawns droid before it loads its
     expect(alive(pid)).toBe(false);
   });
 
+  it('a worker whose stderr is gone (the controller died) keeps running its turn and stops its droid', async () => {
+    const child = fork(WORKER_ENTRY, [], { env: { ...process.env, DROID_MCP_TEST_TAG: tag }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const started = new Promise<void>((resolve) => child.on('message', (m: { type?: string }) => m.type === 'started' && resolve()));
+    const terminal = new Promise<TurnResult>((resolve) => child.on('message', (m: { type?: string; result?: TurnResult }) => m.type === 'terminal' && resolve(m.result!)));
+    child.send({ type: 'run', spec: baseSpec(tag, {}, { workspace: workspace(), prompt: '<<mock:silence>>' }) });
+    await started;
+    // The read end goes, as when the controller dies: the worker's next stderr line (an invalid message's) meets EPIPE.
+    child.stderr!.destroy();
+    child.send({ type: 'cancel', reason: 'x' });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(child.exitCode).toBeNull();
+    child.send({ type: 'cancel' });
+    expect((await terminal).outcome).toBe('cancelled');
+    child.send({ type: 'ack' });
+    expect(await exited).toBe(0);
+    await waitForNoProcesses(tag, 5_000);
+  });
+
   it('a worker whose bundle cannot be loaded kills the droid it started and exits 1', async () => {
     const ws = workspace();
     const marker = join(ws, 'early.pid');

@@ -19,6 +19,10 @@ import type { runWorker as RunWorkerFn } from './worker.js';
 
 type RunWorker = typeof RunWorkerFn;
 
+// stderr is a pipe to the controller. Once the controller is gone a write to it fails (EPIPE), and
+// that stream error, unhandled, ended this worker before it could stop droid (orphan.ts).
+process.stderr.on('error', () => undefined);
+
 const pool = process.argv.includes(POOL_ARG);
 // A pool worker is idle until its turn comes, and says so from its first moment.
 if (pool) process.title = WARM_IDLE_TITLE;
