@@ -6,11 +6,13 @@
  * Nothing reaches a tool (or reads a body) without the right token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { abortReason } from './abort.js';
 import type { AuthVerdict } from './auth.js';
 import { declaredTooLarge, readBody } from './body.js';
 import { parseEnvelope } from './envelope.js';
 import type { HostAllowlist } from './host-allowlist.js';
 import { exchange, type ExchangeServers } from './exchange.js';
+import { pollRound } from './poll-round.js';
 import { answer, internalError, refuse, type Refusal } from './reply.js';
 import type { Log } from '../../util/logger.js';
 
@@ -71,6 +73,7 @@ function announcesBody(req: IncomingMessage): boolean {
 export function createPipeline(options: PipelineOptions): RequestHandler {
   const { log, limits } = options;
   const tooLarge: Refusal = { ...REFUSALS.tooLarge, message: `Payload Too Large: the body limit is ${limits.maxBodyBytes} bytes` };
+  const endOfPoll = pollRound();
 
   async function handle(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): Promise<void> {
     const target = req.url ?? '';
@@ -118,6 +121,10 @@ export function createPipeline(options: PipelineOptions): RequestHandler {
     };
     res.once('close', onClose);
     try {
+      // With the requests read in the same poll (poll-round.ts). A client that
+      // left meanwhile gets nothing run for it (a batch would run on a lent server).
+      await endOfPoll();
+      if (abort.signal.aborted) throw abortReason(abort.signal);
       const outcome = await exchange(options.servers, {
         url: options.endpoint,
         headers: req.headers,
