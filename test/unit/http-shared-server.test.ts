@@ -9,6 +9,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, type JSONRPCMessage, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { requestEntry } from '../../src/mcp/request-entry.js';
+import { ExchangeEnd } from '../../src/mcp/http/exchange-end.js';
 import { answersAlone, SharedServer } from '../../src/mcp/http/shared-server.js';
 
 const extra = { requestInfo: { headers: {}, url: new URL('http://127.0.0.1:1/mcp') } };
@@ -63,8 +64,8 @@ describe('SharedServer', () => {
   it("answers each request under its caller's id, in whatever order the handlers finish", async () => {
     const bed = heldServer();
     const shared = new SharedServer(bed.make);
-    const signal = new AbortController().signal;
-    const answers = ['a', 'b', 'c'].map((text) => shared.answer(call(1, text), extra, signal));
+    const end = new ExchangeEnd();
+    const answers = ['a', 'b', 'c'].map((text) => shared.answer(call(1, text), extra, end));
     await until(() => bed.held.length === 3);
     for (const held of [...bed.held].reverse()) held.answer();
     const answered = await Promise.all(answers);
@@ -77,15 +78,15 @@ describe('SharedServer', () => {
   it('cancels an abandoned request; its late answer reaches nobody, the next one with the same id gets its own', async () => {
     const bed = heldServer();
     const shared = new SharedServer(bed.make);
-    const abandoned = new AbortController();
-    const first = shared.answer(call(7, 'first'), extra, abandoned.signal);
+    const abandoned = new ExchangeEnd();
+    const first = shared.answer(call(7, 'first'), extra, abandoned);
     await until(() => bed.held.length === 1);
-    abandoned.abort(new Error('client gone'));
+    abandoned.end(new Error('client gone'));
     await expect(first).rejects.toThrow('client gone');
     await until(() => bed.held[0]!.signal.aborted);
     expect(shared.pending).toBe(0);
 
-    const second = shared.answer(call(7, 'second'), extra, new AbortController().signal);
+    const second = shared.answer(call(7, 'second'), extra, new ExchangeEnd());
     await until(() => bed.held.length === 2);
     bed.held[0]!.answer();
     bed.held[1]!.answer();
@@ -100,7 +101,7 @@ describe('SharedServer', () => {
     expect(requestEntry(new Server({ name: 't', version: '0' }, { capabilities: {} }))).toBeTypeOf('function');
     const bed = heldServer();
     const shared = new SharedServer(bed.make);
-    const first = shared.answer(call(1, 'first'), extra, new AbortController().signal);
+    const first = shared.answer(call(1, 'first'), extra, new ExchangeEnd());
     await until(() => bed.held.length === 1);
     bed.held[0]!.answer();
     await first;
@@ -111,16 +112,16 @@ describe('SharedServer', () => {
       passed.push(message);
       callback(message, info);
     };
-    const second = shared.answer(call(2, 'second'), extra, new AbortController().signal);
+    const second = shared.answer(call(2, 'second'), extra, new ExchangeEnd());
     await until(() => bed.held.length === 2);
     bed.held[1]!.answer();
     expect(textOf(await second)).toBe('second');
     expect(passed).toEqual([]);
 
-    const abandoned = new AbortController();
-    const third = shared.answer(call(3, 'third'), extra, abandoned.signal);
+    const abandoned = new ExchangeEnd();
+    const third = shared.answer(call(3, 'third'), extra, abandoned);
     await until(() => bed.held.length === 3);
-    abandoned.abort(new Error('client gone'));
+    abandoned.end(new Error('client gone'));
     await expect(third).rejects.toThrow('client gone');
     await until(() => bed.held[2]!.signal.aborted);
     expect(passed.map((m) => ('method' in m ? m.method : null))).toEqual(['notifications/cancelled']);
@@ -130,15 +131,15 @@ describe('SharedServer', () => {
     const bed = heldServer();
     const shared = new SharedServer(bed.make);
     const servers = bed.servers;
-    const abandoned = new AbortController();
-    const gone = shared.answer(call(1, 'gone'), extra, abandoned.signal);
-    const kept = shared.answer(call(2, 'kept'), extra, new AbortController().signal);
+    const abandoned = new ExchangeEnd();
+    const gone = shared.answer(call(1, 'gone'), extra, abandoned);
+    const kept = shared.answer(call(2, 'kept'), extra, new ExchangeEnd());
     await until(() => bed.held.length === 2);
-    abandoned.abort(new Error('client gone'));
+    abandoned.end(new Error('client gone'));
     await expect(gone).rejects.toThrow('client gone');
 
     // New requests go to a new server; the old one still answers what it holds.
-    const next = shared.answer(call(3, 'next'), extra, new AbortController().signal);
+    const next = shared.answer(call(3, 'next'), extra, new ExchangeEnd());
     await until(() => bed.held.length === 3);
     expect(bed.built()).toBe(2);
     expect(shared.open).toBe(2);
@@ -158,10 +159,10 @@ describe('SharedServer', () => {
     const shared = new SharedServer(bed.make);
     const servers = bed.servers;
     for (let i = 0; i < 3; i++) {
-      const abandoned = new AbortController();
-      const answer = shared.answer(call(1, `hung ${i}`), extra, abandoned.signal);
+      const abandoned = new ExchangeEnd();
+      const answer = shared.answer(call(1, `hung ${i}`), extra, abandoned);
       await until(() => bed.held.length === i + 1);
-      abandoned.abort(new Error('deadline'));
+      abandoned.end(new Error('deadline'));
       await expect(answer).rejects.toThrow('deadline');
     }
     await until(() => servers.every((server) => server.transport === undefined));
@@ -170,12 +171,12 @@ describe('SharedServer', () => {
     expect(bed.held.every((held) => held.signal.aborted)).toBe(true);
   });
 
-  it('refuses at once on a signal that already aborted, running nothing', async () => {
+  it('refuses at once for an exchange that already ended, running nothing', async () => {
     const bed = heldServer();
     const shared = new SharedServer(bed.make);
-    const gone = new AbortController();
-    gone.abort(new Error('too late'));
-    await expect(shared.answer(call(1, 'x'), extra, gone.signal)).rejects.toThrow('too late');
+    const gone = new ExchangeEnd();
+    gone.end(new Error('too late'));
+    await expect(shared.answer(call(1, 'x'), extra, gone)).rejects.toThrow('too late');
     await new Promise<void>((resolve) => setImmediate(resolve));
     expect(bed.held).toHaveLength(0);
     expect(shared.pending).toBe(0);
@@ -188,9 +189,9 @@ describe('SharedServer', () => {
       if (++attempts === 1) throw new Error('injected: first build fails');
       return bed.make();
     });
-    const signal = new AbortController().signal;
-    await expect(shared.answer(call(1, 'x'), extra, signal)).rejects.toThrow('injected: first build fails');
-    const answer = shared.answer(call(1, 'y'), extra, signal);
+    const end = new ExchangeEnd();
+    await expect(shared.answer(call(1, 'x'), extra, end)).rejects.toThrow('injected: first build fails');
+    const answer = shared.answer(call(1, 'y'), extra, end);
     await until(() => bed.held.length === 1);
     bed.held[0]!.answer();
     expect(textOf(await answer)).toBe('y');

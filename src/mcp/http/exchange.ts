@@ -14,7 +14,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { isJsonContentType } from '@modelcontextprotocol/sdk/shared/mediaType.js';
 import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, type MessageExtraInfo, type RequestId } from '@modelcontextprotocol/sdk/types.js';
-import { untilAborted } from './abort.js';
+import { untilEnded, type ExchangeEnd } from './exchange-end.js';
 import { isRequest, JsonExchangeTransport } from './json-transport.js';
 import type { ServerLender } from './idle-servers.js';
 import type { Refusal } from './reply.js';
@@ -31,8 +31,8 @@ export interface McpExchange {
   url: string;
   headers: IncomingHttpHeaders;
   messages: JSONRPCMessage | JSONRPCMessage[];
-  /** Aborts when the caller is gone or the response deadline passed. */
-  signal: AbortSignal;
+  /** Ends early when the caller is gone or the response deadline passed. */
+  end: ExchangeEnd;
 }
 
 export type McpOutcome =
@@ -126,9 +126,9 @@ export async function exchange(servers: ExchangeServers, request: McpExchange): 
     },
   };
   if (!Array.isArray(request.messages) && answersAlone(request.messages)) {
-    return { kind: 'answer', body: JSON.stringify(await servers.shared.answer(request.messages, extra, request.signal)) };
+    return { kind: 'answer', body: JSON.stringify(await servers.shared.answer(request.messages, extra, request.end)) };
   }
-  return lentExchange(servers.lent, messages, admitted.requestIds, batch, extra, request.signal);
+  return lentExchange(servers.lent, messages, admitted.requestIds, batch, extra, request.end);
 }
 
 /** Everything else (initialize, notifications, batches, …) on a server lent to this exchange alone. */
@@ -138,7 +138,7 @@ async function lentExchange(
   requestIds: readonly RequestId[],
   batch: boolean,
   extra: MessageExtraInfo,
-  signal: AbortSignal,
+  end: ExchangeEnd,
 ): Promise<McpOutcome> {
   const server = servers.take();
   // The SDK keeps the level logging/setLevel sets on the server itself: such a server serves no other caller.
@@ -151,7 +151,7 @@ async function lentExchange(
     if (requestIds.length === 0) {
       outcome = { kind: 'accepted' };
     } else {
-      const answers = await untilAborted(transport.answered, signal);
+      const answers = await untilEnded(transport.answered, end);
       // A batch is answered with an array (JSON-RPC 2.0, section 6), even of one.
       outcome = { kind: 'answer', body: JSON.stringify(batch ? answers : answers[0]) };
     }
@@ -168,7 +168,7 @@ async function lentExchange(
         );
       });
     } else {
-      // Aborted or failed: closing now aborts the handlers still running and
+      // Ended early or failed: closing now aborts the handlers still running and
       // forgets every request of this connection; the server is not lent again.
       try {
         await server.close();

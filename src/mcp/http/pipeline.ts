@@ -6,12 +6,12 @@
  * Nothing reaches a tool (or reads a body) without the right token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { abortReason } from './abort.js';
 import type { AuthVerdict } from './auth.js';
 import { declaredTooLarge, readBody } from './body.js';
 import { parseEnvelope } from './envelope.js';
 import type { HostAllowlist } from './host-allowlist.js';
 import { exchange, type ExchangeServers } from './exchange.js';
+import { ExchangeEnd } from './exchange-end.js';
 import { pollRound } from './poll-round.js';
 import { answer, internalError, refuse, type Refusal } from './reply.js';
 import type { Log } from '../../util/logger.js';
@@ -111,25 +111,22 @@ export function createPipeline(options: PipelineOptions): RequestHandler {
       return refused({ status: 400, code: envelope.code, message: envelope.message }, reason, false);
     }
 
-    const abort = new AbortController();
-    const deadline = setTimeout(
-      () => abort.abort(new Error(`no MCP response within ${limits.responseTimeoutMs} ms`)),
-      limits.responseTimeoutMs,
-    );
+    const end = new ExchangeEnd();
+    const deadline = setTimeout(() => end.end(new Error(`no MCP response within ${limits.responseTimeoutMs} ms`)), limits.responseTimeoutMs);
     const onClose = () => {
-      if (!res.writableFinished) abort.abort(new ClientGone());
+      if (!res.writableFinished) end.end(new ClientGone());
     };
     res.once('close', onClose);
     try {
       // With the requests read in the same poll (poll-round.ts). A client that
       // left meanwhile gets nothing run for it (a batch would run on a lent server).
       await endOfPoll();
-      if (abort.signal.aborted) throw abortReason(abort.signal);
+      if (end.reason !== undefined) throw end.reason;
       const outcome = await exchange(options.servers, {
         url: options.endpoint,
         headers: req.headers,
         messages: envelope.messages,
-        signal: abort.signal,
+        end,
       });
       if (outcome.kind === 'refused') return refused(outcome.refusal, outcome.reason, false);
       if (outcome.kind === 'accepted') answer(res, 202);

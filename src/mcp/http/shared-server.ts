@@ -18,7 +18,7 @@
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, JSONRPCRequest, MessageExtraInfo, RequestId } from '@modelcontextprotocol/sdk/types.js';
-import { abortReason } from './abort.js';
+import type { ExchangeEnd } from './exchange-end.js';
 import { isAnswer, isRequest, type JsonRpcAnswer } from './json-transport.js';
 import { requestEntry, type RequestEntry } from '../request-entry.js';
 
@@ -81,11 +81,11 @@ export class SharedServer {
   constructor(private readonly make: () => Server) {}
 
   /**
-   * Answers one request, under the caller's id. Rejects with the signal's
-   * reason when it aborts first; the handler is then cancelled. Handlers see
+   * Answers one request, under the caller's id. Rejects with the end's
+   * reason when the exchange ends first; the handler is then cancelled. Handlers see
    * the internal id as `extra.requestId` (none of ours reads it).
    */
-  async answer(request: JSONRPCRequest, extra: MessageExtraInfo, signal: AbortSignal): Promise<JsonRpcAnswer> {
+  async answer(request: JSONRPCRequest, extra: MessageExtraInfo, end: ExchangeEnd): Promise<JsonRpcAnswer> {
     let generation = this.#generation();
     let { deliver } = await generation.server;
     // Retired while it connected (another request was abandoned meanwhile): take the next one.
@@ -93,29 +93,29 @@ export class SharedServer {
       generation = this.#generation();
       ({ deliver } = await generation.server);
     }
-    if (signal.aborted) throw abortReason(signal);
+    if (end.reason !== undefined) throw end.reason;
     const { transport } = generation;
     const id = ++this.#lastId;
     const callerId: RequestId = request.id;
     return new Promise<JsonRpcAnswer>((resolve, reject) => {
-      const onAbort = () => {
+      const onEnd = (reason: Error) => {
         transport.waiting.delete(id);
         // The reason reaches the handler's signal as this string (a notification carries no Error).
         transport.deliver({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'the HTTP exchange ended' } });
         this.#retire(generation);
-        reject(abortReason(signal));
+        reject(reason);
       };
       transport.waiting.set(id, (answer) => {
-        signal.removeEventListener('abort', onAbort);
+        end.unlisten(onEnd);
         if (generation !== this.#current) this.#closeWhenIdle(generation);
         resolve({ ...answer, id: callerId });
       });
-      signal.addEventListener('abort', onAbort, { once: true });
+      end.listen(onEnd);
       try {
         deliver({ ...request, id }, extra);
       } catch (err) {
         transport.waiting.delete(id);
-        signal.removeEventListener('abort', onAbort);
+        end.unlisten(onEnd);
         reject(err instanceof Error ? err : new Error(String(err)));
       }
     });

@@ -1,0 +1,58 @@
+/**
+ * How the MCP side of an HTTP exchange learns that the exchange ended before
+ * its answer: the client went away, or the response deadline passed.
+ *
+ * An AbortController per request did this before; its EventTarget, signal
+ * and listener records were a tenth of an HTTP status call's CPU (0.080 ->
+ * 0.072 ms with it gone, A/B runs taken in turn). An exchange has one waiter
+ * at a time (the shared server, or a lent server's answers), so this is a
+ * reason and a short list of listeners.
+ */
+export type EndListener = (reason: Error) => void;
+
+export class ExchangeEnd {
+  #reason: Error | undefined;
+  #listeners: EndListener[] | undefined;
+
+  /** Why the exchange ended early, once it has. */
+  get reason(): Error | undefined {
+    return this.#reason;
+  }
+
+  /** Ends the exchange early; the first reason wins, and every listener hears it once. */
+  end(reason: Error): void {
+    if (this.#reason !== undefined) return;
+    this.#reason = reason;
+    const listeners = this.#listeners;
+    this.#listeners = undefined;
+    listeners?.forEach((listener) => listener(reason));
+  }
+
+  /** `listener` hears the early end, if one comes (never once it came: check `reason` first). */
+  listen(listener: EndListener): void {
+    if (this.#reason === undefined) (this.#listeners ??= []).push(listener);
+  }
+
+  unlisten(listener: EndListener): void {
+    const at = this.#listeners?.indexOf(listener) ?? -1;
+    if (at >= 0) this.#listeners!.splice(at, 1);
+  }
+}
+
+/** `work`, or a rejection with the end's reason if the exchange ends first. */
+export function untilEnded<T>(work: Promise<T>, end: ExchangeEnd): Promise<T> {
+  if (end.reason !== undefined) return Promise.reject(end.reason);
+  return new Promise<T>((resolve, reject) => {
+    end.listen(reject);
+    work.then(
+      (value) => {
+        end.unlisten(reject);
+        resolve(value);
+      },
+      (err: unknown) => {
+        end.unlisten(reject);
+        reject(err);
+      },
+    );
+  });
+}
