@@ -122,12 +122,7 @@ export function createPipeline(options: PipelineOptions): RequestHandler {
       // left meanwhile gets nothing run for it (a batch would run on a lent server).
       await endOfPoll();
       if (end.reason !== undefined) throw end.reason;
-      const outcome = await exchange(options.servers, {
-        url: options.endpoint,
-        headers: req.headers,
-        messages: envelope.messages,
-        end,
-      });
+      const outcome = await exchange(options.servers, { url: options.endpoint, headers: req.headers, messages: envelope.messages, end });
       if (outcome.kind === 'refused') return refused(outcome.refusal, outcome.reason, false);
       if (outcome.kind === 'accepted') answer(res, 202);
       else answer(res, 200, outcome.body);
