@@ -5,6 +5,7 @@ import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
 import { currentUid, factoryDirOf, FACTORY_UNBOUND, privateTmpRootIn } from '../shared/host-paths.js';
 import { placementProblems } from './placement.js';
+import { unconfinedPrograms } from './unconfined-programs.js';
 import { checkWorktrees } from './worktrees.js';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
@@ -28,6 +29,9 @@ export interface LoadConfigEnv {
   pathEnv?: string;
   /** droid's `.factory` folder (default: from FACTORY_HOME_OVERRIDE, else HOME). */
   factoryDir?: string;
+  /** droid-mcp's install and the Node executable (default: this process's own; unconfined-programs.ts). */
+  installDir?: string;
+  nodePath?: string;
 }
 
 const INSTALL_HINT =
@@ -91,8 +95,8 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
   const stateDirectory = normalize(file.stateDirectory);
   await checkStateDirectory(configPath, stateDirectory);
   const tokenFile = file.tokenFile !== undefined ? normalize(file.tokenFile) : undefined;
-  await checkPlacement(configPath, { stateDirectory, tokenFile }, approvedDirectories, env);
   const droidPath = await resolveDroid(file, env);
+  await checkPlacement(configPath, { stateDirectory, tokenFile, droidPath }, approvedDirectories, env);
   const sandbox = await resolveSandbox(configPath, file, platform, env);
   return {
     approvedDirectories,
@@ -163,8 +167,13 @@ async function linksIn(factoryDir: string): Promise<Array<{ path: string; target
   return links;
 }
 
-/** The state directory and the token file never where a turn writes (placement.ts). */
-async function checkPlacement(configPath: string, paths: { stateDirectory: string; tokenFile?: string | undefined }, approvedRoots: readonly string[], env: LoadConfigEnv): Promise<void> {
+/** The state directory and the token file never where a turn writes, nor an approved root over what runs unconfined (placement.ts). */
+async function checkPlacement(
+  configPath: string,
+  paths: { stateDirectory: string; tokenFile?: string | undefined; droidPath: string },
+  approvedRoots: readonly string[],
+  env: LoadConfigEnv,
+): Promise<void> {
   const factoryDir = env.factoryDir ?? factoryDirOf({ FACTORY_HOME_OVERRIDE: process.env.FACTORY_HOME_OVERRIDE, HOME: env.home || process.env.HOME });
   const resolved = {
     stateDirectory: await resolveExisting(paths.stateDirectory),
@@ -172,7 +181,17 @@ async function checkPlacement(configPath: string, paths: { stateDirectory: strin
   };
   const resolvedFactory = await resolveExisting(factoryDir);
   const tmpDir = await resolveExisting(tmpdir());
-  const reach = { approvedRoots, factoryDir: resolvedFactory, tmpDir, privateTmpRoot: privateTmpRootIn(tmpDir, currentUid()), factoryLinks: await linksIn(resolvedFactory) };
+  // Both where each is named and where it leads: a turn that can replace a link redirects it as well.
+  const named = unconfinedPrograms(paths.droidPath, { install: env.installDir, node: env.nodePath });
+  const unconfined = (
+    await Promise.all(
+      named.map(async (p) => [
+        { ...p, path: join(await resolveExisting(dirname(p.path)), basename(p.path)) },
+        { ...p, path: await resolveExisting(p.path) },
+      ]),
+    )
+  ).flat();
+  const reach = { approvedRoots, factoryDir: resolvedFactory, tmpDir, privateTmpRoot: privateTmpRootIn(tmpDir, currentUid()), factoryLinks: await linksIn(resolvedFactory), unconfined };
   const problem = placementProblems(resolved, reach)[0];
   if (problem) throw invalid(configPath, problem.key, problem.message);
 }

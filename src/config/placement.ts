@@ -8,7 +8,8 @@
  * at, above or below an approved root, nor in droid's home, nor hold the
  * temp folder. And no approved root may hold droid's home or the temp
  * folder, or lie inside droid's home: a writer turn there could write
- * droid's settings (or rename its home away) and other turns' TMPDIRs.
+ * droid's settings (or rename its home away) and other turns' TMPDIRs. Nor
+ * may one hold what the controller runs unconfined (unconfined-programs.ts).
  * Pure: the caller resolves every path first.
  */
 import { isAtOrBelow, overlaps } from '../util/paths.js';
@@ -24,6 +25,8 @@ export interface Reach {
   privateTmpRoot: string;
   /** Symlinks in droid's home (but its scratch and sessions) and where they resolve. */
   factoryLinks: ReadonlyArray<{ path: string; target: string }>;
+  /** What the controller runs outside every sandbox, resolved. */
+  unconfined: ReadonlyArray<{ what: string; path: string }>;
 }
 
 export interface PlacementProblem {
@@ -41,6 +44,11 @@ export function placementProblems(paths: { stateDirectory: string; tokenFile?: s
       problems.push({ key: 'approvedDirectories', message: `${root} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives: a writer turn there could write other turns' files. Approve project folders only` });
     } else if (overlaps(root, reach.privateTmpRoot)) {
       problems.push({ key: 'approvedDirectories', message: `${root} is ${relation(root, reach.privateTmpRoot)} the sandbox's private temp folder ${reach.privateTmpRoot}, where every turn's TMPDIR and sessions copy live. Approve project folders only` });
+    }
+    for (const program of reach.unconfined) {
+      if (isAtOrBelow(program.path, root)) {
+        problems.push({ key: 'approvedDirectories', message: `${root} holds ${program.what} ${program.path}, which runs outside the sandbox: a writer turn there could rewrite it and have its own code run unconfined. Approve project folders only, or move ${program.what} out of ${root}` });
+      }
     }
     // droid's home is read-only to a turn, but not what its links point at.
     for (const link of reach.factoryLinks) {

@@ -1,9 +1,11 @@
 import { chmod, mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/errors.js';
 import { loadConfig, type LoadConfigEnv } from '../../src/config/load.js';
+import { installRoot } from '../../src/config/unconfined-programs.js';
 import { AMP_MCP_URL, autonomyAtMost, looksFast } from '../../src/config/schema.js';
 import { AUTONOMY_LEVELS as AUTONOMY_ORDER } from '../../src/droid/permission-policy.js';
 
@@ -632,5 +634,44 @@ describe("droid's home may not link into an approved root (placement)", () => {
     await mkdir(join(factory, 'cache'));
     await symlink(root, join(factory, 'cache', 'into-root'));
     expect((await load(base(), { factoryDir: factory })).approvedDirectories).toEqual([root]);
+  });
+});
+
+describe('no approved root holds what the controller runs unconfined (placement)', () => {
+  const expectHolds = (err: ConfigError, what: string, path: string) => {
+    expect(err.key).toBe('approvedDirectories');
+    expect(err.message).toContain(`holds ${what} ${path}, which runs outside the sandbox`);
+  };
+
+  it("refuses a root holding droid-mcp's install or the Node executable, naming it", async () => {
+    const install = join(root, 'tools', 'droid-mcp');
+    await mkdir(install, { recursive: true });
+    expectHolds(await refusal(load(base(), { installDir: install })), "droid-mcp's install", install);
+    await mkdir(join(root, 'node'));
+    const node = await makeExecutable(join(root, 'node', 'node'));
+    expectHolds(await refusal(load(base(), { nodePath: node })), 'the Node.js executable', node);
+    // Beside the root, not in it: accepted.
+    const config = await load(base(), { installDir: join(tmp, 'droid-mcp'), nodePath: join(tmp, 'node') });
+    expect(config.approvedDirectories).toEqual([root]);
+  });
+
+  it('refuses a droid inside a root, reached through a link into it, or named by a link that lies in it', async () => {
+    const inside = await makeExecutable(join(root, 'droid'));
+    expectHolds(await refusal(load(base({ droidPath: inside }))), 'the droid executable', inside);
+    // A link outside the root that leads into it.
+    await symlink(inside, join(tmp, 'droid-link'));
+    expectHolds(await refusal(load(base({ droidPath: join(tmp, 'droid-link') }))), 'the droid executable', inside);
+    // A link inside the root that leads out: the turn can replace the link.
+    await symlink(join(binDir, 'droid'), join(root, 'droid-out'));
+    expectHolds(await refusal(load(base({ droidPath: join(root, 'droid-out') }))), 'the droid executable', join(root, 'droid-out'));
+    // This run's own install and Node lie outside the temp roots: the defaults pass.
+    expect((await load(base({ droidPath: join(binDir, 'droid') }))).droidPath).toBe(join(binDir, 'droid'));
+  });
+});
+
+describe('unconfined programs', () => {
+  it("names this checkout's root (the folder holding package.json and node_modules) as droid-mcp's install", () => {
+    const repository = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+    expect(installRoot()).toBe(repository);
   });
 });
