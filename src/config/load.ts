@@ -4,8 +4,8 @@ import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
 import { currentUid, factoryDirOf, FACTORY_UNBOUND, privateTmpRootIn } from '../shared/host-paths.js';
-import { placementProblems } from './placement.js';
-import { unconfinedPrograms } from './unconfined-programs.js';
+import { placementProblems, unconfinedProblem, type PlacementProblem } from './placement.js';
+import { ownPrograms, pathEntries, pathLocations, type UnconfinedProgram } from './unconfined-programs.js';
 import { checkWorktrees } from './worktrees.js';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
@@ -95,9 +95,8 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
   const stateDirectory = normalize(file.stateDirectory);
   await checkStateDirectory(configPath, stateDirectory);
   const tokenFile = file.tokenFile !== undefined ? normalize(file.tokenFile) : undefined;
-  const droidPath = await resolveDroid(file, env);
-  await checkPlacement(configPath, { stateDirectory, tokenFile, droidPath }, approvedDirectories, env);
-  const sandbox = await resolveSandbox(configPath, file, platform, env);
+  await checkPlacement(configPath, { stateDirectory, tokenFile }, approvedDirectories, env);
+  const { droidPath, sandbox } = await resolveLaunched(configPath, file, platform, env, approvedDirectories);
   return {
     approvedDirectories,
     stateDirectory,
@@ -167,13 +166,8 @@ async function linksIn(factoryDir: string): Promise<Array<{ path: string; target
   return links;
 }
 
-/** The state directory and the token file never where a turn writes, nor an approved root over what runs unconfined (placement.ts). */
-async function checkPlacement(
-  configPath: string,
-  paths: { stateDirectory: string; tokenFile?: string | undefined; droidPath: string },
-  approvedRoots: readonly string[],
-  env: LoadConfigEnv,
-): Promise<void> {
+/** The state directory and the token file never where a turn writes (placement.ts), nor a root over droid-mcp, Node or PATH. */
+async function checkPlacement(configPath: string, paths: { stateDirectory: string; tokenFile?: string | undefined }, approvedRoots: readonly string[], env: LoadConfigEnv): Promise<void> {
   const factoryDir = env.factoryDir ?? factoryDirOf({ FACTORY_HOME_OVERRIDE: process.env.FACTORY_HOME_OVERRIDE, HOME: env.home || process.env.HOME });
   const resolved = {
     stateDirectory: await resolveExisting(paths.stateDirectory),
@@ -181,18 +175,30 @@ async function checkPlacement(
   };
   const resolvedFactory = await resolveExisting(factoryDir);
   const tmpDir = await resolveExisting(tmpdir());
-  // Both where each is named and where it leads: a turn that can replace a link redirects it as well.
-  const named = unconfinedPrograms(paths.droidPath, { install: env.installDir, node: env.nodePath });
-  const unconfined = (
-    await Promise.all(
-      named.map(async (p) => [
-        { ...p, path: join(await resolveExisting(dirname(p.path)), basename(p.path)) },
-        { ...p, path: await resolveExisting(p.path) },
-      ]),
-    )
-  ).flat();
-  const reach = { approvedRoots, factoryDir: resolvedFactory, tmpDir, privateTmpRoot: privateTmpRootIn(tmpDir, currentUid()), factoryLinks: await linksIn(resolvedFactory), unconfined };
+  const reach = { approvedRoots, factoryDir: resolvedFactory, tmpDir, privateTmpRoot: privateTmpRootIn(tmpDir, currentUid()), factoryLinks: await linksIn(resolvedFactory) };
   const problem = placementProblems(resolved, reach)[0];
+  if (problem) throw invalid(configPath, problem.key, problem.message);
+  const own = ownPrograms({ install: env.installDir, node: env.nodePath });
+  await checkUnconfined(configPath, approvedRoots, [...own, ...pathEntries(env.pathEnv ?? process.env.PATH ?? '')]);
+}
+
+/** droid, and bwrap when turns run in it, neither in an approved root. */
+async function resolveLaunched(configPath: string, file: ConfigFile, platform: NodeJS.Platform, env: LoadConfigEnv, approvedRoots: readonly string[]): Promise<Pick<Config, 'droidPath' | 'sandbox'>> {
+  const droidPath = await resolveDroid(file, env);
+  const sandbox = await resolveSandbox(configPath, file, platform, env);
+  const bwrap = sandbox.mode === 'bwrap' ? sandbox.bwrapPath : null;
+  const launched = [{ what: 'the droid executable', path: droidPath }, ...(bwrap === null ? [] : [{ what: 'the bwrap executable', path: bwrap }])];
+  await checkUnconfined(configPath, approvedRoots, launched);
+  return { droidPath, sandbox };
+}
+
+/** The refusal when an approved root (canonical) holds one of `programs` or a link on the way to it (unconfined-programs.ts). */
+export async function unconfinedIn(approvedRoots: readonly string[], programs: readonly UnconfinedProgram[]): Promise<PlacementProblem | null> {
+  return unconfinedProblem(approvedRoots, await Promise.all(programs.map(async (p) => ({ ...p, locations: await pathLocations(p.path) }))));
+}
+
+async function checkUnconfined(configPath: string, approvedRoots: readonly string[], programs: readonly UnconfinedProgram[]): Promise<void> {
+  const problem = await unconfinedIn(approvedRoots, programs);
   if (problem) throw invalid(configPath, problem.key, problem.message);
 }
 

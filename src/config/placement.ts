@@ -25,8 +25,6 @@ export interface Reach {
   privateTmpRoot: string;
   /** Symlinks in droid's home (but its scratch and sessions) and where they resolve. */
   factoryLinks: ReadonlyArray<{ path: string; target: string }>;
-  /** What the controller runs outside every sandbox, resolved. */
-  unconfined: ReadonlyArray<{ what: string; path: string }>;
 }
 
 export interface PlacementProblem {
@@ -44,11 +42,6 @@ export function placementProblems(paths: { stateDirectory: string; tokenFile?: s
       problems.push({ key: 'approvedDirectories', message: `${root} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives: a writer turn there could write other turns' files. Approve project folders only` });
     } else if (overlaps(root, reach.privateTmpRoot)) {
       problems.push({ key: 'approvedDirectories', message: `${root} is ${relation(root, reach.privateTmpRoot)} the sandbox's private temp folder ${reach.privateTmpRoot}, where every turn's TMPDIR and sessions copy live. Approve project folders only` });
-    }
-    for (const program of reach.unconfined) {
-      if (isAtOrBelow(program.path, root)) {
-        problems.push({ key: 'approvedDirectories', message: `${root} holds ${program.what} ${program.path}, which runs outside the sandbox: a writer turn there could rewrite it and have its own code run unconfined. Approve project folders only, or move ${program.what} out of ${root}` });
-      }
     }
     // droid's home is read-only to a turn, but not what its links point at.
     for (const link of reach.factoryLinks) {
@@ -72,6 +65,28 @@ export function placementProblems(paths: { stateDirectory: string; tokenFile?: s
     if (isAtOrBelow(token, reach.factoryDir)) problems.push({ key: 'tokenFile', message: `${token} is inside droid's home ${reach.factoryDir}, which turns write. ${move}` });
   }
   return problems;
+}
+
+/**
+ * The first approved root that holds a place one of `programs` passes
+ * through (unconfined-programs.ts `pathLocations`), as a refusal.
+ */
+export function unconfinedProblem(
+  approvedRoots: readonly string[],
+  programs: ReadonlyArray<{ what: string; path: string; locations: readonly string[] }>,
+): PlacementProblem | null {
+  for (const root of approvedRoots) {
+    for (const program of programs) {
+      const inside = program.locations.find((location) => isAtOrBelow(location, root));
+      if (inside === undefined) continue;
+      const via = inside === program.path ? '' : ` (through ${inside})`;
+      return {
+        key: 'approvedDirectories',
+        message: `${root} holds ${program.what} ${program.path}${via}, which runs outside the sandbox: a writer turn there could rewrite it and have its own code run unconfined. Approve project folders only, or move ${program.what} out of ${root}`,
+      };
+    }
+  }
+  return null;
 }
 
 function relation(path: string, dir: string): string {

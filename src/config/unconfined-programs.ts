@@ -1,18 +1,21 @@
 /**
  * What the controller runs outside every sandbox: droid-mcp's own install
  * (its code and node_modules, which the controller and every worker load),
- * Node, and droid (its version probe and the operator's commands run it
- * unconfined). A writer turn whose approved root holds one of them can
- * rewrite it, and the next worker (or start) runs the turn's code
- * unconfined: measured, a bwrap turn appended to the worker bundle of an
- * install inside its root, and the next worker wrote a file outside.
+ * Node, bwrap (which starts every turn), droid (its version probe and the
+ * operator's commands run it unconfined), and whatever it finds by name on
+ * PATH (git, tar, …). A writer turn whose approved root holds one of them,
+ * or a link on the way to one, can rewrite it, and the controller runs the
+ * turn's code unconfined: measured, a bwrap turn appended to the worker
+ * bundle of an install inside its root, and the next worker wrote a file
+ * outside.
  */
 import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { lstat, readlink } from 'node:fs/promises';
+import { dirname, isAbsolute, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export interface UnconfinedProgram {
-  /** How the refusal names it. */
+  /** How a refusal names it. */
   what: string;
   path: string;
 }
@@ -26,11 +29,59 @@ export function installRoot(): string {
   }
 }
 
-/** Unresolved; the caller resolves each path. `install` and `node` default to this process's own. */
-export function unconfinedPrograms(droidPath: string, over: { install?: string | undefined; node?: string | undefined } = {}): UnconfinedProgram[] {
+/** The controller's own: its install (as found from this module and as started), and Node. */
+export function ownPrograms(over: { install?: string | undefined; node?: string | undefined } = {}): UnconfinedProgram[] {
+  const started = process.argv[1];
   return [
     { what: "droid-mcp's install", path: over.install ?? installRoot() },
+    ...(over.install === undefined && started !== undefined && isAbsolute(started) ? [{ what: "droid-mcp's install", path: dirname(started) }] : []),
     { what: 'the Node.js executable', path: over.node ?? process.execPath },
-    { what: 'the droid executable', path: droidPath },
   ];
+}
+
+/** Absolute PATH entries: a program planted in one runs wherever the controller or its commands call it by name. */
+export function pathEntries(pathEnv: string): UnconfinedProgram[] {
+  return pathEnv
+    .split(':')
+    .filter((dir) => dir !== '' && isAbsolute(dir))
+    .map((dir) => ({ what: 'the PATH entry', path: dir }));
+}
+
+/** Symbolic links followed on the way to a file; the kernel stops at 40. */
+const MAX_LINKS = 40;
+
+/**
+ * Every place an absolute path passes through on its way to its file: each
+ * symbolic link met (where the link itself lies, in its resolved folder),
+ * and where it ends. A turn that can write any of them can redirect the
+ * path. Parts that do not exist end the walk as they are named.
+ */
+export async function pathLocations(path: string): Promise<string[]> {
+  const locations: string[] = [];
+  let dir: string = sep;
+  const parts = path.split(sep).filter((p) => p !== '' && p !== '.');
+  for (let links = 0; parts.length > 0; ) {
+    const part = parts.shift()!;
+    if (part === '..') {
+      dir = dirname(dir);
+      continue;
+    }
+    const next = join(dir, part);
+    const stat = await lstat(next).catch(() => null);
+    if (stat === null) {
+      locations.push(join(next, ...parts));
+      return locations;
+    }
+    if (!stat.isSymbolicLink()) {
+      dir = next;
+      continue;
+    }
+    locations.push(next);
+    if (++links > MAX_LINKS) return locations;
+    const target = await readlink(next);
+    if (isAbsolute(target)) dir = sep;
+    parts.unshift(...target.split(sep).filter((p) => p !== '' && p !== '.'));
+  }
+  locations.push(dir);
+  return locations;
 }

@@ -10,7 +10,7 @@ import { readFile, realpath, stat } from 'node:fs/promises';
 import { createServer, connect } from 'node:net';
 import { join } from 'node:path';
 import { ConfigError } from '../config/errors.js';
-import { loadConfig, resolveDroid } from '../config/load.js';
+import { loadConfig, resolveDroid, unconfinedIn } from '../config/load.js';
 import { looksFast, type ConfigFile } from '../config/schema.js';
 import { readTokenFile } from '../config/token.js';
 import { droidCatalogFetcher, visibleModels } from '../controller/model-catalog.js';
@@ -100,6 +100,10 @@ async function checkConfig(configPath: string): Promise<{ file: ConfigFile | nul
 async function checkDroid(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; path: string | null }> {
   try {
     const droidPath = await resolveDroid(file, { pathEnv: env.PATH ?? '', home: env.HOME ?? '' });
+    // Never run a droid a turn could have rewritten: --version runs outside the sandbox.
+    const roots = await Promise.all(file.approvedDirectories.map((dir) => realpath(dir).catch(() => dir)));
+    const misplaced = await unconfinedIn(roots, [{ what: 'the droid executable', path: droidPath }]);
+    if (misplaced) return { check: fail('droid', `${droidPath} was not run: ${misplaced.message}`, 'Move droid out of every approved root (or approve another folder), then run doctor again.'), path: null };
     const version = await droidVersion(droidPath, env);
     return { check: version ? ok('droid', `${droidPath}, version ${version}`) : fail('droid', `${droidPath} did not answer --version`, 'Reinstall the droid CLI for the service user.'), path: droidPath };
   } catch (err) {

@@ -207,6 +207,14 @@ describe('droid-mcp doctor', () => {
     expect(byName(noDroid, 'droid')[0]).toMatchObject({ status: 'fail', action: expect.stringContaining('Install the droid CLI') });
     expect(byName(noDroid, 'default model')[0]).toMatchObject({ status: 'warn', detail: expect.stringContaining('not checked') });
 
+    // A droid in an approved root is never run: a turn could have rewritten it, and --version runs unconfined.
+    const planted = join(approved, 'droid');
+    writeFileSync(planted, `#!/bin/sh\ntouch ${join(tmp, 'planted-droid-ran')}\necho 0.0.0\n`, { mode: 0o755 });
+    const misplaced = await doctor(goodConfig({ droidPath: planted }), { env: serviceEnv(), factoryReachable: async () => false });
+    expect(byName(misplaced, 'droid')[0]).toMatchObject({ status: 'fail', detail: expect.stringContaining(`${planted} was not run`) });
+    expect(existsSync(join(tmp, 'planted-droid-ran'))).toBe(false);
+    rmSync(planted);
+
     const unparsable = join(etc, 'bad.json');
     writeFileSync(unparsable, '{"approvedDirectories": [', { mode: 0o600 });
     const bad = await runCli(['doctor', '--config', unparsable], serviceEnv());

@@ -638,34 +638,49 @@ describe("droid's home may not link into an approved root (placement)", () => {
 });
 
 describe('no approved root holds what the controller runs unconfined (placement)', () => {
-  const expectHolds = (err: ConfigError, what: string, path: string) => {
+  const expectHolds = (err: ConfigError, what: string, path: string, through?: string) => {
     expect(err.key).toBe('approvedDirectories');
-    expect(err.message).toContain(`holds ${what} ${path}, which runs outside the sandbox`);
+    expect(err.message).toContain(`holds ${what} ${path}${through === undefined ? '' : ` (through ${through})`}, which runs outside the sandbox`);
   };
 
-  it("refuses a root holding droid-mcp's install or the Node executable, naming it", async () => {
+  it("refuses a root holding droid-mcp's install, the Node executable or a PATH entry, naming it", async () => {
     const install = join(root, 'tools', 'droid-mcp');
     await mkdir(install, { recursive: true });
     expectHolds(await refusal(load(base(), { installDir: install })), "droid-mcp's install", install);
     await mkdir(join(root, 'node'));
     const node = await makeExecutable(join(root, 'node', 'node'));
     expectHolds(await refusal(load(base(), { nodePath: node })), 'the Node.js executable', node);
+    // A program planted there would run wherever the controller calls one by name.
+    expectHolds(await refusal(load(base(), { pathEnv: `${binDir}:${join(root, 'node')}` })), 'the PATH entry', join(root, 'node'));
     // Beside the root, not in it: accepted.
     const config = await load(base(), { installDir: join(tmp, 'droid-mcp'), nodePath: join(tmp, 'node') });
     expect(config.approvedDirectories).toEqual([root]);
   });
 
-  it('refuses a droid inside a root, reached through a link into it, or named by a link that lies in it', async () => {
+  it('refuses a droid in a root, or any link on the way to it that lies in one, wherever in the path', async () => {
     const inside = await makeExecutable(join(root, 'droid'));
     expectHolds(await refusal(load(base({ droidPath: inside }))), 'the droid executable', inside);
     // A link outside the root that leads into it.
     await symlink(inside, join(tmp, 'droid-link'));
-    expectHolds(await refusal(load(base({ droidPath: join(tmp, 'droid-link') }))), 'the droid executable', inside);
+    expectHolds(await refusal(load(base({ droidPath: join(tmp, 'droid-link') }))), 'the droid executable', join(tmp, 'droid-link'), inside);
     // A link inside the root that leads out: the turn can replace the link.
     await symlink(join(binDir, 'droid'), join(root, 'droid-out'));
     expectHolds(await refusal(load(base({ droidPath: join(root, 'droid-out') }))), 'the droid executable', join(root, 'droid-out'));
-    // This run's own install and Node lie outside the temp roots: the defaults pass.
+    // A folder on the way that is a link in the root (the last part is not a link).
+    await symlink(binDir, join(root, 'tools'));
+    expectHolds(await refusal(load(base({ droidPath: join(root, 'tools', 'droid') }))), 'the droid executable', join(root, 'tools', 'droid'), join(root, 'tools'));
+    // A link outside whose target is a relative link chain through the root.
+    await symlink(join('root', 'tools', 'droid'), join(tmp, 'chain'));
+    expectHolds(await refusal(load(base({ droidPath: join(tmp, 'chain') }))), 'the droid executable', join(tmp, 'chain'), join(root, 'tools'));
     expect((await load(base({ droidPath: join(binDir, 'droid') }))).droidPath).toBe(join(binDir, 'droid'));
+  });
+
+  it('refuses a bwrap in a root, and still reports a misplaced state directory first when droid is missing (init relies on it)', async () => {
+    const bwrap = await makeExecutable(join(root, 'bwrap'));
+    expectHolds(await refusal(load(base({ bwrapPath: bwrap }))), 'the bwrap executable', bwrap);
+    await mkdir(join(root, 'state'), { mode: 0o700 });
+    const err = await refusal(load(base({ stateDirectory: join(root, 'state') }), { pathEnv: join(tmp, 'empty') }));
+    expect(err.key).toBe('stateDirectory');
   });
 });
 
