@@ -37,3 +37,21 @@ describe('ExchangeEnd', () => {
     await expect(waiting).rejects.toThrow('client gone');
   });
 });
+
+describe('ExchangeEnd, listeners that act on each other', () => {
+  it('skips a listener an earlier one stopped, and one that throws keeps no other from hearing; its error comes after', () => {
+    const end = new ExchangeEnd();
+    const heard: string[] = [];
+    const second = () => heard.push('second');
+    end.listen(() => {
+      heard.push('first');
+      end.unlisten(second);
+      throw new Error('first failed');
+    });
+    end.listen(second);
+    end.listen(() => heard.push('third'));
+    expect(() => end.end(new Error('client gone'))).toThrow('first failed');
+    expect(heard).toEqual(['first', 'third']);
+    expect(end.reason?.message).toBe('client gone');
+  });
+});

@@ -118,9 +118,11 @@ export function createPipeline(options: PipelineOptions): RequestHandler {
     };
     res.once('close', onClose);
     try {
-      // With the requests read in the same poll (poll-round.ts). A client that
-      // left meanwhile gets nothing run for it (a batch would run on a lent server).
+      // With the requests read in the same poll (poll-round.ts). A client that left
+      // meanwhile gets nothing run for it: a reset read in that poll has destroyed
+      // the socket already, though its 'close' comes only after this check phase.
       await endOfPoll();
+      if (req.socket.destroyed) end.end(new ClientGone());
       if (end.reason !== undefined) throw end.reason;
       const outcome = await exchange(options.servers, { url: options.endpoint, headers: req.headers, messages: envelope.messages, end });
       if (outcome.kind === 'refused') return refused(outcome.refusal, outcome.reason, false);
