@@ -404,7 +404,7 @@ describe('admission', () => {
 
 describe('sandbox', () => {
   it('a bwrap that cannot run is reported by list_workspaces, and every create and catalog read is refused sandbox_unavailable with zero model requests', async () => {
-    server = await ctx.start({ bwrapPath: join(ctx.root, 'no-such-bwrap') });
+    server = await ctx.start({ bwrapPath: join(ctx.root, '..', 'no-such-bwrap') });
     const ws = await server.ok<{ policy: { sandbox: { mode: string; available: boolean; detail: string } } }>('droid_list_workspaces');
     expect(ws.policy.sandbox).toMatchObject({ mode: 'bwrap', available: false, detail: expect.stringContaining('bwrap') });
     const before = ctx.bed.model.requests.length;
