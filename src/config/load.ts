@@ -5,7 +5,7 @@ import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
 import { currentUid, factoryDirOf, FACTORY_UNBOUND, privateTmpRootIn } from '../shared/host-paths.js';
 import { placementProblems, unconfinedProblem, type PlacementProblem } from './placement.js';
-import { ownPrograms, pathEntries, pathLocations, type UnconfinedProgram } from './unconfined-programs.js';
+import { ownPrograms, pathLocations, type UnconfinedProgram } from './unconfined-programs.js';
 import { checkWorktrees } from './worktrees.js';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
@@ -178,8 +178,9 @@ async function checkPlacement(configPath: string, paths: { stateDirectory: strin
   const reach = { approvedRoots, factoryDir: resolvedFactory, tmpDir, privateTmpRoot: privateTmpRootIn(tmpDir, currentUid()), factoryLinks: await linksIn(resolvedFactory) };
   const problem = placementProblems(resolved, reach)[0];
   if (problem) throw invalid(configPath, problem.key, problem.message);
-  const own = ownPrograms({ install: env.installDir, node: env.nodePath });
-  await checkUnconfined(configPath, approvedRoots, [...own, ...pathEntries(env.pathEnv ?? process.env.PATH ?? '')]);
+  // A program planted in a PATH entry runs wherever the controller or its commands call it by name.
+  const onPath = pathDirs(env).map((dir) => ({ what: 'the PATH entry', path: dir }));
+  await checkUnconfined(configPath, approvedRoots, [...ownPrograms({ install: env.installDir, node: env.nodePath }), ...onPath]);
 }
 
 /** droid, and bwrap when turns run in it, neither in an approved root. */
@@ -229,13 +230,14 @@ async function resolveSandbox(configPath: string, file: ConfigFile, platform: No
   return { mode: 'bwrap', bwrapPath: null };
 }
 
-/** Absolute PATH entries joined with `name` (relative ones would depend on the controller's cwd). */
+/** The absolute PATH entries (relative ones would depend on the controller's cwd). */
+function pathDirs(env: LoadConfigEnv): string[] {
+  return (env.pathEnv ?? process.env.PATH ?? '').split(':').filter((dir) => dir !== '' && isAbsolute(dir));
+}
+
+/** Absolute PATH entries joined with `name`. */
 function pathCandidates(env: LoadConfigEnv, name: string): string[] {
-  const pathEnv = env.pathEnv ?? process.env.PATH ?? '';
-  return pathEnv
-    .split(':')
-    .filter((dir) => dir !== '' && isAbsolute(dir))
-    .map((dir) => join(dir, name));
+  return pathDirs(env).map((dir) => join(dir, name));
 }
 
 async function readConfigJson(configPath: string): Promise<unknown> {

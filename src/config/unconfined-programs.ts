@@ -39,14 +39,6 @@ export function ownPrograms(over: { install?: string | undefined; node?: string 
   ];
 }
 
-/** Absolute PATH entries: a program planted in one runs wherever the controller or its commands call it by name. */
-export function pathEntries(pathEnv: string): UnconfinedProgram[] {
-  return pathEnv
-    .split(':')
-    .filter((dir) => dir !== '' && isAbsolute(dir))
-    .map((dir) => ({ what: 'the PATH entry', path: dir }));
-}
-
 /** Symbolic links followed on the way to a file; the kernel stops at 40. */
 const MAX_LINKS = 40;
 

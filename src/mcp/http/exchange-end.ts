@@ -28,7 +28,9 @@ export class ExchangeEnd {
     if (this.#reason !== undefined) return;
     this.#reason = reason;
     let failure: { error: unknown } | undefined;
-    for (let listener = this.#listeners?.shift(); listener !== undefined; listener = this.#listeners?.shift()) {
+    // Taken one at a time from the live list, so one an earlier listener stopped is gone by its turn.
+    while (this.#listeners?.length) {
+      const listener = this.#listeners.shift()!;
       try {
         listener(reason);
       } catch (error) {
