@@ -3,6 +3,9 @@
  *  - bare cold droid: spawn in the workspace → initialize_session →
  *    add_user_message → the turn's first request at the scripted model (the
  *    floor every variant is compared with);
+ *  - the same bare droid with a cold Node worker starting beside it (not
+ *    judged): what a worker's start costs droid's when they overlap whole
+ *    (bareDroid);
  *  - the server, `droid_create_session` called → the turn's first model
  *    request, for each of: warm pool off / on, sandbox off / bwrap. With the
  *    sandbox off the pool holds a pre-spawned droid; under bwrap only the
@@ -26,7 +29,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { recordGoal } from './goals.js';
 import { DroidClient } from '../src/droid/client.js';
-import { startWorker } from '../src/worker/parent/runner.js';
+import { forkWorker, startWorker } from '../src/worker/parent/runner.js';
+import { coldWorkerEnv } from '../src/worker/parent/worker-env.js';
+import { POOL_ARG } from '../src/worker/shared/worker-process.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { messageText, script } from '../src/testbed/scripted-model.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
@@ -60,11 +65,33 @@ export async function modelRequestWith(bed: DroidBed, marker: string, timeoutMs 
 
 const marker = (what: string) => `${what}-${Math.random().toString(36).slice(2)}`;
 
-async function bareDroid(bed: DroidBed, ws: string): Promise<{ ms: number; stages: StageOffsets }> {
+/**
+ * `besideNode`: a fresh worker process is forked right after droid is spawned
+ * and loads the worker's bundle as a cold worker does (a pool worker's start:
+ * main.ts, with no turn to run), then is killed once droid's turn has reached
+ * the model. What a worker's start costs droid when the two overlap whole,
+ * as they would if droid were spawned before the worker rather than by it
+ * (docs/ARCHITECTURE.md, "A cold turn's start"): on this 2-core host droid's
+ * boot slows by about what the earlier spawn gains.
+ */
+async function bareDroid(bed: DroidBed, ws: string, besideNode = false): Promise<{ ms: number; stages: StageOffsets }> {
   const m = marker('bare');
   const t0 = epochMs();
   const client = DroidClient.spawn({ droidPath: bed.droidPath, env: bed.home.env, cwd: ws });
   const stages: StageOffsets = { droid_spawned: epochMs() - t0 };
+  const worker = besideNode ? forkWorker({ env: coldWorkerEnv(process.env, false), workerEntry: WORKER_ENTRY }, [POOL_ARG]) : undefined;
+  try {
+    return await bareTurn(bed, client, ws, m, t0, stages);
+  } finally {
+    if (worker?.pid !== undefined && worker.exitCode === null && worker.signalCode === null) {
+      const gone = new Promise((resolve) => worker.once('exit', resolve));
+      process.kill(-worker.pid, 'SIGKILL');
+      await gone;
+    }
+  }
+}
+
+async function bareTurn(bed: DroidBed, client: DroidClient, ws: string, m: string, t0: number, stages: StageOffsets): Promise<{ ms: number; stages: StageOffsets }> {
   await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
   stages.initialized = epochMs() - t0;
   stages.submit_sent = stages.initialized;
@@ -243,6 +270,7 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
   ];
   const bare: number[] = [];
   const bareStages: StageOffsets[] = [];
+  const besideNode: number[] = [];
   const idle: number[] = [];
   const holds = { waiting: [] as number[], idle: [] as number[] };
   const memory: Array<{ label: string; workers: number; mib: number }> = [];
@@ -256,6 +284,10 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       const b = await bareDroid(bed, ws);
       bare.push(b.ms);
       bareStages.push(b.stages);
+      await sleep(SETTLE_MS);
+      const besideWs = join(base, `beside-${i}`);
+      mkdirSync(besideWs);
+      besideNode.push((await bareDroid(bed, besideWs, true)).ms);
       await sleep(SETTLE_MS);
       const idleWs = join(base, `idle-ws-${i}`);
       const idleDir = join(base, `idle-${i}`);
@@ -286,6 +318,9 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
     const judged = (name: string, ms: number, limit: number) =>
       recordGoal({ name, measured: `${ms.toFixed(0)} ms = ${(ms / b).toFixed(2)}x`, goal: `<= ${limit.toFixed(2)}x bare ${b.toFixed(0)} ms`, met: ms / b <= limit });
     recordGoal({ name: 'the floor: an idle droid driven directly (no goal)', measured: `${median(idle).toFixed(0)} ms = ${floor.toFixed(2)}x`, goal: '-', met: true });
+    const beside = median(besideNode);
+    row('bare cold droid, a cold Node worker starting beside it', beside, 'none: a worker start overlapping droid');
+    recordGoal({ name: 'bare droid with a cold Node worker beside it (no goal)', measured: `${beside.toFixed(0)} ms = ${(beside / b).toFixed(2)}x`, goal: '-', met: true });
     for (const v of variants) {
       const limit = turnStartGoal(v);
       row(`server create, ${v.label}`, median(v.create), `≤ ${limit.toFixed(2)}`);
