@@ -85,7 +85,11 @@ async function bareDroid(bed: DroidBed, ws: string, besideNode = false): Promise
   } finally {
     if (worker?.pid !== undefined && worker.exitCode === null && worker.signalCode === null) {
       const gone = new Promise((resolve) => worker.once('exit', resolve));
-      process.kill(-worker.pid, 'SIGKILL');
+      try {
+        process.kill(-worker.pid, 'SIGKILL');
+      } catch {
+        // The group is gone already: its exit is on the way.
+      }
       await gone;
     }
   }
