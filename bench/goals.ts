@@ -10,6 +10,8 @@ export interface GoalFigure {
   /** The goal, as the issue states it. */
   goal: string;
   met: boolean;
+  /** Why the goal no longer counts (an issue retired it); printed in place of a verdict. */
+  retired?: string;
 }
 
 const figures: GoalFigure[] = [];
@@ -22,7 +24,7 @@ export function printGoals(): void {
   if (figures.length === 0) return;
   console.log(`${'goal'.padEnd(62)} ${'measured'.padStart(18)}  ${'target'.padEnd(22)} verdict`);
   for (const f of figures) {
-    const verdict = f.goal === '-' ? '' : f.met ? 'met' : 'NOT met';
+    const verdict = f.retired !== undefined ? `retired: ${f.retired}` : f.goal === '-' ? '' : f.met ? 'met' : 'NOT met';
     console.log(`${f.name.padEnd(62)} ${f.measured.padStart(18)}  ${f.goal.padEnd(22)} ${verdict}`);
   }
 }

@@ -15,7 +15,7 @@
  * (floor-server.ts), so what the transport and the client cost on this host,
  * at this moment, is printed beside what droid-mcp costs.
  * Goals (issue 19): status p99 <= 3 ms, find p99 <= 10 ms, read p99 <= 5 ms,
- * resident memory at ready <= 160 MB; issue 12: ready <= 500 ms.
+ * resident memory at ready <= 160 MB; issue 12: ready <= 500 ms (printed, retired by issue 19).
  *
  * Run: npm run build && node dist/bench/session-scale.js
  */
@@ -248,7 +248,14 @@ function report(s: { empty: Startup; whole: Startup; indexed: Startup }, rows: R
   p99Goal('droid_read_session', GOALS.readP99Ms);
   const rss = Math.max(s.indexed.rssMb, ...rows.map((r) => r.rssMb ?? 0));
   recordGoal({ name: 'resident memory at ready, 100k runs (largest of the starts)', measured: `${rss.toFixed(0)} MB`, goal: `<= ${GOALS.readyRssMb} MB`, met: rss <= GOALS.readyRssMb });
-  recordGoal({ name: 'spawn -> ready, 100k runs through the index (issue 12)', measured: `${s.indexed.readyMs.toFixed(0)} ms`, goal: '<= 500 ms', met: s.indexed.readyMs <= 500 });
+  // Issue 19 retired it: issue 12 measured an empty state directory alone at 622-636 ms to ready. Its goal 3 judges what a client waits for instead (startup.ts).
+  recordGoal({
+    name: 'spawn -> ready, 100k runs through the index (issue 12)',
+    measured: `${s.indexed.readyMs.toFixed(0)} ms`,
+    goal: '<= 500 ms',
+    met: s.indexed.readyMs <= 500,
+    retired: 'by issue 19 (below a floor issue 12 measured)',
+  });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
