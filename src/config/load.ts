@@ -4,8 +4,8 @@ import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
 import { currentUid, factoryDirOf, FACTORY_UNBOUND, privateTmpRootIn } from '../shared/host-paths.js';
-import { placementProblems, unconfinedProblem, type PlacementProblem } from './placement.js';
-import { ownPrograms, pathLocations, type UnconfinedProgram } from './unconfined-programs.js';
+import { placementProblems } from './placement.js';
+import { ownPrograms, unconfinedIn, type UnconfinedProgram } from './unconfined-programs.js';
 import { checkWorktrees } from './worktrees.js';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
@@ -191,11 +191,6 @@ async function resolveLaunched(configPath: string, file: ConfigFile, platform: N
   const launched = [{ what: 'the droid executable', path: droidPath }, ...(bwrap === null ? [] : [{ what: 'the bwrap executable', path: bwrap }])];
   await checkUnconfined(configPath, approvedRoots, launched);
   return { droidPath, sandbox };
-}
-
-/** The refusal when an approved root (canonical) holds one of `programs` or a link on the way to it (unconfined-programs.ts). */
-export async function unconfinedIn(approvedRoots: readonly string[], programs: readonly UnconfinedProgram[]): Promise<PlacementProblem | null> {
-  return unconfinedProblem(approvedRoots, await Promise.all(programs.map(async (p) => ({ ...p, locations: await pathLocations(p.path) }))));
 }
 
 async function checkUnconfined(configPath: string, approvedRoots: readonly string[], programs: readonly UnconfinedProgram[]): Promise<void> {

@@ -13,6 +13,7 @@ import { existsSync } from 'node:fs';
 import { lstat, readlink } from 'node:fs/promises';
 import { dirname, isAbsolute, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { unconfinedProblem, type PlacementProblem } from './placement.js';
 
 export interface UnconfinedProgram {
   /** How a refusal names it. */
@@ -48,7 +49,7 @@ const MAX_LINKS = 40;
  * and where it ends. A turn that can write any of them can redirect the
  * path. Parts that do not exist end the walk as they are named.
  */
-export async function pathLocations(path: string): Promise<string[]> {
+async function pathLocations(path: string): Promise<string[]> {
   const locations: string[] = [];
   let dir: string = sep;
   const parts = path.split(sep).filter((p) => p !== '' && p !== '.');
@@ -76,4 +77,14 @@ export async function pathLocations(path: string): Promise<string[]> {
   }
   locations.push(dir);
   return locations;
+}
+
+/**
+ * The refusal when an approved root (canonical) holds one of `programs` or a
+ * link on the way to it. Each path is walked once (PATH repeats entries, and
+ * Node's folder is often on it); a refusal names its first holder.
+ */
+export async function unconfinedIn(approvedRoots: readonly string[], programs: readonly UnconfinedProgram[]): Promise<PlacementProblem | null> {
+  const walked = programs.filter((p, i) => programs.findIndex((q) => q.path === p.path) === i);
+  return unconfinedProblem(approvedRoots, await Promise.all(walked.map(async (p) => ({ ...p, locations: await pathLocations(p.path) }))));
 }
