@@ -31,6 +31,7 @@ import { recordGoal } from './goals.js';
 import { DroidClient } from '../src/droid/client.js';
 import { forkWorker, startWorker } from '../src/worker/parent/runner.js';
 import { coldWorkerEnv } from '../src/worker/parent/worker-env.js';
+import { killGroupAndWait } from '../src/worker/parent/process-group.js';
 import { POOL_ARG } from '../src/worker/shared/worker-process.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { messageText, script } from '../src/testbed/scripted-model.js';
@@ -81,32 +82,20 @@ async function bareDroid(bed: DroidBed, ws: string, besideNode = false): Promise
   const stages: StageOffsets = { droid_spawned: epochMs() - t0 };
   const worker = besideNode ? forkWorker({ env: coldWorkerEnv(process.env, false), workerEntry: WORKER_ENTRY }, [POOL_ARG]) : undefined;
   try {
-    return await bareTurn(bed, client, ws, m, t0, stages);
+    await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
+    stages.initialized = epochMs() - t0;
+    stages.submit_sent = stages.initialized;
+    const collector = await client.submit(`${m} ${script({ text: 'ok' })}`, () => undefined);
+    stages.submit_answered = epochMs() - t0;
+    const at = await modelRequestWith(bed, m);
+    stages.model_request = at - t0;
+    if (client.process.firstOutputAt !== null) stages.droid_first_byte = client.process.firstOutputAt - t0;
+    await collector.ended;
+    await client.shutdown();
+    return { ms: at - t0, stages };
   } finally {
-    if (worker?.pid !== undefined && worker.exitCode === null && worker.signalCode === null) {
-      const gone = new Promise((resolve) => worker.once('exit', resolve));
-      try {
-        process.kill(-worker.pid, 'SIGKILL');
-      } catch {
-        // The group is gone already: its exit is on the way.
-      }
-      await gone;
-    }
+    if (worker?.pid !== undefined) await killGroupAndWait(worker.pid);
   }
-}
-
-async function bareTurn(bed: DroidBed, client: DroidClient, ws: string, m: string, t0: number, stages: StageOffsets): Promise<{ ms: number; stages: StageOffsets }> {
-  await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
-  stages.initialized = epochMs() - t0;
-  stages.submit_sent = stages.initialized;
-  const collector = await client.submit(`${m} ${script({ text: 'ok' })}`, () => undefined);
-  stages.submit_answered = epochMs() - t0;
-  const at = await modelRequestWith(bed, m);
-  stages.model_request = at - t0;
-  if (client.process.firstOutputAt !== null) stages.droid_first_byte = client.process.firstOutputAt - t0;
-  await collector.ended;
-  await client.shutdown();
-  return { ms: at - t0, stages };
 }
 
 /**
