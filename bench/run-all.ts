@@ -28,7 +28,7 @@ const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['soak: 300 mixed turns, 8 sessions, 4 slots (mock droid)', () => soak([])],
   ['one long frame line', lineReader],
   ['changed-files evidence: added time per turn', evidence],
-  ['create after a pause longer than the catalog TTL', () => catalogPause(3)],
+  ['create after a pause longer than the catalog TTL', () => catalogPause()],
   ['live usage: durable writes per turn, on vs off; a turn stopped at its ceiling', liveUsage],
   ['one session checkout of a 10,000-file repository (isolation: "worktree")', checkout],
 ];
