@@ -382,17 +382,18 @@ export async function main(): Promise<Figures[]> {
   console.log(`then ${ROUNDS} judged rounds, both servers up, raw clients, ${SLICES} windows of ${SLICE_MS} ms per transport taken in turn:`);
   rounds.flat().forEach(row);
   const [sdkHttp, , , , sdkStdio] = results as [Figures, Figures, Figures, Figures, Figures, Figures];
-  const judge = (what: string, http: Figures, stdio: Figures) => {
+  const judge = (what: string, http: Figures, stdio: Figures, retired?: string) => {
     const ratio = http.rps / stdio.rps;
     const met = http.p99 <= 20 && ratio >= 0.5;
-    console.log(`  ${what.padEnd(40)} p99 ${http.p99.toFixed(2).padStart(6)} ms, ${ratio.toFixed(2)}x stdio -> ${met ? 'met' : 'NOT met'}`);
-    recordGoal({ name: `http status, ${CONCURRENCY} clients, ${what}`, measured: `p99 ${http.p99.toFixed(1)} ms, ${ratio.toFixed(2)}x`, goal: 'p99 <= 20 ms, >= 0.5x', met });
+    console.log(`  ${what.padEnd(40)} p99 ${http.p99.toFixed(2).padStart(6)} ms, ${ratio.toFixed(2)}x stdio -> ${retired ? 'no goal' : met ? 'met' : 'NOT met'}`);
+    recordGoal({ name: `http status, ${CONCURRENCY} clients, ${what}`, measured: `p99 ${http.p99.toFixed(1)} ms, ${ratio.toFixed(2)}x`, goal: 'p99 <= 20 ms, >= 0.5x', met, ...(retired && { retired }) });
   };
   console.log(`goal (issues 12, 19): http, ${CONCURRENCY} concurrent clients: p99 <= 20 ms and >= 0.5x stdio throughput (${CONCURRENCY} in flight)`);
   // The server's figure: clients that cost next to nothing on both transports, in every round.
   // With SDK clients on a 2-core host the HTTP client itself (fetch per call) takes a core.
   rounds.forEach(([http, stdio], i) => judge(`the server (raw clients, interleaved), run ${i + 1} of ${ROUNDS}`, http, stdio));
-  judge('with the SDK client on both sides', sdkHttp, sdkStdio);
+  // Issue 12 judged this row; issue 19 replaced it with the raw clients above (its client, not the server, is the bottleneck).
+  judge('with the SDK client on both sides', sdkHttp, sdkStdio, 'by issue 19 (judged with raw clients on both sides)');
   return results;
 }
 

@@ -3,9 +3,11 @@
  *  - bare cold droid: spawn in the workspace → initialize_session →
  *    add_user_message → the turn's first request at the scripted model (the
  *    floor every variant is compared with);
+ *  - the same bare droid inside the project's bwrap line (not judged): the
+ *    floor of the default path, bubblewrap's own cost with nothing of ours;
  *  - the same bare droid with a cold Node worker starting beside it (not
  *    judged): what a worker's start costs droid's when they overlap whole
- *    (bareDroid);
+ *    (bare-droid.ts);
  *  - the server, `droid_create_session` called → the turn's first model
  *    request, for each of: warm pool off / on, sandbox off / bwrap. With the
  *    sandbox off the pool holds a pre-spawned droid; under bwrap only the
@@ -28,13 +30,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { recordGoal } from './goals.js';
-import { DroidClient } from '../src/droid/client.js';
-import { forkWorker, startWorker } from '../src/worker/parent/runner.js';
-import { coldWorkerEnv } from '../src/worker/parent/worker-env.js';
-import { killGroupAndWait } from '../src/worker/parent/process-group.js';
-import { POOL_ARG } from '../src/worker/shared/worker-process.js';
+import { bareDroid, idleDroid, marker, modelRequestWith, sleep } from './bare-droid.js';
+import { startWorker } from '../src/worker/parent/runner.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
-import { messageText, script } from '../src/testbed/scripted-model.js';
+import { script } from '../src/testbed/scripted-model.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
 import { WORKER_ENTRY } from '../test/support/paths.js';
 import { epochMs } from '../src/util/epoch.js';
@@ -58,76 +57,6 @@ export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** When the model received the first request holding `marker` (unique per turn) in any message. */
-export async function modelRequestWith(bed: DroidBed, marker: string, timeoutMs = 60_000): Promise<number> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    for (const request of bed.model.requests) {
-      if (request.messages.some((m) => m.role === 'user' && messageText(m).includes(marker))) return request.at;
-    }
-    if (Date.now() > end) throw new Error(`no model request with ${marker} within ${timeoutMs} ms`);
-    await sleep(2);
-  }
-}
-
-const marker = (what: string) => `${what}-${Math.random().toString(36).slice(2)}`;
-
-/**
- * `besideNode`: a fresh worker process is forked right after droid is spawned
- * and loads the worker's bundle as a cold worker does (a pool worker's start:
- * main.ts, with no turn to run), then is killed once droid's turn has reached
- * the model. What a worker's start costs droid when the two overlap whole,
- * as they would if droid were spawned before the worker rather than by it
- * (docs/ARCHITECTURE.md, "A cold turn's start"): on this 2-core host droid's
- * boot slows by about what the earlier spawn gains.
- */
-async function bareDroid(bed: DroidBed, ws: string, besideNode = false): Promise<{ ms: number; stages: StageOffsets }> {
-  const m = marker('bare');
-  const t0 = epochMs();
-  const client = DroidClient.spawn({ droidPath: bed.droidPath, env: bed.home.env, cwd: ws });
-  const stages: StageOffsets = { droid_spawned: epochMs() - t0 };
-  const worker = besideNode ? forkWorker({ env: coldWorkerEnv(process.env, false), workerEntry: WORKER_ENTRY }, [POOL_ARG]) : undefined;
-  try {
-    await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
-    stages.initialized = epochMs() - t0;
-    stages.submit_sent = stages.initialized;
-    const collector = await client.submit(`${m} ${script({ text: 'ok' })}`, () => undefined);
-    stages.submit_answered = epochMs() - t0;
-    const at = await modelRequestWith(bed, m);
-    stages.model_request = at - t0;
-    if (client.process.firstOutputAt !== null) stages.droid_first_byte = client.process.firstOutputAt - t0;
-    await collector.ended;
-    await client.shutdown();
-    return { ms: at - t0, stages };
-  } finally {
-    if (worker?.pid !== undefined) await killGroupAndWait(worker.pid);
-  }
-}
-
-/**
- * The floor of any warm path: a droid spawned earlier in a neutral folder and
- * left idle, driven directly (no server, no worker): initialize_session in the
- * workspace → the turn's first model request. What droid itself does after a
- * submit (≈ 200-350 ms here) is in every path, warm or cold.
- */
-async function idleDroid(bed: DroidBed, ws: string, idleDir: string): Promise<number> {
-  const m = marker('idle');
-  const client = DroidClient.spawn({ droidPath: bed.droidPath, env: bed.home.env, cwd: idleDir });
-  try {
-    await sleep(SETTLE_MS);
-    const t0 = Date.now();
-    await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
-    const collector = await client.submit(`${m} ${script({ text: 'ok' })}`, () => undefined);
-    const at = await modelRequestWith(bed, m);
-    await collector.ended;
-    return at - t0;
-  } finally {
-    await client.shutdown();
-  }
 }
 
 interface Variant {
@@ -263,6 +192,42 @@ export function findBwrap(): string | null {
   }
 }
 
+/** The samples driven directly (bare-droid.ts), without a server. */
+interface Floors {
+  bare: number[];
+  bareStages: StageOffsets[];
+  /** The same bare droid in the project's bwrap line; empty without bwrap. */
+  bwrap: number[];
+  bwrapStages: StageOffsets[];
+  besideNode: number[];
+  idle: number[];
+}
+
+/** One round of the direct samples, each followed by the settle; returns the bare droid's workspace. */
+async function floorRound(bed: DroidBed, base: string, i: number, bwrapPath: string | null, floors: Floors): Promise<string> {
+  const fresh = (name: string) => {
+    const dir = join(base, `${name}-${i}`);
+    mkdirSync(dir);
+    return dir;
+  };
+  const ws = fresh('bare');
+  const b = await bareDroid(bed, ws);
+  floors.bare.push(b.ms);
+  floors.bareStages.push(b.stages);
+  await sleep(SETTLE_MS);
+  if (bwrapPath) {
+    const confined = await bareDroid(bed, fresh('bare-bwrap'), { bwrapPath });
+    floors.bwrap.push(confined.ms);
+    floors.bwrapStages.push(confined.stages);
+    await sleep(SETTLE_MS);
+  }
+  floors.besideNode.push((await bareDroid(bed, fresh('beside'), { besideNode: true })).ms);
+  await sleep(SETTLE_MS);
+  floors.idle.push(await idleDroid(bed, fresh('idle-ws'), fresh('idle'), SETTLE_MS));
+  await sleep(SETTLE_MS);
+  return ws;
+}
+
 export async function main(runs = DEFAULT_RUNS): Promise<void> {
   const bed = await makeDroidBed();
   const base = realpathSync(mkdtempSync(join(tmpdir(), 'droid-mcp-bench-')));
@@ -277,10 +242,8 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
         ] as Variant[])
       : []),
   ];
-  const bare: number[] = [];
-  const bareStages: StageOffsets[] = [];
-  const besideNode: number[] = [];
-  const idle: number[] = [];
+  const floors: Floors = { bare: [], bareStages: [], bwrap: [], bwrapStages: [], besideNode: [], idle: [] };
+  const { bare, bareStages, besideNode, idle } = floors;
   const holds = { waiting: [] as number[], idle: [] as number[] };
   const memory: Array<{ label: string; workers: number; mib: number }> = [];
   try {
@@ -288,22 +251,7 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
     await sleep(SETTLE_MS);
     for (const v of variants.filter((x) => x.pool)) memory.push({ label: v.label, ...poolRssMiB(v.server!.pid) });
     for (let i = 0; i < runs; i++) {
-      const ws = join(base, `bare-${i}`);
-      mkdirSync(ws);
-      const b = await bareDroid(bed, ws);
-      bare.push(b.ms);
-      bareStages.push(b.stages);
-      await sleep(SETTLE_MS);
-      const besideWs = join(base, `beside-${i}`);
-      mkdirSync(besideWs);
-      besideNode.push((await bareDroid(bed, besideWs, true)).ms);
-      await sleep(SETTLE_MS);
-      const idleWs = join(base, `idle-ws-${i}`);
-      const idleDir = join(base, `idle-${i}`);
-      mkdirSync(idleWs);
-      mkdirSync(idleDir);
-      idle.push(await idleDroid(bed, idleWs, idleDir));
-      await sleep(SETTLE_MS);
+      const ws = await floorRound(bed, base, i, bwrap, floors);
       for (const v of variants) {
         const { ms, session, stages } = await createTurn(bed, v, i);
         v.create.push(ms);
@@ -333,13 +281,19 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
     const beside = median(besideNode);
     row('bare cold droid, a cold Node worker starting beside it', besideNode, 'none: a worker start overlapping droid');
     recordGoal({ name: 'bare droid with a cold Node worker beside it (no goal)', measured: `${beside.toFixed(0)} ms = ${(beside / b).toFixed(2)}x`, goal: '-', met: true });
+    if (floors.bwrap.length > 0) {
+      const inBwrap = median(floors.bwrap);
+      row("bare cold droid in the project's bwrap line", floors.bwrap, "none: the default path's floor");
+      recordGoal({ name: "bare droid in the project's bwrap line (no goal)", measured: `${inBwrap.toFixed(0)} ms = ${(inBwrap / b).toFixed(2)}x`, goal: '-', met: true });
+    }
     for (const v of variants) {
       const limit = turnStartGoal(v);
       row(`server create, ${v.label}`, v.create, `≤ ${limit.toFixed(2)}${turnStartRetired(v) ? ', retired' : ''}`);
       judged(`turn start, ${v.label}`, median(v.create), limit, turnStartRetired(v));
     }
     console.log("turn start, stage by stage (the server's stages from its log; bare droid's taken by the bench):");
-    printTimelines([{ label: 'bare droid', runs: bareStages }, ...variants.map((v) => ({ label: shortLabel(v), runs: v.timelines }))]);
+    const bareRows = [{ label: 'bare droid', runs: bareStages }, ...(floors.bwrap.length > 0 ? [{ label: 'bare in bwrap', runs: floors.bwrapStages }] : [])];
+    printTimelines([...bareRows, ...variants.map((v) => ({ label: shortLabel(v), runs: v.timelines }))]);
     // What the sandbox costs a turn start: the same server path with and without bubblewrap (issue 17).
     for (const pool of [false, true]) {
       const off = variants.find((v) => v.sandbox === 'off' && v.pool === pool);

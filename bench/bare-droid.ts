@@ -1,0 +1,123 @@
+/**
+ * What a server's turn start is compared with (latency.ts): droid driven
+ * directly by the bench, with no server and no worker.
+ *  - bareDroid: a cold droid spawned in the workspace → initialize_session →
+ *    add_user_message → the turn's first request at the scripted model.
+ *    Optionally inside the project's own bwrap line (the floor of the default
+ *    path: bubblewrap's cost and nothing of ours), or with a cold Node worker
+ *    starting beside it.
+ *  - idleDroid: a droid spawned earlier and left idle (the floor of a warm path).
+ */
+import { randomUUID } from 'node:crypto';
+import { DroidClient } from '../src/droid/client.js';
+import type { DroidLaunch } from '../src/droid/launch.js';
+import { turnLaunch } from '../src/sandbox/turn-launch.js';
+import { makeTurnTmp } from '../src/sandbox/turn-paths.js';
+import { prepareSessionCopy } from '../src/sandbox/session-copy.js';
+import { factoryDirOf } from '../src/shared/host-paths.js';
+import { messageText, script } from '../src/testbed/scripted-model.js';
+import { epochMs } from '../src/util/epoch.js';
+import { forkWorker } from '../src/worker/parent/runner.js';
+import { coldWorkerEnv } from '../src/worker/parent/worker-env.js';
+import { killGroupAndWait } from '../src/worker/parent/process-group.js';
+import { POOL_ARG } from '../src/worker/shared/worker-process.js';
+import type { DroidBed } from '../test/support/droid-home.js';
+import { WORKER_ENTRY } from '../test/support/paths.js';
+import type { StageOffsets } from './turn-timeline.js';
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A unique word for one turn's prompt, to find its request at the model. */
+export const marker = (what: string) => `${what}-${Math.random().toString(36).slice(2)}`;
+
+/** When the model received the first request holding `marker` (unique per turn) in any message. */
+export async function modelRequestWith(bed: DroidBed, marker: string, timeoutMs = 60_000): Promise<number> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    for (const request of bed.model.requests) {
+      if (request.messages.some((m) => m.role === 'user' && messageText(m).includes(marker))) return request.at;
+    }
+    if (Date.now() > end) throw new Error(`no model request with ${marker} within ${timeoutMs} ms`);
+    await sleep(2);
+  }
+}
+
+export interface BareOptions {
+  /**
+   * A fresh worker process is forked right after droid is spawned and loads
+   * the worker's bundle as a cold worker does (a pool worker's start:
+   * main.ts, with no turn to run), then is killed once droid's turn has
+   * reached the model. What a worker's start costs droid when the two
+   * overlap whole, as they would if droid were spawned before the worker
+   * rather than by it (docs/ARCHITECTURE.md, "A cold turn's start").
+   */
+  besideNode?: boolean;
+  /**
+   * droid inside bwrap, with the line a turn of the default configuration
+   * gets (sandbox/turn-launch.ts: the same binds, private folders, seccomp
+   * filter and environment), made the way the runner makes them.
+   */
+  bwrapPath?: string;
+}
+
+export async function bareDroid(bed: DroidBed, ws: string, options: BareOptions = {}): Promise<{ ms: number; stages: StageOffsets }> {
+  const m = marker('bare');
+  const confined = options.bwrapPath === undefined ? undefined : confinedLaunch(bed, ws, options.bwrapPath);
+  const t0 = epochMs();
+  const client = DroidClient.spawn(confined?.launch ?? { droidPath: bed.droidPath, env: bed.home.env, cwd: ws });
+  const stages: StageOffsets = { droid_spawned: epochMs() - t0 };
+  const worker = options.besideNode ? forkWorker({ env: coldWorkerEnv(process.env, false), workerEntry: WORKER_ENTRY }, [POOL_ARG]) : undefined;
+  try {
+    await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
+    stages.initialized = epochMs() - t0;
+    stages.submit_sent = stages.initialized;
+    const collector = await client.submit(`${m} ${script({ text: 'ok' })}`, () => undefined);
+    stages.submit_answered = epochMs() - t0;
+    const at = await modelRequestWith(bed, m);
+    stages.model_request = at - t0;
+    if (client.process.firstOutputAt !== null) stages.droid_first_byte = client.process.firstOutputAt - t0;
+    await collector.ended;
+    await client.shutdown();
+    return { ms: at - t0, stages };
+  } finally {
+    if (worker?.pid !== undefined) await killGroupAndWait(worker.pid);
+    await confined?.dispose();
+  }
+}
+
+/** The default configuration's bwrap line for a turn in `ws` (writable, as at the default autonomy), and its private folders. */
+function confinedLaunch(bed: DroidBed, ws: string, bwrapPath: string): { launch: DroidLaunch; dispose(): Promise<unknown> } {
+  const runId = `bench-${randomUUID()}`;
+  const sessions = prepareSessionCopy(factoryDirOf(bed.home.env), ws, null, runId);
+  const tmp = makeTurnTmp(runId);
+  const dispose = () => Promise.all([sessions.dispose(), tmp.dispose()]);
+  try {
+    const sandbox = { mode: 'bwrap' as const, bwrapPath, hiddenDirs: [], hiddenFiles: [], sessionsCopy: sessions.dir, turnTmp: tmp.turnTmp };
+    return { launch: turnLaunch({ droidPath: bed.droidPath, droidEnv: bed.home.env, workspace: ws, autonomy: 'medium', sandbox }).droid, dispose };
+  } catch (err) {
+    void dispose();
+    throw err;
+  }
+}
+
+/**
+ * The floor of any warm path: a droid spawned earlier in a neutral folder and
+ * left idle, driven directly (no server, no worker): initialize_session in the
+ * workspace → the turn's first model request. What droid itself does after a
+ * submit (≈ 200-350 ms here) is in every path, warm or cold.
+ */
+export async function idleDroid(bed: DroidBed, ws: string, idleDir: string, settleMs: number): Promise<number> {
+  const m = marker('idle');
+  const client = DroidClient.spawn({ droidPath: bed.droidPath, env: bed.home.env, cwd: idleDir });
+  try {
+    await sleep(settleMs);
+    const t0 = Date.now();
+    await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
+    const collector = await client.submit(`${m} ${script({ text: 'ok' })}`, () => undefined);
+    const at = await modelRequestWith(bed, m);
+    await collector.ended;
+    return at - t0;
+  } finally {
+    await client.shutdown();
+  }
+}
