@@ -8,9 +8,13 @@
  *    starting beside it.
  *  - idleDroid: a droid spawned earlier and left idle (the floor of a warm path).
  */
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { DroidClient } from '../src/droid/client.js';
 import type { DroidLaunch } from '../src/droid/launch.js';
+import { sandboxSpecFor } from '../src/sandbox/sandbox.js';
 import { turnLaunch } from '../src/sandbox/turn-launch.js';
 import { makeTurnTmp } from '../src/sandbox/turn-paths.js';
 import { prepareSessionCopy } from '../src/sandbox/session-copy.js';
@@ -53,9 +57,11 @@ export interface BareOptions {
    */
   besideNode?: boolean;
   /**
-   * droid inside bwrap, with the line a turn of the default configuration
-   * gets (sandbox/turn-launch.ts: the same binds, private folders, seccomp
-   * filter and environment), made the way the runner makes them.
+   * droid inside bwrap, on the line the bench's server turns get: the same
+   * builder (sandbox/turn-launch.ts), a read-only workspace (they run at
+   * autonomy off), a state folder hidden, private folders made as the runner
+   * makes them. The line is built before the clock starts: the row measures
+   * bubblewrap and droid, nothing of ours.
    */
   bwrapPath?: string;
 }
@@ -63,11 +69,14 @@ export interface BareOptions {
 export async function bareDroid(bed: DroidBed, ws: string, options: BareOptions = {}): Promise<{ ms: number; stages: StageOffsets }> {
   const m = marker('bare');
   const confined = options.bwrapPath === undefined ? undefined : confinedLaunch(bed, ws, options.bwrapPath);
-  const t0 = epochMs();
-  const client = DroidClient.spawn(confined?.launch ?? { droidPath: bed.droidPath, env: bed.home.env, cwd: ws });
-  const stages: StageOffsets = { droid_spawned: epochMs() - t0 };
-  const worker = options.besideNode ? forkWorker({ env: coldWorkerEnv(process.env, false), workerEntry: WORKER_ENTRY }, [POOL_ARG]) : undefined;
+  let client: DroidClient | undefined;
+  let worker: ChildProcess | undefined;
+  let shutDown = false;
   try {
+    const t0 = epochMs();
+    client = DroidClient.spawn(confined?.launch ?? { droidPath: bed.droidPath, env: bed.home.env, cwd: ws });
+    const stages: StageOffsets = { droid_spawned: epochMs() - t0 };
+    if (options.besideNode) worker = forkWorker({ env: coldWorkerEnv(process.env, false), workerEntry: WORKER_ENTRY }, [POOL_ARG]);
     await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
     stages.initialized = epochMs() - t0;
     stages.submit_sent = stages.initialized;
@@ -77,23 +86,32 @@ export async function bareDroid(bed: DroidBed, ws: string, options: BareOptions 
     stages.model_request = at - t0;
     if (client.process.firstOutputAt !== null) stages.droid_first_byte = client.process.firstOutputAt - t0;
     await collector.ended;
+    shutDown = true;
     await client.shutdown();
     return { ms: at - t0, stages };
   } finally {
+    // A failed sample stops its droid too, before its private folders go.
+    if (client && !shutDown) await client.shutdown().catch(() => client?.process.kill('SIGKILL'));
     if (worker?.pid !== undefined) await killGroupAndWait(worker.pid);
     await confined?.dispose();
   }
 }
 
-/** The default configuration's bwrap line for a turn in `ws` (writable, as at the default autonomy), and its private folders. */
-function confinedLaunch(bed: DroidBed, ws: string, bwrapPath: string): { launch: DroidLaunch; dispose(): Promise<unknown> } {
+/** The bwrap line of the bench's server turns for `ws`, and its private folders (removed by `dispose`, which says what it could not remove). */
+function confinedLaunch(bed: DroidBed, ws: string, bwrapPath: string): { launch: DroidLaunch; dispose(): Promise<void> } {
   const runId = `bench-${randomUUID()}`;
+  // Beside the workspace, as a server's state directory is beside its approved root.
+  const state = mkdtempSync(join(dirname(ws), 'floor-state-'));
   const sessions = prepareSessionCopy(factoryDirOf(bed.home.env), ws, null, runId);
   const tmp = makeTurnTmp(runId);
-  const dispose = () => Promise.all([sessions.dispose(), tmp.dispose()]);
+  const dispose = async () => {
+    const left = await Promise.all([sessions.dispose(), tmp.dispose()]);
+    rmSync(state, { recursive: true, force: true });
+    for (const what of left) if (what) console.error(`bench: a private folder of the bwrap floor was not removed: ${what}`);
+  };
   try {
-    const sandbox = { mode: 'bwrap' as const, bwrapPath, hiddenDirs: [], hiddenFiles: [], sessionsCopy: sessions.dir, turnTmp: tmp.turnTmp };
-    return { launch: turnLaunch({ droidPath: bed.droidPath, droidEnv: bed.home.env, workspace: ws, autonomy: 'medium', sandbox }).droid, dispose };
+    const sandbox = { ...sandboxSpecFor(bwrapPath, state, null), sessionsCopy: sessions.dir, turnTmp: tmp.turnTmp };
+    return { launch: turnLaunch({ droidPath: bed.droidPath, droidEnv: bed.home.env, workspace: ws, autonomy: 'off', sandbox }).droid, dispose };
   } catch (err) {
     void dispose();
     throw err;

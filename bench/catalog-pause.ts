@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { recordGoal } from './goals.js';
 import { modelRequestWith } from './bare-droid.js';
-import { findBwrap, median } from './latency.js';
+import { findBwrap, median, spread } from './latency.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { script } from '../src/testbed/scripted-model.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
@@ -162,9 +162,11 @@ function report({ fresh, paused, reads }: Series, control: Series, runs: number,
   const m = (samples: Sample[], key: 'callMs' | 'startMs') => median(samples.map((s) => s[key]));
   const during = (s: Sample) => reads.some((r) => r.startedAt < s.t0 + s.startMs && r.at > s.t0);
   const row = (label: string, samples: Sample[]) =>
-    console.log(`  ${label.padEnd(44)} ${`${m(samples, 'callMs').toFixed(0)} ms`.padStart(13)} ${`${m(samples, 'startMs').toFixed(0)} ms`.padStart(20)}`);
+    console.log(
+      `  ${label.padEnd(44)} ${`${m(samples, 'callMs').toFixed(0)} ms`.padStart(13)} ${`${m(samples, 'startMs').toFixed(0)} ms`.padStart(20)}   (${spread(samples.map((s) => s.startMs))})`,
+    );
   console.log(`create on a fresh catalog vs after a ${PAUSE_MS / 1000} s pause (TTL ${TTL_MS / 1000} s), sandbox ${sandboxed ? 'bwrap' : 'off'}, warm pool 1, median of ${runs}`);
-  console.log(`  ${''.padEnd(44)} ${'call returns'.padStart(13)} ${'first model request'.padStart(20)}`);
+  console.log(`  ${''.padEnd(44)} ${'call returns'.padStart(13)} ${'first model request'.padStart(20)}   (its fastest–slowest)`);
   row('fresh catalog', fresh);
   row(`after a ${PAUSE_MS / 1000} s pause`, paused);
   row(`control, TTL ${CONTROL_TTL_MS / 1000} s: fresh`, control.fresh);

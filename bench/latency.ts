@@ -49,7 +49,7 @@ const DEFAULT_RUNS = 9;
 const SETTLE_MS = 2_500;
 
 /** "min–max ms" of the samples. */
-function spread(values: number[]): string {
+export function spread(values: number[]): string {
   return `${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)} ms`;
 }
 
