@@ -12,6 +12,7 @@ import { prose, script } from '../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 import type { TurnSpec } from '../../src/worker/shared/protocol.js';
+import { turnTimeline } from '../../src/worker/shared/timeline.js';
 
 let workspace: string;
 let tag: string;
@@ -137,7 +138,7 @@ describe('worker + real droid CLI', () => {
     expect(result.transcript.find((e) => e.kind === 'tool')).toMatchObject({ name: 'AskUser', isError: true });
   });
 
-  it('interrupts a slowly streaming turn within 2 s', async () => {
+  it('interrupts a slowly streaming turn: droid confirms within the interrupt window, the result comes within the cancel budget', async () => {
     const s = spec({ prompt: `talk ${script({ text: prose(200), slowMs: 30_000 })}` });
     const turn = runWorkerTurn(s, tag);
     await turn.started;
@@ -148,8 +149,12 @@ describe('worker + real droid CLI', () => {
     const result = await turn.handle.result;
     const elapsed = Date.now() - cancelAt;
     await turn.done;
-    expect(result, JSON.stringify({ ...result, transcript: undefined })).toMatchObject({ outcome: 'interrupted', reason: 'cancelled' });
-    expect(elapsed).toBeLessThan(2_000);
+    const shown = JSON.stringify({ ...result, transcript: undefined });
+    // `cancelled` (not interrupt_unconfirmed) means droid confirmed inside the interrupt window (run-turn.ts).
+    expect(result, shown).toMatchObject({ outcome: 'interrupted', reason: 'cancelled' });
+    // The evidence after a cancel has its own share of that budget (timeline.ts), so the bound is the budget, not the
+    // ≈ 50 ms this usually takes: CI once saw 2033 ms on a loaded host, a result still well inside it.
+    expect(elapsed, shown).toBeLessThan(turnTimeline(s.timeoutMs, s.graceMs).cancelBackstopMs);
   });
 
   it('a Factory model without login fails with droid_auth_failed', async () => {
