@@ -12,6 +12,7 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DroidClient } from '../src/droid/client.js';
 import type { DroidLaunch } from '../src/droid/launch.js';
 import { sandboxSpecFor } from '../src/sandbox/sandbox.js';
@@ -28,8 +29,6 @@ import { POOL_ARG } from '../src/worker/shared/worker-process.js';
 import type { DroidBed } from '../test/support/droid-home.js';
 import { WORKER_ENTRY } from '../test/support/paths.js';
 import type { StageOffsets } from './turn-timeline.js';
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A unique word for one turn's prompt, to find its request at the model. */
 export const marker = (what: string) => `${what}-${Math.random().toString(36).slice(2)}`;
@@ -71,7 +70,6 @@ export async function bareDroid(bed: DroidBed, ws: string, options: BareOptions 
   const confined = options.bwrapPath === undefined ? undefined : confinedLaunch(bed, ws, options.bwrapPath);
   let client: DroidClient | undefined;
   let worker: ChildProcess | undefined;
-  let shutDown = false;
   try {
     const t0 = epochMs();
     client = DroidClient.spawn(confined?.launch ?? { droidPath: bed.droidPath, env: bed.home.env, cwd: ws });
@@ -86,12 +84,10 @@ export async function bareDroid(bed: DroidBed, ws: string, options: BareOptions 
     stages.model_request = at - t0;
     if (client.process.firstOutputAt !== null) stages.droid_first_byte = client.process.firstOutputAt - t0;
     await collector.ended;
-    shutDown = true;
-    await client.shutdown();
     return { ms: at - t0, stages };
   } finally {
-    // A failed sample stops its droid too, before its private folders go.
-    if (client && !shutDown) await client.shutdown().catch(() => client?.process.kill('SIGKILL'));
+    // Every sample, failed or not, stops its droid (shutdown kills one that does not exit) before its private folders go.
+    await client?.shutdown();
     if (worker?.pid !== undefined) await killGroupAndWait(worker.pid);
     await confined?.dispose();
   }

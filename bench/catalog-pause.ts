@@ -21,10 +21,12 @@
 import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { recordGoal } from './goals.js';
 import { modelRequestWith } from './bare-droid.js';
-import { findBwrap, median, spread } from './latency.js';
+import { findBwrap } from './latency.js';
+import { median, spread } from './stats.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { script } from '../src/testbed/scripted-model.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
@@ -40,8 +42,6 @@ const CONTROL_SETTLE_MS = 2_500;
 const GOAL = 1.15;
 /** Differences this small are machine noise, not a wait for the catalog (which cost ≈ 1 s). */
 const NOISE_MS = 10;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Sample {
   t0: number;

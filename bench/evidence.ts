@@ -16,16 +16,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { changesSince, snapshotTree, type Launcher } from '../src/evidence/git.js';
 import { sandboxLauncher } from '../src/sandbox/sandbox.js';
+import { median } from './stats.js';
 
 const RUNS = 10;
 const FILES = 10_000;
 const BWRAP = '/usr/bin/bwrap';
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
 
 export function makeRepo(dir: string): void {
   const git = (...args: string[]) =>

@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { messageText, script } from '../src/testbed/scripted-model.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
+import { median } from './stats.js';
 
 const DEFAULT_RUNS = 5;
 
@@ -36,12 +37,6 @@ const KINDS: Kind[] = [
   { label: 'titled, cloud sync off', title: true, cloudSync: false },
   { label: 'titled, cloud sync on (offline)', title: true, cloudSync: true },
 ];
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
 
 function setCloudSync(bed: DroidBed, on: boolean): void {
   const path = join(bed.home.dir, '.factory', 'settings.json');

@@ -30,7 +30,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { recordGoal } from './goals.js';
-import { bareDroid, idleDroid, marker, modelRequestWith, sleep } from './bare-droid.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { bareDroid, idleDroid, marker, modelRequestWith } from './bare-droid.js';
+import { median, spread } from './stats.js';
 import { startWorker } from '../src/worker/parent/runner.js';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { script } from '../src/testbed/scripted-model.js';
@@ -47,17 +49,6 @@ import { loggedStart, printTimelines, type StageOffsets } from './turn-timeline.
 const DEFAULT_RUNS = 9;
 /** Pause between samples: the previous turn's cleanup and the pool's refill must not land on the next sample. */
 const SETTLE_MS = 2_500;
-
-/** "min–max ms" of the samples. */
-export function spread(values: number[]): string {
-  return `${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)} ms`;
-}
-
-export function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
 
 interface Variant {
   label: string;

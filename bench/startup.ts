@@ -25,6 +25,7 @@ import { writeConfig } from '../test/support/mcp-server.js';
 import { DROID_PATH } from '../test/support/paths.js';
 import { recordGoal } from './goals.js';
 import { seedState } from './seed.js';
+import { median } from './stats.js';
 
 const DEFAULT_ROUNDS = 15;
 const FLOOR_ENTRY = fileURLToPath(new URL('./floor-server.js', import.meta.url));
@@ -124,12 +125,6 @@ async function groupGone(pgid: number): Promise<void> {
 function cpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10;
-}
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 interface Case {

@@ -5,6 +5,7 @@
  * log line "turn running: prompt submitted to droid" (controller/turn-owner.ts
  * startTimeline); the bare droid's are taken by the bench itself.
  */
+import { median } from './stats.js';
 
 /** Stage → ms after the call. */
 export type StageOffsets = Record<string, number>;
@@ -41,12 +42,6 @@ export function loggedStart(stderr: string, session: string, callAt: number): St
   const offsets: StageOffsets = {};
   for (const [stage, ms] of Object.entries(found.ms)) offsets[stage] = found.at + ms - callAt;
   return offsets;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** Prints one row per stage and one column per variant: the median offset (ms after the call), and the step from the row before. */
