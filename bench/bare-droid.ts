@@ -33,11 +33,17 @@ import type { StageOffsets } from './turn-timeline.js';
 /** A unique word for one turn's prompt, to find its request at the model. */
 export const marker = (what: string) => `${what}-${Math.random().toString(36).slice(2)}`;
 
-/** When the model received the first request holding `marker` (unique per turn) in any message. */
+/**
+ * When the model received the first request holding `marker` (unique per turn) in any message.
+ * The list only grows, so each poll reads what arrived since the last: polling every 2 ms beside a
+ * starting droid, a rescan of the whole run's requests was CPU taken from the turn being measured.
+ */
 export async function modelRequestWith(bed: DroidBed, marker: string, timeoutMs = 60_000): Promise<number> {
   const end = Date.now() + timeoutMs;
-  for (;;) {
-    for (const request of bed.model.requests) {
+  const requests = bed.model.requests;
+  for (let seen = 0; ; ) {
+    for (; seen < requests.length; seen++) {
+      const request = requests[seen]!;
       if (request.messages.some((m) => m.role === 'user' && messageText(m).includes(marker))) return request.at;
     }
     if (Date.now() > end) throw new Error(`no model request with ${marker} within ${timeoutMs} ms`);

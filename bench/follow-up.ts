@@ -20,8 +20,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
-import { messageText, script } from '../src/testbed/scripted-model.js';
+import { script } from '../src/testbed/scripted-model.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
+import { modelRequestWith } from './bare-droid.js';
 import { median } from './stats.js';
 
 const DEFAULT_RUNS = 5;
@@ -43,19 +44,6 @@ function setCloudSync(bed: DroidBed, on: boolean): void {
   const settings = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
   settings.cloudSessionSync = on;
   writeFileSync(path, JSON.stringify(settings, null, 2), { mode: 0o600 });
-}
-
-/** Resolves when the model has received a request whose last user message holds `marker`. */
-async function modelRequestWith(bed: DroidBed, marker: string, timeoutMs: number): Promise<number> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    for (const request of bed.model.requests) {
-      const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
-      if (lastUser && messageText(lastUser).includes(marker)) return request.at;
-    }
-    if (Date.now() > end) throw new Error(`no model request with ${marker} within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 interface Sample {
