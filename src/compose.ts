@@ -14,7 +14,7 @@ import { droidCatalogFetcher, ModelCatalog, type CatalogEvent } from './controll
 import { resolveWorkspace } from './controller/workspaces.js';
 import type { HttpListener } from './mcp/http/listener.js';
 import type { SandboxStatus, ToolContext } from './mcp/tools.js';
-import { SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from './sandbox/sandbox.js';
+import { hostSandboxSpec, SANDBOX_ACTION, type SandboxSpec } from './sandbox/sandbox.js';
 import { factoryDirOf } from './shared/host-paths.js';
 import { probeSandbox } from './sandbox/probe.js';
 import { recoverSessionCopies } from './sandbox/session-copy.js';
@@ -126,7 +126,7 @@ async function sandboxFor(config: Config): Promise<{ spec: SandboxSpec; status: 
   if (config.sandbox.mode === 'off') return { spec: { mode: 'off' }, status: { mode: 'off', available: true, detail: null } };
   const bwrapPath = config.sandbox.bwrapPath;
   const health = bwrapPath === null ? { ok: false, detail: 'no bwrap executable was found on PATH' } : await probeSandbox(bwrapPath);
-  const spec = sandboxSpecFor(bwrapPath ?? '/nonexistent/bwrap', config.stateDirectory, config.tokenFile);
+  const spec = hostSandboxSpec(bwrapPath ?? '/nonexistent/bwrap', config, stringEnv(process.env));
   return { spec, status: { mode: 'bwrap', available: health.ok, detail: health.detail } };
 }
 

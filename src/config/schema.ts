@@ -2,6 +2,7 @@ import { isAbsolute } from 'node:path';
 import { z } from 'zod';
 import { AUTONOMY_LEVELS, type Autonomy } from '../droid/permission-policy.js';
 import type { HostCeilings } from '../shared/budget.js';
+import { parseAllowEntry } from '../shared/egress-policy.js';
 
 export const REASONING_EFFORTS = ['off', 'none', 'dynamic', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
 export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
@@ -9,6 +10,7 @@ export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
 export const TRANSPORTS = ['stdio', 'http'] as const;
 
 const SANDBOX_MODES = ['bwrap', 'off'] as const;
+export const NETWORK_MODES = ['proxy', 'open'] as const;
 export type Transport = (typeof TRANSPORTS)[number];
 
 /**
@@ -118,6 +120,14 @@ export interface Config {
    * `off` only when the operator said so.
    */
   readonly sandbox: { readonly mode: 'bwrap'; readonly bwrapPath: string | null } | { readonly mode: 'off' };
+  /**
+   * Where sandboxed droids may connect (issue 37). `proxy` (the default): only
+   * through the turn's proxy, to the model endpoints and `allow`; `open`: the
+   * host's network. Without a sandbox there is no confinement of either.
+   */
+  readonly network: { readonly mode: (typeof NETWORK_MODES)[number]; readonly allow: readonly string[] };
+  /** Paths in the covered folders (homes, approved roots, /var/lib…) a sandboxed turn may read besides git's identity. */
+  readonly sandboxReadable: readonly string[];
 }
 
 /** Per-session checkouts (issue 21): where they are made, and how many may exist at once. */
@@ -213,6 +223,19 @@ const worktreesSchema = z.strictObject(
   { error: typeError('an object {"directory": "/abs/path"} to let sessions ask for isolation: "worktree", or omit the key') },
 );
 
+const allowEntry = z.string({ error: typeError('a host string such as "registry.npmjs.org", "*.github.com" or "127.0.0.1:4873"') }).check((ctx) => {
+  const parsed = parseAllowEntry(ctx.value);
+  if (typeof parsed === 'string') ctx.issues.push({ code: 'custom', message: `has an entry that ${parsed}`, input: ctx.value });
+});
+
+const networkSchema = z.strictObject(
+  {
+    mode: oneOf(NETWORK_MODES).default('proxy'),
+    allow: z.array(allowEntry, { error: typeError('an array of host strings') }).max(256, { error: 'must list at most 256 hosts' }).default([]),
+  },
+  { error: typeError('an object {"mode": "proxy" | "open", "allow": [hosts]}, or omit the key (proxy, model endpoints only)') },
+);
+
 /**
  * Shape of the JSON config file. Syntax and single-key rules only; checks
  * that need the filesystem or several keys live in the loader.
@@ -259,6 +282,11 @@ export const configFileSchema = z.strictObject(
     sandbox: oneOf(SANDBOX_MODES).optional(),
     bwrapPath: absolutePath('the bubblewrap (bwrap) executable').optional(),
     worktrees: worktreesSchema.optional(),
+    network: networkSchema.optional(),
+    sandboxReadable: z
+      .array(absolutePath('a file or folder a sandboxed turn may read'), { error: typeError('an array of absolute paths') })
+      .max(64, { error: 'must list at most 64 paths' })
+      .optional(),
   },
   { error: typeError('a JSON object of settings') },
 );
@@ -270,6 +298,7 @@ export const CONFIG_KEYS: Readonly<Record<string, readonly string[]>> = {
   '': Object.keys(configFileSchema.shape),
   ampMcp: Object.keys(ampMcpSchema.shape),
   worktrees: Object.keys(worktreesSchema.shape),
+  network: Object.keys(networkSchema.shape),
 };
 
 /** Keys that once existed or are commonly guessed, with why they are refused. */

@@ -95,6 +95,7 @@ export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: Termina
     // No agent_turn_completed (droid died, the interrupt went unconfirmed), or no result at all: the figure is the last running one.
     ...(usage !== null && (result.reason === null || result.usage === null) ? { usageLive: true as const } : {}),
     ...(result.commits !== undefined ? { commits: result.commits } : {}),
+    ...(result.egress !== undefined ? { egress: result.egress } : {}),
   };
 }
 

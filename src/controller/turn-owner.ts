@@ -124,6 +124,10 @@ export class TurnOwner {
     const result = await handle.result;
     this.liveUsage.forget(turn);
     crashPoint('terminal-received');
+    // One line per refused destination per turn: what an operator may want to allow (network.allow).
+    for (const r of result.egress?.refused ?? []) {
+      this.state.deps.log.warn({ session: run.sessionId, run: turn.runId, host: r.host, port: r.port, count: r.count, firstAt: r.firstAt }, `egress proxy refused ${r.host}:${r.port}: ${r.why}`);
+    }
     await reports.started();
     const commits = this.state.checkouts.syncsAfter(run) ? await this.state.checkouts.afterTurn(run) : undefined;
     // Durable before the worker hears it was: then it may exit.

@@ -5,7 +5,7 @@
 import type { RunRecord, SessionRecord } from '../shared/records.js';
 import type { TurnSpec } from '../worker/shared/protocol.js';
 import type { SandboxSpec } from '../sandbox/sandbox.js';
-import { alsoWritableOf, turnWorkspace } from '../worktree/plan.js';
+import { alsoReadableOf, alsoWritableOf, turnWorkspace } from '../worktree/plan.js';
 import { replyPrompt } from './reply-prompt.js';
 
 export interface TurnHost {
@@ -29,10 +29,12 @@ export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: stri
     prompt = replyPrompt({ replyTo: session.replyTo!, session: session.id, run: run.id, specMode: run.settings.autonomy === 'off' }) + prompt;
   }
   const alsoWritable = alsoWritableOf(session);
+  const alsoReadable = alsoReadableOf(session);
   return {
     runId: run.id,
     workspace: turnWorkspace(session),
     ...(alsoWritable.length > 0 ? { alsoWritable } : {}),
+    ...(alsoReadable.length > 0 ? { alsoReadable } : {}),
     droidPath: host.droidPath,
     droidEnv: host.droidEnv,
     // The first turn that reaches droid creates its session; later ones resume it.

@@ -50,6 +50,8 @@ export interface RunView {
   context: NonNullable<RunRecord['context']> | null;
   /** Checkout sessions' writer turns only: the branch's commits ahead of its base; null when git could not tell. */
   commits?: RunRecord['commits'];
+  /** Sandboxed turns with their own network: the destinations the proxy refused. */
+  egress?: RunRecord['egress'];
 }
 
 /** Where a checkout session's work is (only sessions created with isolation: "worktree" have one). */
@@ -144,6 +146,7 @@ function runView(run: RunRecord): RunView {
     changes: run.changes ?? null,
     context: run.context ?? null,
     ...(run.commits !== undefined ? { commits: run.commits } : {}),
+    ...(run.egress !== undefined ? { egress: run.egress } : {}),
   };
 }
 

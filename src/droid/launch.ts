@@ -4,6 +4,7 @@
  * the rest of itself (worker/child/main.ts). process.ts wraps the result.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import type { Server } from 'node:net';
 import { handFd3 } from '../util/child-fd3.js';
 
 const DROID_EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
@@ -18,7 +19,13 @@ export interface DroidLaunch {
    * Runs droid through this program (a sandbox): `command ...args droidPath exec …`,
    * with `fd3` (the sandbox's seccomp program) readable on the program's fd 3.
    */
-  launcher?: { command: string; args: readonly string[]; fd3?: Uint8Array };
+  launcher?: {
+    command: string;
+    args: readonly string[];
+    fd3?: Uint8Array;
+    /** The program hands back a listening socket over an IPC channel on fd 4 (sandbox/egress/netns.ts): droid's proxy. */
+    egress?: boolean;
+  };
   /** Leads its own process group (a droid started outside any worker, so its group can be killed whole). */
   detached?: boolean;
 }
@@ -30,6 +37,12 @@ export interface StartedDroid {
   readonly child: ChildProcessWithoutNullStreams;
   /** Settles on the child's `exit` or `error`, whichever comes first, however late the caller looks. */
   readonly ended: Promise<EarlyEnd>;
+  /**
+   * The listening socket of droid's proxy (a sandbox with its own network), as
+   * it arrives; rejects when the channel closes without it. null: droid uses
+   * the host's network.
+   */
+  readonly egressListener: Promise<Server> | null;
   /** Signals droid if it runs (see `signalDroid`). */
   kill(signal?: NodeJS.Signals): void;
 }
@@ -49,16 +62,38 @@ export function startDroid(launch: DroidLaunch): StartedDroid {
     ? [launch.launcher.command, [...launch.launcher.args, launch.droidPath, ...DROID_EXEC_ARGS]]
     : [launch.droidPath, DROID_EXEC_ARGS];
   const fd3 = launch.launcher?.fd3;
+  const egress = launch.launcher?.egress === true;
   const child = spawn(command, args, {
     cwd: launch.cwd,
     env: launch.env,
     detached: launch.detached ?? false,
-    stdio: fd3 ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+    stdio: egress ? ['pipe', 'pipe', 'pipe', 'pipe', 'ipc'] : fd3 ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
   }) as ChildProcessWithoutNullStreams;
+  const egressListener = egress ? listenerOf(child) : null;
   const ended = new Promise<EarlyEnd>((resolve) => {
     child.once('error', (error) => resolve({ kind: 'error', error }));
     child.once('exit', (code, signal) => resolve({ kind: 'exit', code, signal }));
   });
   if (fd3) handFd3(child, fd3);
-  return { child, ended, kill: (signal) => signalDroid(child, signal) };
+  return { child, ended, egressListener, kill: (signal) => signalDroid(child, signal) };
+}
+
+/** The first handle on the child's IPC channel (one message, then the channel is closed); anything else is refused. */
+function listenerOf(child: ChildProcessWithoutNullStreams): Promise<Server> {
+  const listener = new Promise<Server>((resolve, reject) => {
+    const gone = () => reject(new Error("the sandbox's proxy listener never arrived (its helper ended or failed first)"));
+    child.once('disconnect', gone);
+    child.once('error', gone);
+    child.once('message', (message: unknown, handle: unknown) => {
+      child.off('disconnect', gone);
+      // Only the helper ever holds the channel, and only one message is read: droid never gets it.
+      if (child.connected) child.disconnect();
+      const isServer = typeof handle === 'object' && handle !== null && typeof (handle as Server).listen === 'function' && typeof (handle as Server).address === 'function';
+      const kind = typeof message === 'object' && message !== null ? (message as { kind?: unknown }).kind : undefined;
+      if (kind === 'egress-listener' && isServer) resolve(handle as Server);
+      else reject(new Error("the sandbox's proxy listener sent something else than its listening socket"));
+    });
+  });
+  listener.catch(() => undefined);
+  return listener;
 }

@@ -26,6 +26,8 @@ export interface DroidProcess {
   readonly exited: Promise<DroidExit>;
   /** When droid's first output arrived (epoch ms), or null before it: a turn's start timeline. */
   readonly firstOutputAt: number | null;
+  /** Its proxy's listener when the sandbox gave droid its own network (launch.ts); null otherwise. */
+  readonly egressListener: StartedDroid['egressListener'];
   kill(signal?: NodeJS.Signals): void;
 }
 
@@ -100,6 +102,7 @@ export function adoptDroid(started: StartedDroid, requestTimeoutMs?: number): Dr
     get firstOutputAt() {
       return firstOutputAt;
     },
+    egressListener: started.egressListener,
     kill: (signal) => started.kill(signal),
   };
 }

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { autonomySchema, errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../shared/record-schemas.js';
 import { budgetInput, budgetOutputs, spendFilters } from './budget-schemas.js';
-import { changeSet, contextStats } from '../shared/evidence-types.js';
+import { changeSet, contextStats, egressEvidence } from '../shared/evidence-types.js';
 import { CHECKOUT_STATES, commitsAhead } from '../shared/checkout-types.js';
 import { MAX_LABEL_CHARS, MAX_LABELS } from '../controller/metadata.js';
 import { CONVERSATION_ID } from '../controller/reply-route.js';
@@ -126,6 +126,13 @@ export const runView = z.object({
     .describe(
       'Only for writer turns of a session with its own checkout: the session branch after the turn, its commits ahead of the ' +
         'base (newest first, at most 20 listed), and inRepository (the branch was fast-forwarded in the repository; when false, notBroughtBack says why: diverged, over the 100 MiB a turn may bring back, too slow, or git failed). null: git could not tell.',
+    ),
+  egress: egressEvidence
+    .optional()
+    .describe(
+      "Turns in the sandbox's own network only: the destinations (host, port) its egress proxy refused, how often, since when and why " +
+        '(at most 32 listed, the rest counted in othersRefused). A failed npm install or git fetch shows here; the operator allows a host ' +
+        'with the config key network.allow.',
     ),
 });
 

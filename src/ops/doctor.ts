@@ -20,7 +20,8 @@ import { HTTP_HOST } from '../mcp/http/listener.js';
 import { StoreError } from '../store/errors.js';
 import { inspectState, type StateSeen } from '../store/inspect.js';
 import { errCode } from '../util/errno.js';
-import { SANDBOX_ACTION, sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
+import { hostSandboxSpec, SANDBOX_ACTION, type SandboxSpec } from '../sandbox/sandbox.js';
+import { networkOf } from '../config/network.js';
 import { factoryDirOf } from '../shared/host-paths.js';
 import { probeSandbox } from '../sandbox/probe.js';
 import { command, CommandRefusal } from './command.js';
@@ -239,7 +240,8 @@ function checkPort(port: number, livePid: number | null): Promise<Check> {
 /** The sandbox check, and the sandbox doctor's own catalog droid runs in (a failing one: the catalog read fails too). */
 export async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; spec: SandboxSpec; usable: boolean }> {
   const off: SandboxSpec = { mode: 'off' };
-  const unusable = sandboxSpecFor('/nonexistent/bwrap', file.stateDirectory, file.tokenFile);
+  const host = { ...file, network: networkOf(file), sandboxReadable: file.sandboxReadable ?? [] };
+  const unusable = hostSandboxSpec('/nonexistent/bwrap', host, stringEnv(env));
   if (file.sandbox === 'off') return { check: warn('sandbox', 'off: turns run unconfined, with every right of the service user', `Only where bubblewrap cannot run. ${SANDBOX_ACTION}`), spec: off, usable: true };
   if (process.platform !== 'linux') return { check: fail('sandbox', `bwrap is Linux only and this is ${process.platform}`, 'Set "sandbox": "off".'), spec: unusable, usable: false };
   let bwrap = file.bwrapPath ?? null;
@@ -253,7 +255,7 @@ export async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Pr
   }
   if (!bwrap) return { check: fail('sandbox', 'bwrap (the default sandbox) is not on PATH: every turn would fail sandbox_unavailable', SANDBOX_ACTION), spec: unusable, usable: false };
   const health = await probeSandbox(bwrap);
-  const spec = sandboxSpecFor(bwrap, file.stateDirectory, file.tokenFile);
+  const spec = hostSandboxSpec(bwrap, host, stringEnv(env));
   if (!health.ok) return { check: fail('sandbox', `bwrap ${bwrap}: ${health.detail}`, SANDBOX_ACTION), spec, usable: false };
   return { check: ok('sandbox', `bwrap ${bwrap}: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets`), spec, usable: true };
 }

@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { disabledToolIdsOf, type DroidClient, type McpServerSpec } from '../droid/client.js';
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { sandboxSpecFor, type SandboxSpec } from '../sandbox/sandbox.js';
+import { hostSandboxSpec, type SandboxSpec } from '../sandbox/sandbox.js';
 import { privateTmpRoot } from '../sandbox/turn-paths.js';
 import { removeTree } from '../util/remove-tree.js';
 import { withShortLivedDroid } from '../worker/parent/short-lived-droid.js';
@@ -69,7 +69,7 @@ function onlyPuck(tools: readonly ListedTool[]): boolean {
 }
 
 function withDroid<T>(options: VerifyRouteOptions, cwd: string, sessionsCopy: string, use: (client: DroidClient) => Promise<T>): Promise<T> {
-  return withShortLivedDroid({ droidPath: options.droidPath, env: options.env, sandbox: options.sandbox, cwd, sessionsCopy }, use);
+  return withShortLivedDroid({ droidPath: options.droidPath, env: options.env, sandbox: options.sandbox, cwd, sessionsCopy, allowUrls: [options.url] }, use);
 }
 
 async function check(name: RouteCheck['name'], run: () => Promise<{ ok: boolean; detail: string }>): Promise<RouteCheck> {
@@ -154,7 +154,7 @@ async function routeOf(configPath: string): Promise<{ config: Config; url: strin
   if (config.sandbox.bwrapPath === null) {
     throw new CommandRefusal('the sandbox is "bwrap" but no bwrap executable was found on PATH; install bubblewrap or set "bwrapPath"');
   }
-  return { config, url: config.ampMcp.url, sandbox: sandboxSpecFor(config.sandbox.bwrapPath, config.stateDirectory, config.tokenFile) };
+  return { config, url: config.ampMcp.url, sandbox: hostSandboxSpec(config.sandbox.bwrapPath, config, stringEnv(process.env)) };
 }
 
 const say = (line: string) => process.stderr.write(`${line}\n`);

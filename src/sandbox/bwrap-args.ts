@@ -21,12 +21,17 @@
  * - `--die-with-parent` and the PID namespace: when the worker's group is
  *   killed, every Execute child (droid starts each in its own session) dies
  *   with the namespace;
- * - never `--new-session`: it would take droid out of the worker's group.
+ * - never `--new-session`: it would take droid out of the worker's group;
+ * - `--unshare-net` (issue 37): droid's only way out is its turn's proxy,
+ *   reached on the namespace's loopback (egress/netns-listener.cts);
+ * - empty tmpfs over the homes, the other approved roots and the host's
+ *   data folders (reads.ts lists them): a turn reads what its work needs.
  * Binds come after `--ro-bind / /` and name real, existing paths.
  */
 import { dirname, join } from 'node:path';
 import { FACTORY_UNBOUND } from '../shared/host-paths.js';
 import { isAtOrBelow } from '../util/paths.js';
+import { PROXY_ENV, unsharedNetCommand, type EgressLaunch } from './egress/netns.js';
 
 /** The per-turn tmpfs of droid's home is capped: droid's ripgrep is ~5 MB; a turn cannot fill the host's memory through it. */
 const FACTORY_TMPFS_BYTES = 256 * 1024 * 1024;
@@ -48,6 +53,14 @@ export interface Confinement {
   runtimeDir: string | null;
   hiddenDirs: readonly string[];
   hiddenFiles: readonly string[];
+  /**
+   * What the sandboxed program may read besides the system: absent, all of `/`
+   * (read-only); else `hidden` is covered by empty read-only tmpfs and only
+   * `readable` in them (and the binds above) shown again, read-only.
+   */
+  reads?: { hidden: readonly string[]; readable: readonly string[] };
+  /** absent or 'host': the host's network; 'none': loopback only; else only the proxy the launcher's helper hands out. */
+  network?: 'host' | 'none' | EgressLaunch;
 }
 
 /** The file descriptor bwrap reads the seccomp program from (the spawner hands it over: util/child-fd3.ts). */
@@ -55,12 +68,14 @@ const SECCOMP_FD = 3;
 
 /** The bwrap arguments before the command. Pure. */
 export function bwrapArgs(c: Confinement): string[] {
+  const network = c.network ?? 'host';
   const args = [
     '--die-with-parent',
     '--unshare-user',
     '--unshare-pid',
     '--unshare-ipc',
     '--unshare-uts',
+    ...(network === 'host' ? [] : ['--unshare-net']),
     '--disable-userns',
     '--cap-drop',
     'ALL',
@@ -84,6 +99,9 @@ export function bwrapArgs(c: Confinement): string[] {
     '--remount-ro',
     '/proc',
   ];
+  // Reads first: everything bound below may land inside a covered folder, and is bound back on top of it.
+  const covered = c.reads ? coveredDirs(c.reads.hidden, c.workspace?.path ?? null) : [];
+  for (const dir of covered) args.push('--tmpfs', dir);
   // Other turns' TMPDIRs and sessions copies sit beside this one: covered, and only ours bound back.
   const tmpRoot = dirname(c.turnTmp);
   args.push('--tmpfs', tmpRoot, '--bind', c.turnTmp, c.turnTmp, '--remount-ro', tmpRoot, '--setenv', 'TMPDIR', c.turnTmp);
@@ -98,12 +116,32 @@ export function bwrapArgs(c: Confinement): string[] {
   const bound = [c.turnTmp, c.factoryDir, ...(c.workspace ? [c.workspace.path] : []), ...(c.alsoWritable ?? [])];
   const runtimeDir = c.runtimeDir;
   if (runtimeDir && !bound.some((path) => isAtOrBelow(path, runtimeDir))) args.push('--tmpfs', runtimeDir, '--remount-ro', runtimeDir);
+  for (const path of c.reads?.readable ?? []) {
+    if (covered.some((dir) => isAtOrBelow(path, dir)) && !bound.some((b) => isAtOrBelow(path, b))) args.push('--ro-bind', path, path);
+  }
   // Last, so a secret inside a writable bind is still hidden.
   // Read-only too: a write there must fail, not "succeed" into a throwaway mount.
   for (const dir of c.hiddenDirs) args.push('--tmpfs', dir, '--remount-ro', dir);
   for (const file of c.hiddenFiles) args.push('--ro-bind', '/dev/null', file);
+  // Read-only once everything inside is in place: a write there fails instead of landing in the throwaway tmpfs.
+  for (const dir of covered) args.push('--remount-ro', dir);
+  if (typeof network === 'object') {
+    for (const [key, value] of Object.entries(PROXY_ENV)) args.push('--setenv', key, value);
+    // A proxy bypass list would send those hosts nowhere (there is no other route) or around the allowlist.
+    args.push('--unsetenv', 'NO_PROXY', '--unsetenv', 'no_proxy');
+  }
   args.push('--seccomp', String(SECCOMP_FD), '--chdir', c.workspace?.path ?? c.turnTmp, '--');
+  if (typeof network === 'object') args.push(...unsharedNetCommand(network));
   return args;
+}
+
+/**
+ * The folders to cover, outermost only: one inside another is covered with
+ * it, and one inside the workspace is the workspace's to show. Pure.
+ */
+export function coveredDirs(hidden: readonly string[], workspace: string | null): string[] {
+  const unique = [...new Set(hidden)].filter((dir) => dir !== '/' && !(workspace !== null && isAtOrBelow(dir, workspace) && dir !== workspace));
+  return unique.filter((dir) => !unique.some((other) => other !== dir && isAtOrBelow(dir, other))).sort();
 }
 
 /** Which entries of droid's home a sandboxed droid sees (read-only): all but FACTORY_UNBOUND, plus the one holding droid itself. Pure. */

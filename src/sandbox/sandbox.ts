@@ -23,8 +23,15 @@
  * The state directory and the HTTP token file are hidden (an empty
  * read-only tmpfs, and /dev/null).
  *
- * The network stays the host's: the model API needs it (THREAT-MODEL.md
- * says what a turn can still reach).
+ * Reads (issue 37): the homes, every approved root, and the host's data
+ * folders (READ_HIDDEN) are covered by empty tmpfs; the turn's workspace,
+ * droid's home, git's identity and the operator's `sandboxReadable` list are
+ * shown again, read-only but the workspace.
+ *
+ * Network (issue 37): droid runs in its own network namespace whose only
+ * way out is a proxy that allows the model endpoints and the operator's
+ * `network.allow` (egress/); `network: {mode: "open"}` keeps the host's.
+ * THREAT-MODEL.md says what a turn can still reach.
  *
  * This file is what the rest of the controller uses: the spec a worker gets
  * and the launcher that runs a program confined. The parts: bwrap-args.ts
@@ -39,6 +46,49 @@ import { DroidError } from '../droid/errors.js';
 import { bwrapArgs, type Confinement } from './bwrap-args.js';
 import { isAtOrBelow, overlaps } from '../util/paths.js';
 import { hostSeccompFilter } from './seccomp.js';
+import { egressLaunchOfThisServer, type EgressLaunch } from './egress/netns.js';
+import { userInfo } from 'node:os';
+
+/** A droid's network: the host's, or only its proxy (egress/), with the operator's list unless the session asked for model-only. */
+export type NetworkSpec = { mode: 'open' } | ({ mode: 'proxy'; allow: string[]; modelOnly?: boolean } & EgressLaunch);
+
+/** What a sandboxed droid reads: `hidden` covered, `readable` in them shown again (read-only). */
+export interface ReadSpec {
+  hidden: string[];
+  readable: string[];
+}
+
+/**
+ * The host's folders no turn needs (issue 37): other users' homes, services'
+ * data and logs, mounts, runtime sockets. The service user's home and the
+ * approved roots are added per host (hostReads).
+ */
+export const READ_HIDDEN: readonly string[] = ['/root', '/home', '/srv', '/mnt', '/media', '/run/user', '/var/lib', '/var/log'];
+
+/** git's identity: what the service user's home shows by default. */
+export const HOME_READABLE: readonly string[] = ['.gitconfig', '.config/git'];
+
+/** The spec of every sandbox this server starts, from its config: hidden secrets, reads, and network. */
+export function hostSandboxSpec(
+  bwrapPath: string,
+  config: { stateDirectory: string; tokenFile?: string | null | undefined; approvedDirectories: readonly string[]; network: { mode: 'proxy' | 'open'; allow: readonly string[] }; sandboxReadable: readonly string[] },
+  droidEnv: Readonly<Record<string, string | undefined>>,
+): SandboxSpec {
+  const egress = egressLaunchOfThisServer();
+  const network: NetworkSpec = config.network.mode === 'open' ? { mode: 'open' } : { mode: 'proxy', allow: [...config.network.allow], ...egress };
+  const homes = [userInfo().homedir, ...(droidEnv.HOME ? [droidEnv.HOME] : [])];
+  const reads = hostReads(homes, config.approvedDirectories, config.sandboxReadable, [egress.nodePath, egress.helperPath]);
+  return sandboxSpecFor(bwrapPath, config.stateDirectory, config.tokenFile, { network, reads });
+}
+
+/** What every sandbox on this host hides and shows. Pure. */
+export function hostReads(homes: readonly string[], approvedRoots: readonly string[], readable: readonly string[], programs: readonly string[]): ReadSpec {
+  const uniqueHomes = [...new Set(homes.filter((h) => h.startsWith('/') && h !== '/'))];
+  return {
+    hidden: [...READ_HIDDEN, ...uniqueHomes, ...approvedRoots],
+    readable: [...uniqueHomes.flatMap((home) => HOME_READABLE.map((name) => join(home, name))), ...readable, ...programs],
+  };
+}
 
 /** What the controller tells a worker about confinement. */
 export type SandboxSpec =
@@ -46,6 +96,10 @@ export type SandboxSpec =
   | {
       mode: 'bwrap';
       bwrapPath: string;
+      /** Absent: the host's network (specs made before issue 37, tests of other guards); the controller always states it. */
+      network?: NetworkSpec;
+      /** Absent: all of `/` readable; the controller always states it. */
+      reads?: ReadSpec;
       /** Directories replaced by an empty, read-only tmpfs inside the sandbox. */
       hiddenDirs: string[];
       /** Files replaced by /dev/null inside the sandbox. */
@@ -57,8 +111,13 @@ export type SandboxSpec =
     };
 
 /** The sandbox of every droid this controller starts: the state directory and the token file are hidden from all of them. Pure. */
-export function sandboxSpecFor(bwrapPath: string, stateDirectory: string, tokenFile: string | null | undefined): SandboxSpec {
-  return { mode: 'bwrap', bwrapPath, hiddenDirs: [stateDirectory], hiddenFiles: tokenFile ? [tokenFile] : [] };
+export function sandboxSpecFor(
+  bwrapPath: string,
+  stateDirectory: string,
+  tokenFile: string | null | undefined,
+  confine?: { network: NetworkSpec; reads: ReadSpec },
+): SandboxSpec {
+  return { mode: 'bwrap', bwrapPath, hiddenDirs: [stateDirectory], hiddenFiles: tokenFile ? [tokenFile] : [], ...(confine && { network: confine.network, reads: confine.reads }) };
 }
 
 export const SANDBOX_ACTION = 'Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and make sure it can create user namespaces, or set "sandbox": "off" in the config to run turns unconfined.';
@@ -69,6 +128,14 @@ export interface SandboxLauncher {
   args: readonly string[];
   /** Bytes the launched program reads from fd 3 (bwrap: the seccomp filter). */
   fd3: Uint8Array;
+  /** The program hands back its proxy's listener (egress/netns.ts) over an IPC channel on fd 4. */
+  egress?: true;
+}
+
+/** The network confinement a spec asks for: the proxy, or the host's. */
+export function networkOf(spec: { network?: NetworkSpec }): Confinement['network'] {
+  const network = spec.network;
+  return network?.mode === 'proxy' ? { nodePath: network.nodePath, helperPath: network.helperPath } : 'host';
 }
 
 /** bwrap with these binds, and this host's seccomp filter; `sandbox_unavailable` when either is missing. */
@@ -82,7 +149,10 @@ export function sandboxLauncher(bwrapPath: string, confinement: Confinement): Sa
  * exist. `launcher` then builds the bwrap line for a workspace bind (a turn's
  * own, or the read-only one its git calls get) without checking again.
  */
-export function checkConfinement(bwrapPath: string, confinement: Confinement): { launcher(workspace: Confinement['workspace']): SandboxLauncher } {
+export function checkConfinement(
+  bwrapPath: string,
+  confinement: Confinement,
+): { launcher(workspace: Confinement['workspace'], network?: Confinement['network']): SandboxLauncher } {
   assertBwrapExecutable(bwrapPath);
   // Fail closed: a writable workspace that holds (or sits in) droid's home or the per-turn folders would undo their binds.
   const workspace = confinement.workspace?.path;
@@ -108,8 +178,32 @@ export function checkConfinement(bwrapPath: string, confinement: Confinement): {
   const sessions = join(confinement.factoryDir, 'sessions');
   const sessionsTarget = existsSync(sessions) ? realpathSync(sessions) : sessions;
   const hiddenDirs = [...confinement.hiddenDirs, ...(sessionsTarget !== sessions && !isAtOrBelow(sessionsTarget, confinement.factoryDir) ? [sessionsTarget] : [])];
-  const hidden = { hiddenDirs: existing(hiddenDirs), hiddenFiles: existing(confinement.hiddenFiles) };
-  return { launcher: (bind) => ({ command: bwrapPath, args: bwrapArgs({ ...confinement, ...hidden, workspace: bind }), fd3: filter }) };
+  const hidden = {
+    hiddenDirs: existing(hiddenDirs),
+    hiddenFiles: existing(confinement.hiddenFiles),
+    ...(confinement.reads && { reads: { hidden: existingDirs(confinement.reads.hidden), readable: existing(confinement.reads.readable) } }),
+  };
+  return {
+    launcher: (bind, network = confinement.network) => ({
+      command: bwrapPath,
+      args: bwrapArgs({ ...confinement, ...hidden, workspace: bind, ...(network && { network }) }),
+      fd3: filter,
+      ...(typeof network === 'object' && { egress: true }),
+    }),
+  };
+}
+
+/** The directories that exist, at their real paths (a `/home` that links elsewhere is covered where it leads). */
+function existingDirs(paths: readonly string[]): string[] {
+  const out = new Set<string>();
+  for (const path of paths) {
+    try {
+      if (statSync(path).isDirectory()) out.add(realpathSync(path));
+    } catch {
+      // Nothing there to hide.
+    }
+  }
+  return [...out];
 }
 
 /** Fails before anything starts when the configured bwrap cannot be run. */

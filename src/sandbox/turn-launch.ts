@@ -10,8 +10,8 @@ import type { DroidLaunch } from '../droid/launch.js';
 import { DroidError } from '../droid/errors.js';
 import { factoryDirOf } from '../shared/host-paths.js';
 import { confinedEnv } from './bwrap-args.js';
-import { assertBwrapExecutable, checkConfinement, type SandboxLauncher, type SandboxSpec } from './sandbox.js';
-import { listFactoryEntries, runtimeDirOf } from './turn-paths.js';
+import { assertBwrapExecutable, checkConfinement, networkOf, type SandboxLauncher, type SandboxSpec } from './sandbox.js';
+import { droidReadable, listFactoryEntries, runtimeDirOf } from './turn-paths.js';
 
 /** What of a turn decides its launch (a TurnSpec has all of it). */
 export interface TurnLaunchInput {
@@ -19,6 +19,8 @@ export interface TurnLaunchInput {
   droidEnv: Record<string, string>;
   workspace: string;
   alsoWritable?: readonly string[] | undefined;
+  /** Shown read-only besides the workspace: a checkout's borrowed repository objects. */
+  alsoReadable?: readonly string[] | undefined;
   autonomy: string;
   sandbox: SandboxSpec;
 }
@@ -46,6 +48,8 @@ export function turnLaunch(spec: TurnLaunchInput): TurnLaunch {
     runtimeDir: runtimeDirOf(spec.droidEnv),
     hiddenDirs: sandbox.hiddenDirs,
     hiddenFiles: sandbox.hiddenFiles,
+    ...(sandbox.reads && { reads: { hidden: sandbox.reads.hidden, readable: [...sandbox.reads.readable, ...droidReadable(spec.droidPath), ...(spec.alsoReadable ?? [])] } }),
+    network: networkOf(sandbox),
   };
   // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.
   const workspace = { path: spec.workspace, writable: spec.autonomy !== 'off' };
@@ -54,7 +58,8 @@ export function turnLaunch(spec: TurnLaunchInput): TurnLaunch {
   return {
     droid: { droidPath: spec.droidPath, env: confinedEnv(spec.droidEnv), cwd: spec.workspace, launcher: checked.launcher(workspace) },
     // git reads a repository the turn may have rigged (config, attributes): it gets no more rights than the turn.
-    git: checked.launcher({ path: spec.workspace, writable: false }),
+    // ...and no network at all: it needs none.
+    git: checked.launcher({ path: spec.workspace, writable: false }, 'none'),
   };
 }
 
@@ -64,6 +69,7 @@ export function sameLaunch(a: DroidLaunch, b: DroidLaunch): boolean {
   const envOf = (l: DroidLaunch) => Object.entries(l.env).sort(([k1], [k2]) => (k1 < k2 ? -1 : k1 > k2 ? 1 : 0)).flat().map(String);
   const bytes = (l: DroidLaunch) => Buffer.from(l.launcher?.fd3 ?? []).toString('base64');
   return (
+    (a.launcher?.egress ?? false) === (b.launcher?.egress ?? false) &&
     a.droidPath === b.droidPath &&
     a.cwd === b.cwd &&
     (a.detached ?? false) === (b.detached ?? false) &&

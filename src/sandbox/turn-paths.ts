@@ -4,9 +4,9 @@
  * the root and binds back only the turn's own), the entries of droid's home
  * to show, and the runtime directory to cover.
  */
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { DroidError } from '../droid/errors.js';
 import { currentUid, privateTmpRootIn } from '../shared/host-paths.js';
 import { removeTree } from '../util/remove-tree.js';
@@ -84,4 +84,19 @@ function isDirectory(path: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * droid's install, shown read-only when it sits in a covered folder (a home,
+ * an approved root): the folder holding the executable, at the path droid is
+ * started by and at its real one.
+ */
+export function droidReadable(droidPath: string): string[] {
+  const out = [dirname(droidPath)];
+  try {
+    out.push(dirname(realpathSync(droidPath)));
+  } catch {
+    // The start's own check names a missing droid.
+  }
+  return [...new Set(out)];
 }

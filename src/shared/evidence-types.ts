@@ -29,6 +29,22 @@ export interface ContextStats {
   fraction: number;
 }
 
+/** One destination the turn's egress proxy refused (sandbox/egress/proxy.ts): how often, since when, and why. */
+export interface RefusedDestination {
+  host: string;
+  port: number;
+  count: number;
+  /** ISO time of the first refusal. */
+  firstAt: string;
+  why: string;
+}
+
+/** What the turn's proxy refused: at most 32 destinations listed, the rest counted. */
+export interface EgressEvidence {
+  refused: RefusedDestination[];
+  othersRefused: number;
+}
+
 /** Evidence shapes, also checked when the store reads them back (shared/record-schemas.ts). */
 export const changeSet = z
   .object({
@@ -44,5 +60,25 @@ export const changeSet = z
 const count = z.number().finite().nonnegative();
 export const contextStats = z.object({ used: count, limit: count, fraction: count }).strict();
 
+export const egressEvidence = z
+  .object({
+    refused: z
+      .array(
+        z
+          .object({
+            host: z.string().min(1).max(300),
+            port: z.number().int().min(1).max(65535),
+            count: z.number().int().positive(),
+            firstAt: z.string(),
+            why: z.string().max(1000),
+          })
+          .strict(),
+      )
+      .max(32),
+    othersRefused: z.number().int().nonnegative(),
+  })
+  .strict();
+
 agree<Same<z.infer<typeof changeSet>, ChangeSet>>();
+agree<Same<z.infer<typeof egressEvidence>, EgressEvidence>>();
 agree<Same<z.infer<typeof contextStats>, ContextStats>>();

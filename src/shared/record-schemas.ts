@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../droid/schemas.js';
-import { changeSet, contextStats } from './evidence-types.js';
+import { changeSet, contextStats, egressEvidence } from './evidence-types.js';
 import type { Budget } from './budget.js';
 import { checkoutRecord, commitsAhead } from './checkout-types.js';
 import {
@@ -121,6 +121,7 @@ export const runRecordSchema = z
     changes: changeSet.nullable().optional(),
     context: contextStats.nullable().optional(),
     commits: commitsAhead.nullable().optional(),
+    egress: egressEvidence.optional(),
     // Optional: absent on detached turns, including all written before reply-back.
     reply: runReply.optional(),
     // Optional, so runs written before budgets and live usage load unchanged.

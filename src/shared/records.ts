@@ -6,7 +6,7 @@ import type { ErrorInfo } from '../droid/errors.js';
 import type { TokenUsage } from '../droid/notifications.js';
 import type { Autonomy, PermissionRecord, QuestionRecord } from '../droid/permission-policy.js';
 import type { TranscriptEntry } from '../droid/turn-collector.js';
-import type { ChangeSet, ContextStats } from './evidence-types.js';
+import type { ChangeSet, ContextStats, EgressEvidence } from './evidence-types.js';
 import type { Budget } from './budget.js';
 import type { CheckoutRecord, CommitsAhead } from './checkout-types.js';
 
@@ -137,6 +137,8 @@ export interface RunRecord {
   context?: ContextStats | null;
   /** A checkout session's writer turn: its branch's commits ahead of the base; null when git could not tell. */
   commits?: CommitsAhead | null;
+  /** What the turn's egress proxy refused (issue 37). Absent: droid had the host's network, or the run predates it. */
+  egress?: EgressEvidence;
   /**
    * Reply-back of a routed turn. Absent: the turn is detached, which
    * includes every run written before reply-back existed.

@@ -47,6 +47,16 @@ export function alsoWritableOf(session: SessionRecord): string[] {
   return [join(checkout.path, '.git')];
 }
 
+/**
+ * A checkout borrows its repository's objects (`git clone --shared`): the
+ * turn reads them, read-only, though the repository's root is covered.
+ */
+export function alsoReadableOf(session: SessionRecord): string[] {
+  const checkout = session.checkout;
+  if (!checkout || checkout.state === 'removed') return [];
+  return [join(checkout.gitDir, 'objects')];
+}
+
 /** Checkouts that count against the host's limit: recorded and not removed. */
 export function liveCheckouts(sessions: Iterable<SessionRecord>): number {
   let count = 0;

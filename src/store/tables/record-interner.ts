@@ -177,12 +177,13 @@ function usage(u: TokenUsage): TokenUsage {
 }
 
 /** The optional evidence fields of a run, deep-copied and frozen; only those present. */
-type EvidenceKey = 'structuredOutput' | 'changes' | 'context' | 'commits';
+type EvidenceKey = 'structuredOutput' | 'changes' | 'context' | 'commits' | 'egress';
 function evidenceCopy(r: RunRecord): Pick<RunRecord, EvidenceKey> {
   const out: Pick<RunRecord, EvidenceKey> = {};
   if (r.structuredOutput !== undefined) out.structuredOutput = deepFrozenCopy(r.structuredOutput);
   if (r.changes !== undefined) out.changes = deepFrozenCopy(r.changes);
   if (r.commits !== undefined) out.commits = deepFrozenCopy(r.commits);
+  if (r.egress !== undefined) out.egress = deepFrozenCopy(r.egress);
   if (r.context !== undefined) out.context = r.context === null ? null : Object.freeze({ used: r.context.used, limit: r.context.limit, fraction: r.context.fraction });
   return out;
 }

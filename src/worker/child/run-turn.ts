@@ -24,6 +24,8 @@ import type { Launcher } from '../../evidence/git.js';
 import type { TokenUsage } from '../../droid/notifications.js';
 import { resumeBaseline, type RawUsage } from '../../droid/turn-usage.js';
 import { budgetStopped, watchBudget, type BudgetWatch, type Reached } from './budget-stop.js';
+import { attachEgress, egressEntries, type TurnEgress } from '../../sandbox/egress/turn-egress.js';
+import { factoryDirOf } from '../../shared/host-paths.js';
 
 export interface TurnHooks {
   /** The prompt is submitted; `stages` says when each step of the start happened. */
@@ -60,6 +62,8 @@ interface TurnState {
   notes: string[];
   /** droid's session answer's model list, reported once the prompt is in or the turn is over (checking it: ≈ 8 ms, off the start's path). */
   catalog?: { models: unknown; answeredAt: number };
+  /** droid's proxy, when the sandbox gave it its own network; closed after droid is stopped. */
+  egress?: TurnEgress;
 }
 
 const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
@@ -124,7 +128,11 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
         rename = await applyTitle(client, spec.renameTo, turnTimeline(spec.timeoutMs, spec.graceMs).renameWindowMs, skip);
       }
       // A follow-up waiting for this slot does not wait out droid's voluntary exit either.
-      await client?.shutdown(SHUTDOWN_BUDGET, skip);
+      try {
+        await client?.shutdown(SHUTDOWN_BUDGET, skip);
+      } finally {
+        state.egress?.close();
+      }
       return rename;
     },
   };
@@ -150,6 +158,7 @@ function evidence(state: TurnState) {
       ...(client?.decisions.unknownRequests.map((m) => `unknown droid request answered -32601: ${m}`) ?? []),
     ],
     stderrTail: client?.process.stderr.toString() ?? '',
+    ...(state.egress && { egress: state.egress.report() }),
   };
 }
 
@@ -163,6 +172,11 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   if (useWarm) state.client = warm.client;
   const client = await turnDroid(spec, state, useWarm ? warm : undefined, early);
   state.client = client;
+  const listener = client.process.egressListener;
+  if (listener && spec.sandbox.mode === 'bwrap' && spec.sandbox.network?.mode === 'proxy') {
+    const entries = egressEntries(spec.sandbox.network, factoryDirOf(spec.droidEnv), spec.replyBack ? [spec.replyBack.url] : []);
+    state.egress = attachEgress(listener, entries);
+  }
   // droid writes nothing before the prompt is submitted: the "before" snapshot runs during setup.
   state.evidence = beginEvidence(spec, state.gitLauncher ?? null);
   void state.evidence.before.then(() => (state.marks.before_snapshot = epochMs()), () => undefined);
@@ -180,7 +194,8 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
-  const setup = openSession(spec, client, state).then((id) => {
+  // The prompt goes in only once droid's proxy listens: its model request must find it.
+  const setup = Promise.all([openSession(spec, client, state), state.egress?.ready]).then(([id]) => {
     state.droidSessionId = id;
     state.marks.session_ready = epochMs();
     return null;

@@ -13,10 +13,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DroidClient, SHUTDOWN_BUDGET } from '../../droid/client.js';
 import { killGroupAndWait } from './process-group.js';
-import { sandboxLauncher, type SandboxSpec } from '../../sandbox/sandbox.js';
+import { networkOf, sandboxLauncher, type SandboxSpec } from '../../sandbox/sandbox.js';
+import { attachEgress, egressEntries, type TurnEgress } from '../../sandbox/egress/turn-egress.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
 import { confinedEnv } from '../../sandbox/bwrap-args.js';
-import { prepareTurnPaths, runtimeDirOf } from '../../sandbox/turn-paths.js';
+import { droidReadable, prepareTurnPaths, runtimeDirOf } from '../../sandbox/turn-paths.js';
 
 export interface ShortLivedDroidOptions {
   droidPath: string;
@@ -36,6 +37,8 @@ export interface ShortLivedDroidOptions {
    * turns. Absent: the controller's own priority.
    */
   niceness?: number;
+  /** Endpoints droid must reach besides the model endpoints (verify-route's Amp URL); the operator's list does not apply here. */
+  allowUrls?: readonly string[];
 }
 
 /** Runs `use` against a fresh droid and stops its whole process group afterwards. */
@@ -58,6 +61,8 @@ export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, us
         runtimeDir: runtimeDirOf(options.env),
         hiddenDirs: options.sandbox.hiddenDirs,
         hiddenFiles: options.sandbox.hiddenFiles,
+        ...(options.sandbox.reads && { reads: { hidden: options.sandbox.reads.hidden, readable: [...options.sandbox.reads.readable, ...droidReadable(options.droidPath)] } }),
+        network: networkOf(options.sandbox),
       });
       client = DroidClient.spawn({ ...common, env: confinedEnv(options.env), cwd: options.cwd ?? paths.turnTmp, launcher: options.niceness === undefined ? launcher : niced(launcher, options.niceness) });
     } catch (err) {
@@ -71,9 +76,17 @@ export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, us
     client = DroidClient.spawn({ ...common, env: options.env, cwd, ...(launcher && { launcher }) });
   }
   const pgid = client.process.child.pid ?? -1;
+  let egress: TurnEgress | undefined;
+  const listener = client.process.egressListener;
+  if (listener) {
+    // What it reads needs only the model endpoints (the catalog, verify-route's checks): never the operator's list.
+    egress = attachEgress(listener, egressEntries({ allow: [], modelOnly: true }, factoryDirOf(options.env), options.allowUrls ?? []));
+  }
   try {
+    await egress?.ready;
     return await use(client);
   } finally {
+    egress?.close();
     await client.shutdown(SHUTDOWN_BUDGET);
     // MCP servers droid started (and anything they started) go with the group.
     await killGroupAndWait(pgid);

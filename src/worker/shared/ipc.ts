@@ -12,7 +12,7 @@ import { z } from 'zod';
 import type { ProgressEvent } from '../../droid/turn-collector.js';
 import { agree, catalogModel, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../../droid/schemas.js';
 import { head } from '../../util/text.js';
-import { changeSet, contextStats, type ChangeSet, type ContextStats } from '../../shared/evidence-types.js';
+import { changeSet, contextStats, egressEvidence, type ChangeSet, type ContextStats } from '../../shared/evidence-types.js';
 import {
   START_STAGES,
   turnSpecSchema,
@@ -62,6 +62,7 @@ const turnResultSchema = z
     structuredOutput: z.record(z.string(), z.unknown()).nullable().optional(),
     changes: changeSet.nullable().optional(),
     context: contextStats.nullable().optional(),
+    egress: egressEvidence.optional(),
   })
   .strict()
   // A successful turn names its droid session and carries no error; anything else is not a success.
@@ -104,7 +105,7 @@ const wireLaunch = z
     droidPath: z.string().min(1),
     env: z.record(z.string(), z.string()),
     cwd: z.string().startsWith('/'),
-    launcher: z.object({ command: z.string().min(1), args: z.array(z.string()), fd3: z.base64() }).strict().optional(),
+    launcher: z.object({ command: z.string().min(1), args: z.array(z.string()), fd3: z.base64(), egress: z.literal(true).optional() }).strict().optional(),
   })
   .strict();
 

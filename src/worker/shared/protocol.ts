@@ -11,7 +11,7 @@ import type { ErrorInfo } from '../../droid/errors.js';
 import type { TokenUsage } from '../../droid/notifications.js';
 import type { PermissionRecord, QuestionRecord } from '../../droid/permission-policy.js';
 import type { ProgressEvent, TranscriptEntry } from '../../droid/turn-collector.js';
-import type { ChangeSet, ContextStats } from '../../shared/evidence-types.js';
+import type { ChangeSet, ContextStats, EgressEvidence } from '../../shared/evidence-types.js';
 
 export const turnSpecSchema = z
   .object({
@@ -19,6 +19,8 @@ export const turnSpecSchema = z
     workspace: z.string().startsWith('/'),
     /** A checkout session's git folder when its workspace is a subfolder of the checkout: writable for writer turns too (issue 21). */
     alsoWritable: z.array(z.string().startsWith('/')).optional(),
+    /** A checkout session's borrowed repository objects (git clone --shared): shown read-only. */
+    alsoReadable: z.array(z.string().startsWith('/')).optional(),
     droidPath: z.string().min(1),
     droidEnv: z.record(z.string(), z.string()),
     session: z.discriminatedUnion('mode', [
@@ -39,6 +41,21 @@ export const turnSpecSchema = z
         .object({
           mode: z.literal('bwrap'),
           bwrapPath: z.string().startsWith('/'),
+          network: z
+            .discriminatedUnion('mode', [
+              z.object({ mode: z.literal('open') }).strict(),
+              z
+                .object({
+                  mode: z.literal('proxy'),
+                  allow: z.array(z.string()),
+                  modelOnly: z.boolean().optional(),
+                  nodePath: z.string().startsWith('/'),
+                  helperPath: z.string().startsWith('/'),
+                })
+                .strict(),
+            ])
+            .optional(),
+          reads: z.object({ hidden: z.array(z.string().startsWith('/')), readable: z.array(z.string().startsWith('/')) }).strict().optional(),
           hiddenDirs: z.array(z.string().startsWith('/')),
           hiddenFiles: z.array(z.string().startsWith('/')),
           /** Set by the runner (runner.ts) for each turn: the private copy droid sees as its sessions folder. */
@@ -108,6 +125,8 @@ export interface TurnResult {
   changes?: ChangeSet | null;
   /** Context occupancy after the turn; null when droid did not answer. Absent: the turn was never submitted. */
   context?: ContextStats | null;
+  /** What the turn's egress proxy refused. Absent: droid had the host's network (or never started). */
+  egress?: EgressEvidence;
 }
 
 /** RenameOutcome.error when the title was left for a later turn because a follow-up waited. */

@@ -26,18 +26,28 @@ export interface WireLaunch {
   droidPath: string;
   env: Record<string, string>;
   cwd: string;
-  launcher?: { command: string; args: string[]; fd3: string };
+  launcher?: { command: string; args: string[]; fd3: string; egress?: true };
 }
 
 export function toWireLaunch(launch: DroidLaunch): WireLaunch {
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(launch.env)) if (value !== undefined) env[key] = value;
-  const launcher = launch.launcher && { command: launch.launcher.command, args: [...launch.launcher.args], fd3: Buffer.from(launch.launcher.fd3 ?? []).toString('base64') };
+  const launcher = launch.launcher && {
+    command: launch.launcher.command,
+    args: [...launch.launcher.args],
+    fd3: Buffer.from(launch.launcher.fd3 ?? []).toString('base64'),
+    ...(launch.launcher.egress && { egress: true as const }),
+  };
   return { droidPath: launch.droidPath, env, cwd: launch.cwd ?? '/', ...(launcher && { launcher }) };
 }
 
 export function fromWireLaunch(wire: WireLaunch): DroidLaunch {
-  const launcher = wire.launcher && { command: wire.launcher.command, args: wire.launcher.args, fd3: Buffer.from(wire.launcher.fd3, 'base64') };
+  const launcher = wire.launcher && {
+    command: wire.launcher.command,
+    args: wire.launcher.args,
+    fd3: Buffer.from(wire.launcher.fd3, 'base64'),
+    ...(wire.launcher.egress === true && { egress: true }),
+  };
   return { droidPath: wire.droidPath, env: wire.env, cwd: wire.cwd, ...(launcher && { launcher }) };
 }
 
