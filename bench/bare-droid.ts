@@ -15,7 +15,8 @@ import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DroidClient } from '../src/droid/client.js';
 import type { DroidLaunch } from '../src/droid/launch.js';
-import { sandboxSpecFor } from '../src/sandbox/sandbox.js';
+import { hostSandboxSpec, sandboxSpecFor } from '../src/sandbox/sandbox.js';
+import { attachEgress, egressEntries, type TurnEgress } from '../src/sandbox/egress/turn-egress.js';
 import { turnLaunch } from '../src/sandbox/turn-launch.js';
 import { makeTurnTmp } from '../src/sandbox/turn-paths.js';
 import { prepareSessionCopy } from '../src/sandbox/session-copy.js';
@@ -69,19 +70,29 @@ export interface BareOptions {
    * bubblewrap and droid, nothing of ours.
    */
   bwrapPath?: string;
+  /**
+   * With bwrapPath: the line of issue 37 (hostSandboxSpec): droid in its own
+   * network namespace behind its proxy (attached as a turn's worker attaches
+   * it), homes and roots covered. Absent: the line before it.
+   */
+  confineNetwork?: boolean;
 }
 
 export async function bareDroid(bed: DroidBed, ws: string, options: BareOptions = {}): Promise<{ ms: number; stages: StageOffsets }> {
   const m = marker('bare');
-  const confined = options.bwrapPath === undefined ? undefined : confinedLaunch(bed, ws, options.bwrapPath);
+  const confined = options.bwrapPath === undefined ? undefined : confinedLaunch(bed, ws, options.bwrapPath, options.confineNetwork ?? false);
   let client: DroidClient | undefined;
   let worker: ChildProcess | undefined;
+  let egress: TurnEgress | undefined;
   try {
     const t0 = epochMs();
     client = DroidClient.spawn(confined?.launch ?? { droidPath: bed.droidPath, env: bed.home.env, cwd: ws });
     const stages: StageOffsets = { droid_spawned: epochMs() - t0 };
+    const listener = client.process.egressListener;
+    // As run-turn.ts does: the proxy on the listener droid's sandbox hands out, awaited beside the session's start.
+    egress = listener ? attachEgress(listener, egressEntries({ allow: [] }, factoryDirOf(bed.home.env))) : undefined;
     if (options.besideNode) worker = forkWorker({ env: coldWorkerEnv(process.env, false), workerEntry: WORKER_ENTRY }, [POOL_ARG]);
-    await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
+    await Promise.all([client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' }), egress?.ready]);
     stages.initialized = epochMs() - t0;
     stages.submit_sent = stages.initialized;
     const collector = await client.submit(`${m} ${script({ text: 'ok' })}`, () => undefined);
@@ -94,13 +105,14 @@ export async function bareDroid(bed: DroidBed, ws: string, options: BareOptions 
   } finally {
     // Every sample, failed or not, stops its droid (shutdown kills one that does not exit) before its private folders go.
     await client?.shutdown();
+    egress?.close();
     if (worker?.pid !== undefined) await killGroupAndWait(worker.pid);
     await confined?.dispose();
   }
 }
 
 /** The bwrap line of the bench's server turns for `ws`, and its private folders (removed by `dispose`, which says what it could not remove). */
-function confinedLaunch(bed: DroidBed, ws: string, bwrapPath: string): { launch: DroidLaunch; dispose(): Promise<void> } {
+function confinedLaunch(bed: DroidBed, ws: string, bwrapPath: string, confineNetwork: boolean): { launch: DroidLaunch; dispose(): Promise<void> } {
   const runId = `bench-${randomUUID()}`;
   // Beside the workspace, as a server's state directory is beside its approved root.
   const state = mkdtempSync(join(dirname(ws), 'floor-state-'));
@@ -112,7 +124,10 @@ function confinedLaunch(bed: DroidBed, ws: string, bwrapPath: string): { launch:
     for (const what of left) if (what) console.error(`bench: a private folder of the bwrap floor was not removed: ${what}`);
   };
   try {
-    const sandbox = { ...sandboxSpecFor(bwrapPath, state, null), sessionsCopy: sessions.dir, turnTmp: tmp.turnTmp };
+    const host = confineNetwork
+      ? hostSandboxSpec(bwrapPath, { stateDirectory: state, approvedDirectories: [dirname(ws)], network: { mode: 'proxy', allow: [] }, sandboxReadable: [] }, bed.home.env)
+      : sandboxSpecFor(bwrapPath, state, null);
+    const sandbox = { ...host, sessionsCopy: sessions.dir, turnTmp: tmp.turnTmp };
     return { launch: turnLaunch({ droidPath: bed.droidPath, droidEnv: bed.home.env, workspace: ws, autonomy: 'off', sandbox }).droid, dispose };
   } catch (err) {
     void dispose();

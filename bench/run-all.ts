@@ -15,6 +15,7 @@ import { main as evidence } from './evidence.js';
 import { main as catalogPause } from './catalog-pause.js';
 import { main as liveUsage } from './live-usage.js';
 import { main as checkout } from './checkout.js';
+import { main as egress } from './egress.js';
 import { printGoals } from './goals.js';
 
 const benches: Array<[string, () => Promise<unknown> | unknown]> = [
@@ -31,6 +32,7 @@ const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['create after a pause longer than the catalog TTL', () => catalogPause()],
   ['live usage: durable writes per turn, on vs off; a turn stopped at its ceiling', liveUsage],
   ['one session checkout of a 10,000-file repository (isolation: "worktree")', checkout],
+  ['turn start: the network namespace, proxy and covered reads (issue 37) against the line before', () => egress()],
 ];
 
 for (const [name, run] of benches) {

@@ -13,7 +13,7 @@ import { SessionController } from './controller/controller.js';
 import { droidCatalogFetcher, ModelCatalog, type CatalogEvent } from './controller/model-catalog.js';
 import { resolveWorkspace } from './controller/workspaces.js';
 import type { HttpListener } from './mcp/http/listener.js';
-import type { SandboxStatus, ToolContext } from './mcp/tools.js';
+import type { NetworkStatus, SandboxStatus, ToolContext } from './mcp/tools.js';
 import { hostSandboxSpec, SANDBOX_ACTION, type SandboxSpec } from './sandbox/sandbox.js';
 import { factoryDirOf } from './shared/host-paths.js';
 import { probeSandbox } from './sandbox/probe.js';
@@ -27,6 +27,8 @@ import { stringEnv } from './util/string-env.js';
 import { releaseYoungGeneration } from './util/young-generation.js';
 import { turnWorkspace } from './worktree/plan.js';
 import { reportCheckouts } from './controller/checkout-report.js';
+import { egressEntries } from './sandbox/egress/turn-egress.js';
+import { isIP } from 'node:net';
 
 /** A started controller: what a stop has to close, in order. */
 export interface Running {
@@ -263,9 +265,16 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
     worktrees: config.worktrees !== undefined,
     ceilings: config.ceilings,
     sandbox: sandbox.status,
+    network: () => networkStatus(config, droidEnv),
     droidVersion: () => droidVersion.current(),
   };
   return { controller, toolContext };
+}
+
+function networkStatus(config: Config, droidEnv: Record<string, string>): NetworkStatus {
+  if (config.sandbox.mode === 'off') return { mode: 'unconfined', allow: [], alwaysAllowed: [] };
+  const always = egressEntries({ allow: [], modelOnly: true }, factoryDirOf(droidEnv)).map((e) => (isIP(e.host) === 6 ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`));
+  return { mode: config.network.mode, allow: [...config.network.allow], alwaysAllowed: [...new Set(always)] };
 }
 
 function requiredTokenFile(config: Config): string {

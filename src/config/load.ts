@@ -7,7 +7,7 @@ import { currentUid, factoryDirOf, FACTORY_UNBOUND, privateTmpRootIn } from '../
 import { placementProblems } from './placement.js';
 import { ownPrograms, unconfinedIn, type UnconfinedProgram } from './unconfined-programs.js';
 import { checkWorktrees } from './worktrees.js';
-import { networkOf, readableOf, type ReadableReach } from './network.js';
+import { reachOf } from './network.js';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { errCode, sharedMode } from '../util/errno.js';
@@ -119,15 +119,8 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
     ...(file.ampMcp !== undefined && { ampMcp: { url: file.ampMcp.url ?? AMP_MCP_URL } }),
     ...{ sandbox, ...(await resolveWorktrees(configPath, file, approvedDirectories)) },
-    network: networkOf(file),
-    sandboxReadable: resolveReadable(configPath, file, { homes: [env.home || process.env.HOME || homedir()], approvedRoots: approvedDirectories, secrets: [stateDirectory, ...(tokenFile ? [tokenFile] : [])] }),
+    ...reachOf(file, (problem) => invalid(configPath, 'sandboxReadable', problem), { homes: [env.home || process.env.HOME || homedir()], approvedRoots: approvedDirectories, secrets: [stateDirectory, ...(tokenFile ? [tokenFile] : [])] }),
   };
-}
-
-function resolveReadable(configPath: string, file: ConfigFile, reach: ReadableReach): string[] {
-  const readable = readableOf(file, reach);
-  if (typeof readable === 'string') throw invalid(configPath, 'sandboxReadable', readable);
-  return readable;
 }
 
 /** The spend ceilings; an absent key is none. */

@@ -19,7 +19,7 @@ export interface ReadableReach {
 }
 
 /** The list, normalized and deduplicated, or the first problem: a message for the `sandboxReadable` key. */
-export function readableOf(file: ConfigFile, reach: ReadableReach): string[] | string {
+function readableOf(file: ConfigFile, reach: ReadableReach): string[] | string {
   const out: string[] = [];
   for (const raw of file.sandboxReadable ?? []) {
     const path = normalize(raw).replace(/(.)\/$/, '$1');
@@ -33,4 +33,11 @@ export function readableOf(file: ConfigFile, reach: ReadableReach): string[] | s
     if (!out.includes(path)) out.push(path);
   }
   return out;
+}
+
+/** `network` with its defaults, and `sandboxReadable` checked; `refuse` makes the error a problem throws. */
+export function reachOf(file: ConfigFile, refuse: (problem: string) => Error, reach: ReadableReach): Pick<Config, 'network' | 'sandboxReadable'> {
+  const readable = readableOf(file, reach);
+  if (typeof readable === 'string') throw refuse(readable);
+  return { network: networkOf(file), sandboxReadable: readable };
 }

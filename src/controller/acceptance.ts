@@ -15,6 +15,7 @@ import { crashPoint } from '../util/crash-point.js';
 import { resolvedWorkspace, turnWorkspace } from '../worktree/plan.js';
 import type { Admission } from './admission.js';
 import type { CheckoutIntent, Isolation } from './checkouts.js';
+import type { SandboxSpec } from '../sandbox/sandbox.js';
 import { workspaceChanged, type ControllerState } from './controller-state.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { acceptBudget, withBudget, type BudgetInput } from './budget-acceptance.js';
@@ -38,6 +39,8 @@ export interface CreateInput extends Requested {
   budget?: BudgetInput;
   /** "worktree": the session gets its own checkout (checkouts.ts); omitted or "none": it works in the workspace. */
   isolation?: Isolation;
+  /** Less network than the host's policy ("model-only"), or its own ("host", the default); "open" only where the host's is. */
+  network?: SessionNetwork;
 }
 
 export interface SendInput extends Requested {
@@ -104,6 +107,7 @@ export class TurnAcceptance {
     const workspace = await this.state.deps.resolveWorkspace(input.workspace);
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
+    const network = sessionNetwork(input.network, this.state.deps.sandbox);
     const intent: Intent = {
       kind: 'create',
       target: workspace,
@@ -115,6 +119,7 @@ export class TurnAcceptance {
       ...schemaIntent(schema),
       ...budget.intent,
       ...isolationIntent(input.isolation),
+      ...(input.network === 'model-only' || input.network === 'open' ? { network: input.network } : {}),
     };
     let checkout: CheckoutIntent | null = null;
     return this.accept({
@@ -142,6 +147,7 @@ export class TurnAcceptance {
           factoryTitle: null,
           ...budget.session,
           ...(checkout && { checkout: this.state.checkouts.plan(checkout, sessionId, run.settings.autonomy) }),
+          ...(network && { network }),
         });
         return { sessionId, runs: [], route: { replyTo: null, routeId: null }, head };
       },
@@ -307,6 +313,31 @@ function validOutputSchema(schema: unknown): Record<string, unknown> | null {
     throw new ControllerError('invalid_arguments', check.reason, 'Pass outputSchema as a JSON Schema object with "type": "object" at its root, at most 32 KiB serialized, or omit it.');
   }
   return check.schema;
+}
+
+export type SessionNetwork = 'model-only' | 'host' | 'open';
+
+/**
+ * What a session's network choice records: model-only, or nothing (the
+ * host's policy). Never more than the host allows, like autonomy's ceiling.
+ */
+export function sessionNetwork(asked: SessionNetwork | undefined, sandbox: SandboxSpec): 'model-only' | null {
+  const hostMode = sandbox.mode === 'off' ? 'unconfined' : sandbox.network?.mode === 'proxy' ? 'proxy' : 'open';
+  if (asked === 'open' && hostMode === 'proxy') {
+    throw new ControllerError(
+      'network_above_ceiling',
+      "network \"open\" is more than this host allows: its turns reach only the model endpoints and the operator's allow list, through a proxy",
+      'Omit network (or pass "host"), and ask the operator to add the hosts the work needs to "network": {"allow": [...]}.',
+    );
+  }
+  if (asked === 'model-only' && hostMode === 'unconfined') {
+    throw new ControllerError(
+      'network_unavailable',
+      'network "model-only" needs the turn sandbox, and this host runs turns without one ("sandbox": "off")',
+      'Omit network, or ask the operator to run turns in bubblewrap.',
+    );
+  }
+  return asked === 'model-only' ? 'model-only' : null;
 }
 
 function isolationIntent(isolation: Isolation | undefined): Pick<Intent, 'isolation'> {

@@ -23,6 +23,8 @@ export interface Intent {
   budget?: { maxTokens: number | null; maxCredits: number | null };
   /** A create that asked for its own checkout. */
   isolation?: 'worktree';
+  /** A create that asked for a network other than the host's policy. */
+  network?: 'model-only' | 'open';
 }
 
 export function fingerprint(intent: Intent): string {
@@ -44,6 +46,8 @@ export function fingerprint(intent: Intent): string {
     ...(intent.budget !== undefined ? [['budget', intent.budget.maxTokens, intent.budget.maxCredits]] : []),
     // Likewise; an object, so it can never equal a schema's canonical JSON.
     ...(intent.isolation !== undefined ? [{ isolation: intent.isolation }] : []),
+    // Likewise; its own key, so it can never equal an isolation object.
+    ...(intent.network !== undefined ? [{ network: intent.network }] : []),
   ];
   return createHash('sha256').update(JSON.stringify(normalized)).digest('hex');
 }

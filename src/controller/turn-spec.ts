@@ -5,6 +5,7 @@
 import type { RunRecord, SessionRecord } from '../shared/records.js';
 import type { TurnSpec } from '../worker/shared/protocol.js';
 import type { SandboxSpec } from '../sandbox/sandbox.js';
+import { egressLaunchOfThisServer } from '../sandbox/egress/netns.js';
 import { alsoReadableOf, alsoWritableOf, turnWorkspace } from '../worktree/plan.js';
 import { replyPrompt } from './reply-prompt.js';
 
@@ -47,9 +48,17 @@ export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: stri
     prompt,
     timeoutMs: host.runTimeoutMs,
     graceMs: host.cancelGraceMs,
-    sandbox: host.sandbox,
+    sandbox: sessionSandbox(host.sandbox, session),
     // Applied after the turn, and retried on later turns until it sticks.
     ...(session.title && session.title !== session.factoryTitle ? { renameTo: session.title } : {}),
     ...(routed ? { replyBack: { url: host.ampMcpUrl!, replyTo: session.replyTo! } } : {}),
   };
+}
+
+/** The host's sandbox, narrowed to the model endpoints for a session that asked for model-only (issue 37). */
+function sessionSandbox(sandbox: SandboxSpec, session: SessionRecord): SandboxSpec {
+  if (session.network !== 'model-only' || sandbox.mode !== 'bwrap') return sandbox;
+  // An open host still confines this session: its turns get their own proxy, with the model endpoints only.
+  const launch = sandbox.network?.mode === 'proxy' ? sandbox.network : { ...egressLaunchOfThisServer(), allow: [] };
+  return { ...sandbox, network: { mode: 'proxy', allow: [], modelOnly: true, nodePath: launch.nodePath, helperPath: launch.helperPath } };
 }

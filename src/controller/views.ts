@@ -92,6 +92,8 @@ export interface SessionView {
   latestRun: RunView;
   /** Present only for sessions created with isolation: "worktree". */
   checkout?: CheckoutView;
+  /** Present only for sessions created with network "model-only". */
+  network?: 'model-only';
 }
 
 export interface SessionBudgetView extends Budget {
@@ -198,5 +200,6 @@ export function sessionView(session: SessionRecord, summary: RunsSummary, head: 
     budget,
     latestRun: runView(head),
     ...(session.checkout ? { checkout: checkoutView(session.checkout) } : {}),
+    ...(session.network ? { network: session.network } : {}),
   };
 }

@@ -41,6 +41,14 @@ export const createInput = z.strictObject({
   labels: z.array(label).max(MAX_LABELS).optional(),
   outputSchema: outputSchema.optional(),
   budget: budgetInput.session.optional(),
+  network: z
+    .enum(['model-only', 'host', 'open'])
+    .optional()
+    .describe(
+      'Whom this session\'s turns may connect to. Default "host": the host\'s policy (droid_list_workspaces policy.network). ' +
+        '"model-only": only the model endpoints (Factory and the custom models), never the operator\'s allow list: for untrusted input. ' +
+        '"open" only where the host\'s own policy is open; asking for more than the host allows is refused network_above_ceiling.',
+    ),
   isolation: z
     .enum(['none', 'worktree'])
     .optional()
@@ -170,6 +178,7 @@ export const sessionView = z.object({
   budget: budgetOutputs.session,
   latestRun: runView,
   checkout: checkoutView.optional(),
+  network: z.literal('model-only').optional().describe('Present when the session was created with network "model-only": its turns reach only the model endpoints.'),
 });
 
 const admission = z
@@ -221,6 +230,16 @@ export const workspacesOutput = z.object({
       available: z.boolean(),
       detail: z.string().nullable(),
     }),
+    network: z
+      .object({
+        mode: z.enum(['proxy', 'open', 'unconfined']),
+        allow: z.array(z.string()),
+        alwaysAllowed: z.array(z.string()),
+      })
+      .describe(
+        'Whom turns may connect to. proxy: only alwaysAllowed (Factory\'s API and the custom models\' endpoints) and allow (host, *.domain, host:port), ' +
+          'through a proxy (no DNS inside); a session created with network "model-only" reaches only alwaysAllowed. open: the host\'s network. unconfined: no sandbox.',
+      ),
   }),
   droid: z.object({
     version: z.string().nullable().describe('Version of the droid CLI that runs the turns (droid --version); null when it could not be read.'),

@@ -24,6 +24,8 @@ export interface ToolContext {
   /** The droid CLI's version, or null when `droid --version` could not be read. */
   droidVersion(): Promise<string | null>;
   sandbox: SandboxStatus;
+  /** Where turns may connect (issue 37), as of now: droid's settings are read per call. */
+  network(): NetworkStatus;
   /** The operator's spend ceilings; absent: none. */
   ceilings?: HostCeilings;
 }
@@ -33,6 +35,17 @@ export interface SandboxStatus {
   mode: 'bwrap' | 'off';
   available: boolean;
   detail: string | null;
+}
+
+/**
+ * `proxy`: turns reach only `alwaysAllowed` and `allow`, through their proxy
+ * (a session with network "model-only" only the former); `open`: the host's
+ * network; `unconfined`: no sandbox at all.
+ */
+export interface NetworkStatus {
+  mode: 'proxy' | 'open' | 'unconfined';
+  allow: string[];
+  alwaysAllowed: string[];
 }
 
 /** Per call: aborted when the client cancels its request (or the transport closes). */
@@ -222,7 +235,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'and maximum autonomy, reasoning effort, and the sandbox: with mode bwrap a writer turn can write only its workspace ' +
       'and a read-only turn nothing, and droid cannot change its own settings for later turns; available:false means ' +
       'every create, send and droid_models call fails with sandbox_unavailable (the catalog is read in the sandbox too); replyBack:true ' +
-      'means sessions may be created with a replyTo conversation, worktrees:true that they may ask for isolation:"worktree") and the version of the droid CLI that runs the turns.\n' +
+      'means sessions may be created with a replyTo conversation, worktrees:true that they may ask for isolation:"worktree"; network says whom turns may reach: ' +
+      'mode proxy, only alwaysAllowed (Factory and the custom models) and allow, everything else refused and listed in each run\'s egress) and the version of the droid CLI that runs the turns.\n' +
       'Example: {}',
     input: s.emptyInput,
     output: s.workspacesOutput,
@@ -240,6 +254,7 @@ export const TOOLS: readonly ToolDefinition[] = [
         worktrees: ctx.worktrees,
         ceilings: ctx.ceilings ?? NO_CEILINGS,
         sandbox: ctx.sandbox,
+        network: ctx.network(),
       },
       droid: { version: await ctx.droidVersion() },
     }),

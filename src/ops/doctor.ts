@@ -64,7 +64,7 @@ export async function doctor(configPath: string, options: DoctorOptions = {}): P
   checks.push(droid.check);
   // ── sandbox: before the catalog, whose droid runs in it
   const sandbox = await checkSandbox(file, env);
-  checks.push(sandbox.check);
+  checks.push(sandbox.check, checkNetwork(file));
   const catalog = await checkCatalog(file, droid.path, sandbox, env);
   if (catalog.check) checks.push(catalog.check);
   checks.push(checkDefaultModel(file, catalog.models));
@@ -258,6 +258,21 @@ export async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Pr
   const spec = hostSandboxSpec(bwrap, host, stringEnv(env));
   if (!health.ok) return { check: fail('sandbox', `bwrap ${bwrap}: ${health.detail}`, SANDBOX_ACTION), spec, usable: false };
   return { check: ok('sandbox', `bwrap ${bwrap}: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets`), spec, usable: true };
+}
+
+/** Whom turns may reach (issue 37): the proxy's allowlist, or a warning when turns share the host's network. */
+function checkNetwork(file: ConfigFile): Check {
+  const network = networkOf(file);
+  if (file.sandbox === 'off') return warn('network', 'unconfined: without the sandbox a turn reaches every host, the host\'s loopback and cloud metadata included', 'Run turns in bubblewrap ("sandbox": "bwrap").');
+  if (network.mode === 'open') {
+    return warn(
+      'network',
+      'open: turns share the host\'s network (its loopback services, cloud metadata at 169.254.169.254, the whole internet), so a prompt-injected turn can send out what it reads',
+      'Remove "network": {"mode": "open"} and list the hosts turns need in "network": {"allow": [...]}.',
+    );
+  }
+  const allowed = network.allow.length ? network.allow.join(', ') : 'nothing else';
+  return ok('network', `proxy: turns reach Factory, the custom models' endpoints and ${allowed}; refusals are listed in each run's egress`);
 }
 
 /** droid's `cloudSessionSync` in the service user's Factory home (default true; org settings may override it). */

@@ -139,7 +139,7 @@ export function bwrapArgs(c: Confinement): string[] {
  * The folders to cover, outermost only: one inside another is covered with
  * it, and one inside the workspace is the workspace's to show. Pure.
  */
-export function coveredDirs(hidden: readonly string[], workspace: string | null): string[] {
+function coveredDirs(hidden: readonly string[], workspace: string | null): string[] {
   const unique = [...new Set(hidden)].filter((dir) => dir !== '/' && !(workspace !== null && isAtOrBelow(dir, workspace) && dir !== workspace));
   return unique.filter((dir) => !unique.some((other) => other !== dir && isAtOrBelow(dir, other))).sort();
 }

@@ -63,10 +63,10 @@ export interface ReadSpec {
  * data and logs, mounts, runtime sockets. The service user's home and the
  * approved roots are added per host (hostReads).
  */
-export const READ_HIDDEN: readonly string[] = ['/root', '/home', '/srv', '/mnt', '/media', '/run/user', '/var/lib', '/var/log'];
+const READ_HIDDEN: readonly string[] = ['/root', '/home', '/srv', '/mnt', '/media', '/run/user', '/var/lib', '/var/log'];
 
 /** git's identity: what the service user's home shows by default. */
-export const HOME_READABLE: readonly string[] = ['.gitconfig', '.config/git'];
+const HOME_READABLE: readonly string[] = ['.gitconfig', '.config/git'];
 
 /** The spec of every sandbox this server starts, from its config: hidden secrets, reads, and network. */
 export function hostSandboxSpec(
@@ -82,7 +82,7 @@ export function hostSandboxSpec(
 }
 
 /** What every sandbox on this host hides and shows. Pure. */
-export function hostReads(homes: readonly string[], approvedRoots: readonly string[], readable: readonly string[], programs: readonly string[]): ReadSpec {
+function hostReads(homes: readonly string[], approvedRoots: readonly string[], readable: readonly string[], programs: readonly string[]): ReadSpec {
   const uniqueHomes = [...new Set(homes.filter((h) => h.startsWith('/') && h !== '/'))];
   return {
     hidden: [...READ_HIDDEN, ...uniqueHomes, ...approvedRoots],

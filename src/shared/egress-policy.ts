@@ -28,7 +28,7 @@ export interface AllowEntry {
 }
 
 /** droid's own endpoints (measured on 0.225.2: several CONNECTs to the first, one to the second per turn). */
-export const FACTORY_HOSTS: readonly string[] = ['api.factory.ai', 'telemetry.factory.ai'];
+const FACTORY_HOSTS: readonly string[] = ['api.factory.ai', 'telemetry.factory.ai'];
 
 const DEFAULT_PORTS = [443, 80];
 const HOST_LABEL = /^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$/;
@@ -113,14 +113,14 @@ function hostMatches(pattern: string, host: string): boolean {
 }
 
 /** The first entry naming this host and port, or null. */
-export function matchEntry(entries: readonly AllowEntry[], host: string, port: number): AllowEntry | null {
+function matchEntry(entries: readonly AllowEntry[], host: string, port: number): AllowEntry | null {
   const name = normalHost(host);
   if (!name) return null;
   return entries.find((e) => hostMatches(e.host, name) && (e.port === null ? DEFAULT_PORTS.includes(port) : e.port === port)) ?? null;
 }
 
 /** Whether an entry may lead to an internal address: only one naming its host exactly, with a port. */
-export function reachesInternal(entry: AllowEntry): boolean {
+function reachesInternal(entry: AllowEntry): boolean {
   return !entry.host.startsWith('*.') && entry.port !== null;
 }
 

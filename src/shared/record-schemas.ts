@@ -70,6 +70,8 @@ export const sessionRecordSchema = z
     budget: budgetRecord.optional(),
     // Optional: absent on sessions without a checkout, including all written before checkouts.
     checkout: checkoutRecord.optional(),
+    // Optional: absent on sessions with the host's network policy, including all written before issue 37.
+    network: z.literal('model-only').optional(),
   })
   .strict()
   // A routed session without its route (or a route without a recipient) is incomplete.

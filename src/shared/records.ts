@@ -67,6 +67,8 @@ export interface SessionRecord {
    * checkouts existed.
    */
   checkout?: CheckoutRecord;
+  /** The session asked for less network than the host allows (issue 37): only the model endpoints. Absent: the host's policy. */
+  network?: 'model-only';
 }
 
 /** A reply handle Amp returned to an approved own-route send, and the route it belongs to. */

@@ -449,7 +449,13 @@ describe('validation', () => {
     expect(traversal.structured.error).toMatchObject({ code: 'workspace_not_approved' });
     const replyTo = await server.call('droid_create_session', { requestKey: key(), replyTo: 'T-11111111-2222-4333-8444-555555555555', workspace: ws, prompt: 'p' });
     expect(replyTo.structured.error).toMatchObject({ code: 'reply_back_unavailable' });
-    for (const r of [over, model, effort, outside, traversal, replyTo]) {
+    // A session may ask for less network than the host allows, never more (issue 37).
+    const network = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: ws, prompt: 'p', network: 'open' });
+    expect(network.structured.error).toMatchObject({ code: 'network_above_ceiling', retryable: false });
+    const policy = await server.ok<{ policy: { network: { mode: string; alwaysAllowed: string[] } } }>('droid_list_workspaces', {});
+    expect(policy.policy.network.mode).toBe('proxy');
+    expect(policy.policy.network.alwaysAllowed).toEqual(expect.arrayContaining(['api.factory.ai:443', expect.stringMatching(/^127\.0\.0\.1:\d+$/)]));
+    for (const r of [over, model, effort, outside, traversal, replyTo, network]) {
       expect(r.text).not.toContain(ctx.stateDir);
       expect(r.text).not.toMatch(/\n\s+at /);
     }

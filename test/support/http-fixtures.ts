@@ -58,6 +58,7 @@ export function fakeContext(): FakeContext {
     },
     approvedRoots: [ROOT],
     sandbox: { mode: 'off', available: true, detail: null },
+    network: () => ({ mode: 'unconfined', allow: [], alwaysAllowed: [] }),
     policy: { defaultModel: 'model-a', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: null },
     runTimeoutMs: 3_600_000,
     replyBack: false,

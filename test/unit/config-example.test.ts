@@ -79,6 +79,8 @@ describe('config.example.json', () => {
       publicUrl: 'https://droid.example.com/mcp',
       ampMcp: { url: 'https://ampcode.com/mcp?profile=puck' },
       worktrees: { directory: config.worktrees.directory, maxCheckouts: 16 },
+      network: { mode: 'proxy', allow: ['registry.npmjs.org', '*.github.com'] },
+      sandboxReadable: ['/home/droid/.nvm'],
     });
   });
 });

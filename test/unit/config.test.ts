@@ -96,6 +96,8 @@ describe('loadConfig defaults', () => {
       modelCacheTtlMs: 60_000,
       port: 8787,
       sandbox: { mode: 'bwrap', bwrapPath: null },
+      network: { mode: 'proxy', allow: [] },
+      sandboxReadable: [],
     });
     expect(config.defaultModel).toBeUndefined();
     expect(config.reasoningEffort).toBeUndefined();
@@ -688,5 +690,29 @@ describe('unconfined programs', () => {
   it("names this checkout's root (the folder holding package.json and node_modules) as droid-mcp's install", () => {
     const repository = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
     expect(installRoot()).toBe(repository);
+  });
+});
+
+describe('loadConfig network and sandboxReadable (issue 37)', () => {
+  it('keeps an allow list (deduplicated) and mode open', async () => {
+    const config = await load(base({ network: { allow: ['registry.npmjs.org', '*.github.com', '127.0.0.1:4873', 'registry.npmjs.org'] }, sandboxReadable: [join(home, '.pyenv')] }));
+    expect(config.network).toEqual({ mode: 'proxy', allow: ['registry.npmjs.org', '*.github.com', '127.0.0.1:4873'] });
+    expect(config.sandboxReadable).toEqual([join(home, '.pyenv')]);
+    expect((await load(base({ network: { mode: 'open' } }))).network).toEqual({ mode: 'open', allow: [] });
+  });
+
+  it('refuses a malformed allow entry, an unknown network key or mode, naming what to write', async () => {
+    await expectRefused(base({ network: { allow: ['https://registry.npmjs.org'] } }), 'network.allow[0]', { mentions: ['no scheme'] });
+    await expectRefused(base({ network: { allow: ['host:99999'] } }), 'network.allow[0]', { mentions: ['port'] });
+    await expectRefused(base({ network: { mode: 'wide' } }), 'network.mode', { mentions: ['"proxy", "open"'] });
+    await expectRefused(base({ network: { allowed: [] } }), 'network.allowed');
+  });
+
+  it('refuses a readable path that would undo a cover: /, a whole home, an approved root, the state directory', async () => {
+    await expectRefused(base({ sandboxReadable: ['/'] }), 'sandboxReadable', { mentions: ['whole host'] });
+    await expectRefused(base({ sandboxReadable: [home] }), 'sandboxReadable', { mentions: ['home'] });
+    await expectRefused(base({ sandboxReadable: [join(root, 'sub')] }), 'sandboxReadable', { mentions: ['approved root'] });
+    await expectRefused(base({ sandboxReadable: [dirname(state)] }), 'sandboxReadable');
+    await expectRefused(base({ sandboxReadable: ['relative/path'] }), 'sandboxReadable[0]', { mentions: ['absolute'] });
   });
 });

@@ -87,6 +87,43 @@ describe('bwrapArgs', () => {
   });
 });
 
+describe('bwrapArgs: reads and network (issue 37)', () => {
+  const reads = { hidden: ['/root', '/home', '/h', '/roots/a', '/roots/a/inner', '/w/nested-root'], readable: ['/h/.gitconfig', '/w/x', '/elsewhere'] };
+  it('covers the outermost hidden folders before any bind, shows readable paths inside them, and makes them read-only last', () => {
+    const args = bwrapArgs({ ...base, reads });
+    const at = (flag: string, path: string) => pairAt(args, flag, path);
+    for (const dir of ['/root', '/home', '/h', '/roots/a']) {
+      expect(at('--tmpfs', dir)).toBeGreaterThan(at('--ro-bind', '/'));
+      expect(at('--tmpfs', dir)).toBeLessThan(at('--bind', '/w'));
+      expect(at('--remount-ro', dir)).toBeGreaterThan(at('--ro-bind', '/dev/null'));
+    }
+    // Nested in a covered one, or inside the workspace (the workspace's to show): not covered again.
+    expect(at('--tmpfs', '/roots/a/inner')).toBe(-1);
+    expect(at('--tmpfs', '/w/nested-root')).toBe(-1);
+    // Shown read-only: inside a cover only, and not when a writable bind already shows it.
+    expect(at('--ro-bind', '/h/.gitconfig')).toBeGreaterThan(at('--tmpfs', '/h/.factory'));
+    expect(at('--ro-bind', '/w/x')).toBe(-1);
+    expect(at('--ro-bind', '/elsewhere')).toBe(-1);
+  });
+
+  it('own network: a namespace, proxy variables, no bypass list, and the listener helper before droid', () => {
+    const args = bwrapArgs({ ...base, network: { nodePath: '/usr/bin/node', helperPath: '/opt/dm/netns-listener.cjs' } });
+    expect(args).toContain('--unshare-net');
+    for (const key of ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy']) expect(args[pairAt(args, '--setenv', key) + 2]).toBe('http://127.0.0.1:3128');
+    expect(pairAt(args, '--unsetenv', 'NO_PROXY')).toBeGreaterThan(0);
+    expect(pairAt(args, '--unsetenv', 'no_proxy')).toBeGreaterThan(0);
+    const command = args.slice(args.indexOf('--') + 1);
+    expect(command.slice(0, 2)).toEqual(['/bin/sh', '-c']);
+    expect(command.slice(-2)).toEqual(['/usr/bin/node', '/opt/dm/netns-listener.cjs']);
+    // The helper alone holds the channel; droid gets neither the descriptor nor its variable.
+    expect(command[2]).toMatch(/NODE_CHANNEL_FD=4 .* 4<&4 & unset NODE_CHANNEL_FD NODE_CHANNEL_SERIALIZATION_MODE; exec 4>&-; exec "\$@"$/);
+    const none = bwrapArgs({ ...base, network: 'none' });
+    expect(none).toContain('--unshare-net');
+    expect(none.some((a) => a.includes('PROXY'))).toBe(false);
+    expect(none.at(-1)).toBe('--');
+  });
+});
+
 describe('confinedEnv', () => {
   it("drops every socket address of the host's daemons and keeps the rest", () => {
     const env = {

@@ -156,6 +156,17 @@ describe('hostile turn: whom it talks to (issue 37)', () => {
     expect(allowed.hits()).toBe(2); // one connection, one request: the allowed curl only
   });
 
+  it('a model-only session reaches no host of the operator\'s list, while its model turn still runs', async () => {
+    const allowed = await hostListener('ALLOWED-ANSWERED');
+    const b = bed({ mode: 'proxy', allow: [`127.0.0.1:${allowed.port}`] });
+    if (b.spec.sandbox.mode === 'bwrap' && b.spec.sandbox.network?.mode === 'proxy') b.spec.sandbox.network.modelOnly = true;
+    b.spec.prompt = `talk ${script({ tool: execute(`curl -s -m 5 http://127.0.0.1:${allowed.port}/ | head -c 200`) })}`;
+    const result = await runWorkerTurn(b.spec, tag).done;
+    expect(result.outcome).toBe('succeeded');
+    expect(result.finalText).toContain(`droid-mcp refused 127.0.0.1:${allowed.port}`);
+    expect(allowed.hits()).toBe(0);
+  });
+
   it('network mode "open" keeps the host network (the listener is reached), as before issue 37', async () => {
     const listener = await hostListener('HOST-LOOPBACK-ANSWERED');
     const b = bed({ mode: 'open', allow: [] });

@@ -31,8 +31,8 @@ export function egressLaunchOfThisServer(): EgressLaunch {
 }
 
 /** The proxy's address inside every namespace (private to it: no other process listens there). */
-export const PROXY_PORT = 3128;
-export const PROXY_URL = `http://127.0.0.1:${PROXY_PORT}`;
+const PROXY_PORT = 3128;
+const PROXY_URL = `http://127.0.0.1:${PROXY_PORT}`;
 
 /** What every program inside reads to find the proxy; both spellings, as tools differ. */
 export const PROXY_ENV: Readonly<Record<string, string>> = {
@@ -51,7 +51,7 @@ export interface EgressLaunch {
 }
 
 /** The stdio slot of the IPC channel the listener comes back on (fd 3 carries the seccomp program). */
-export const LISTENER_CHANNEL_FD = 4;
+const LISTENER_CHANNEL_FD = 4;
 
 /**
  * The shell line bwrap runs instead of droid: the listener helper in the

@@ -34,7 +34,9 @@ export const PROXY_LIMITS = {
   idleTimeoutMs: 300_000,
   /** Distinct refused destinations listed; more are counted in `othersRefused`. */
   maxListedRefusals: 32,
-} as const;
+};
+
+export type ProxyLimits = Readonly<typeof PROXY_LIMITS>;
 
 export interface Refusal {
   host: string;
@@ -58,7 +60,7 @@ export interface EgressProxyOptions {
   /** Name resolution (tests inject one); default: the host's resolver, every address. */
   resolve?(host: string): Promise<string[]>;
   now?(): number;
-  limits?: Partial<typeof PROXY_LIMITS>;
+  limits?: Partial<ProxyLimits>;
 }
 
 export interface EgressProxy {
@@ -75,101 +77,38 @@ class BadRequest extends Error {}
 
 export function startEgressProxy(server: Server, options: EgressProxyOptions): EgressProxy {
   const limits = { ...PROXY_LIMITS, ...options.limits };
-  const resolve = options.resolve ?? defaultResolve;
   const now = options.now ?? Date.now;
   const refused = new Map<string, Refusal>();
   let othersRefused = 0;
   const open = new Set<Socket>();
   server.maxConnections = limits.maxConnections;
-
-  const refuse = (client: Socket, host: string, port: number, why: string) => {
-    const key = `${host}:${port}`;
-    const seen = refused.get(key);
-    if (seen) seen.count++;
-    else if (refused.size < limits.maxListedRefusals) {
-      const refusal = { host, port, count: 1, firstAt: now(), why };
-      refused.set(key, refusal);
-      options.onRefusal?.(refusal);
-    } else othersRefused++;
-    answer(client, 403, 'Forbidden', refusalText(host, port, why), { 'X-Droid-Mcp-Refused': key });
-  };
-
-  const handle = async (client: Socket, head: string, rest: Buffer) => {
-    let target: Target;
-    try {
-      target = parseTarget(head, limits.maxRequestLineBytes);
-    } catch (err) {
-      answer(client, 400, 'Bad Request', `droid-mcp's egress proxy: ${(err as Error).message}\n`);
-      return;
-    }
-    const decision = decideName(options.entries, target.host, target.port);
-    if (!decision.allowed) return refuse(client, target.host, target.port, decision.why);
-    let addresses: string[];
-    try {
-      addresses = isIP(target.host) ? [target.host] : await resolve(target.host);
-    } catch {
-      answer(client, 502, 'Bad Gateway', `droid-mcp's egress proxy could not resolve ${target.host}\n`);
-      return;
-    }
-    const usable = usableAddresses(decision.entry, addresses);
-    if (usable.length === 0) {
-      return refuse(client, target.host, target.port, `it resolves to an internal address (${addresses.join(', ')}), reachable only through an entry naming that exact host and port`);
-    }
-    const upstream = await reach(usable, target.port, limits.connectTimeoutMs);
-    if (!upstream) {
-      answer(client, 502, 'Bad Gateway', `droid-mcp's egress proxy could not connect to ${target.host}:${target.port}\n`);
-      return;
-    }
-    if (client.destroyed) {
-      upstream.destroy();
-      return;
-    }
-    track(upstream);
-    if (target.kind === 'connect') {
-      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    } else {
-      upstream.write(forwardedHead(head, target.path));
-    }
-    if (rest.length > 0) upstream.write(rest);
-    join(client, target.kind === 'connect' ? upstream : closingResponse(upstream, limits.maxHeadBytes), upstream, limits.idleTimeoutMs);
-  };
-
   const track = (socket: Socket) => {
     open.add(socket);
     socket.once('close', () => open.delete(socket));
     socket.on('error', () => socket.destroy());
   };
-
+  const ctx: Served = {
+    entries: options.entries,
+    resolve: options.resolve ?? defaultResolve,
+    limits,
+    track,
+    refuse: (client, host, port, why) => {
+      const key = `${host}:${port}`;
+      const seen = refused.get(key);
+      if (seen) seen.count++;
+      else if (refused.size < limits.maxListedRefusals) {
+        const refusal = { host, port, count: 1, firstAt: now(), why };
+        refused.set(key, refusal);
+        options.onRefusal?.(refusal);
+      } else othersRefused++;
+      answer(client, 403, 'Forbidden', refusalText(host, port, why), { 'X-Droid-Mcp-Refused': key });
+    },
+  };
   server.on('connection', (client) => {
     track(client);
-    const chunks: Buffer[] = [];
-    let size = 0;
-    client.setTimeout(limits.headTimeoutMs, () => client.destroy());
-    const onData = (chunk: Buffer) => {
-      chunks.push(chunk);
-      size += chunk.length;
-      const all = Buffer.concat(chunks);
-      const end = all.indexOf('\r\n\r\n');
-      if (end === -1) {
-        if (size > limits.maxHeadBytes || (all.indexOf('\r\n') === -1 && size > limits.maxRequestLineBytes)) {
-          client.off('data', onData);
-          answer(client, 431, 'Request Header Fields Too Large', `droid-mcp's egress proxy takes at most ${limits.maxHeadBytes} bytes of request head\n`);
-        }
-        return;
-      }
-      client.off('data', onData);
-      client.pause();
-      if (end > limits.maxHeadBytes) {
-        answer(client, 431, 'Request Header Fields Too Large', `droid-mcp's egress proxy takes at most ${limits.maxHeadBytes} bytes of request head\n`);
-        return;
-      }
-      client.setTimeout(0);
-      void handle(client, all.subarray(0, end).toString('latin1'), all.subarray(end + 4)).catch(() => client.destroy());
-    };
-    client.on('data', onData);
+    readHead(client, limits, (head, rest) => void serve(ctx, client, head, rest).catch(() => client.destroy()));
   });
   server.on('error', () => undefined);
-
   return {
     refusals: () => ({ refused: [...refused.values()].map((r) => ({ ...r })), othersRefused }),
     close: () => {
@@ -177,6 +116,80 @@ export function startEgressProxy(server: Server, options: EgressProxyOptions): E
       for (const socket of open) socket.destroy();
     },
   };
+}
+
+/** What serving one request needs from its proxy. */
+interface Served {
+  entries: readonly AllowEntry[];
+  resolve(host: string): Promise<string[]>;
+  limits: ProxyLimits;
+  track(socket: Socket): void;
+  refuse(client: Socket, host: string, port: number, why: string): void;
+}
+
+/** The request's head (bounded in size and time), then `onHead` with it and the bytes after it; the client is paused. */
+function readHead(client: Socket, limits: ProxyLimits, onHead: (head: string, rest: Buffer) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const tooLarge = () => answer(client, 431, 'Request Header Fields Too Large', `droid-mcp's egress proxy takes at most ${limits.maxHeadBytes} bytes of request head\n`);
+  client.setTimeout(limits.headTimeoutMs, () => client.destroy());
+  const onData = (chunk: Buffer) => {
+    chunks.push(chunk);
+    size += chunk.length;
+    const all = Buffer.concat(chunks);
+    const end = all.indexOf('\r\n\r\n');
+    if (end === -1) {
+      if (size > limits.maxHeadBytes || (all.indexOf('\r\n') === -1 && size > limits.maxRequestLineBytes)) {
+        client.off('data', onData);
+        tooLarge();
+      }
+      return;
+    }
+    client.off('data', onData);
+    client.pause();
+    if (end > limits.maxHeadBytes) return tooLarge();
+    client.setTimeout(0);
+    onHead(all.subarray(0, end).toString('latin1'), all.subarray(end + 4));
+  };
+  client.on('data', onData);
+}
+
+/** One request: checked, resolved, connected to the address checked, then bytes both ways. */
+async function serve(ctx: Served, client: Socket, head: string, rest: Buffer): Promise<void> {
+  let target: Target;
+  try {
+    target = parseTarget(head, ctx.limits.maxRequestLineBytes);
+  } catch (err) {
+    answer(client, 400, 'Bad Request', `droid-mcp's egress proxy: ${(err as Error).message}\n`);
+    return;
+  }
+  const decision = decideName(ctx.entries, target.host, target.port);
+  if (!decision.allowed) return ctx.refuse(client, target.host, target.port, decision.why);
+  let addresses: string[];
+  try {
+    addresses = isIP(target.host) ? [target.host] : await ctx.resolve(target.host);
+  } catch {
+    answer(client, 502, 'Bad Gateway', `droid-mcp's egress proxy could not resolve ${target.host}\n`);
+    return;
+  }
+  const usable = usableAddresses(decision.entry, addresses);
+  if (usable.length === 0) {
+    return ctx.refuse(client, target.host, target.port, `it resolves to an internal address (${addresses.join(', ')}), reachable only through an entry naming that exact host and port`);
+  }
+  const upstream = await reach(usable, target.port, ctx.limits.connectTimeoutMs);
+  if (!upstream) {
+    answer(client, 502, 'Bad Gateway', `droid-mcp's egress proxy could not connect to ${target.host}:${target.port}\n`);
+    return;
+  }
+  if (client.destroyed) {
+    upstream.destroy();
+    return;
+  }
+  ctx.track(upstream);
+  if (target.kind === 'connect') client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+  else upstream.write(forwardedHead(head, target.path));
+  if (rest.length > 0) upstream.write(rest);
+  join(client, target.kind === 'connect' ? upstream : closingResponse(upstream, ctx.limits.maxHeadBytes), upstream, ctx.limits.idleTimeoutMs);
 }
 
 function parseTarget(head: string, maxLine: number): Target {

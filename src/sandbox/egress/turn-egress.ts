@@ -13,7 +13,7 @@ import { entryOfUrl, factoryEntries, modelEntries, parseAllowEntry, type AllowEn
 import { startEgressProxy, type EgressProxy, type Refusal } from './proxy.js';
 
 /** How long droid's start waits for its proxy's listener (measured ≈ 140 ms on a 2-core host, concurrent with droid's own start). */
-export const LISTENER_WAIT_MS = 10_000;
+const LISTENER_WAIT_MS = 10_000;
 
 /** The operator's egress settings as a sandbox spec carries them. */
 export interface EgressPolicySpec {

@@ -64,6 +64,7 @@ export class RecordInterner {
       ...(s.budget !== undefined ? { budget: Object.freeze({ ...s.budget }) } : {}),
       // Optional: kept absent (undefined, so never written) when absent.
       checkout: s.checkout === undefined ? undefined : Object.freeze({ ...s.checkout }),
+      ...(s.network !== undefined ? { network: s.network } : {}),
     });
   }
 
@@ -222,13 +223,13 @@ type NoOptionalFields<T> = Same<Required<T>, T>;
 function noOptional<T extends true>(): T | undefined {
   return undefined;
 }
-noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId' | 'budget' | 'checkout'>>>();
+noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId' | 'budget' | 'checkout' | 'network'>>>();
 // The only optional run fields are reply, the evidence ones (evidenceCopy) and the cost ones (costCopy).
 type CostKey = 'budget' | 'limit' | 'usageLive';
 noOptional<NoOptionalFields<Omit<RunRecord, EvidenceKey | CostKey | 'reply'>>>();
 type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never }[keyof T];
 noOptional<Same<OptionalKeys<RunRecord>, EvidenceKey | CostKey | 'reply'>>();
-noOptional<Same<OptionalKeys<SessionRecord>, 'replyRouteId' | 'budget' | 'checkout'>>();
+noOptional<Same<OptionalKeys<SessionRecord>, 'replyRouteId' | 'budget' | 'checkout' | 'network'>>();
 noOptional<NoOptionalFields<RunReply>>();
 noOptional<NoOptionalFields<ReplyHandleRecord>>();
 noOptional<NoOptionalFields<NonNullable<RunRecord['predecessorFailure']>>>();

@@ -12,7 +12,7 @@ import { droidAutonomy } from '../../droid/permission-policy.js';
 import { assertDroidExecutable } from '../../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../../droid/turn-collector.js';
 import { epochMs } from '../../util/epoch.js';
-import { RENAME_SKIPPED, type StartMarks, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnOutcome, type TurnResult, type TurnSpec } from '../shared/protocol.js';
+import { type StartMarks, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnOutcome, type TurnResult, type TurnSpec } from '../shared/protocol.js';
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
@@ -24,6 +24,7 @@ import type { Launcher } from '../../evidence/git.js';
 import type { TokenUsage } from '../../droid/notifications.js';
 import { resumeBaseline, type RawUsage } from '../../droid/turn-usage.js';
 import { budgetStopped, watchBudget, type BudgetWatch, type Reached } from './budget-stop.js';
+import { applyTitle } from './apply-title.js';
 import { attachEgress, egressEntries, type TurnEgress } from '../../sandbox/egress/turn-egress.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
 
@@ -243,26 +244,6 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
     reason: null,
     error: { code: 'interrupt_unconfirmed', message: 'droid did not confirm the interrupt in time', retryable: false },
   };
-}
-
-async function applyTitle(client: DroidClient, title: string, windowMs: number, skip?: AbortSignal): Promise<RenameOutcome> {
-  const skipped: RenameOutcome = { title, ok: false, error: RENAME_SKIPPED };
-  if (skip?.aborted) return skipped;
-  let onSkip: (() => void) | undefined;
-  const skipping = new Promise<RenameOutcome>((resolve) => {
-    onSkip = () => resolve(skipped);
-    skip?.addEventListener('abort', onSkip, { once: true });
-  });
-  const renaming = client.rename(title, windowMs).then(
-    (result): RenameOutcome => (result.success ? { title, ok: true, error: null } : { title, ok: false, error: 'droid answered success: false' }),
-    (err: unknown): RenameOutcome => ({ title, ok: false, error: toErrorInfo(err).message }),
-  );
-  try {
-    // An abandoned rename request ends with droid's process, closed next.
-    return await Promise.race([renaming, skipping]);
-  } finally {
-    if (onSkip) skip?.removeEventListener('abort', onSkip);
-  }
 }
 
 async function openSession(spec: TurnSpec, client: DroidClient, state: Pick<TurnState, 'marks' | 'baseline' | 'notes' | 'catalog'>): Promise<string> {
