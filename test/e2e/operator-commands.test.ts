@@ -160,12 +160,14 @@ describe('droid-mcp doctor', () => {
       /^ok {4}cloud sync +cloudSessionSync is false in .*settings\.json/m,
     ])
       expect(stdout).toMatch(line);
+    // Issue 37: whom turns may reach, by default the model endpoints only.
+    if (bwrapOnPath()) expect(stdout).toMatch(/^ok {4}network +proxy: turns reach Factory, the custom models' endpoints and nothing else; refusals are listed in each run's egress$/m);
     if (bwrapOnPath()) expect(stdout).toMatch(/^ok {4}sandbox +bwrap .*: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets$/m);
     const json = await runCli(['doctor', '--config', config, '--json'], serviceEnv());
     const report = JSON.parse(json.stdout) as { ok: boolean; checks: Check[] };
     expect(report.ok).toBe(true);
     // The sandbox comes before the catalog: the catalog's droid runs in it.
-    expect(report.checks.map((c) => c.name)).toEqual(['config', 'droid', 'sandbox', 'catalog', 'default model', 'state directory', 'approved root', 'cloud sync']);
+    expect(report.checks.map((c) => c.name)).toEqual(['config', 'droid', 'sandbox', 'network', 'catalog', 'default model', 'state directory', 'approved root', 'cloud sync']);
   });
 
   it('fails a broken host, each broken item with what to do, and exits 1', async () => {

@@ -212,6 +212,25 @@ describe('tool surface', () => {
 });
 
 describe('lifecycle', () => {
+  it("a turn's refused destinations show in its status and the server's log, one line per destination; a model-only session's too (issue 37)", async () => {
+    server = await ctx.start({ network: { allow: ['allowed.invalid'] } });
+    const ws = ctx.workspace('egress');
+    const curl = (host: string) => `curl -s -m 10 http://${host}/ | head -c 60; echo`;
+    const tool = { name: 'Execute', arguments: { command: [curl('refused.invalid'), curl('refused.invalid'), curl('other.invalid:8080'), curl('allowed.invalid')].join('; '), riskLevel: 'low', riskLevelReason: 'test' } };
+    const a = await create(server, { workspace: ws, autonomy: 'high', prompt: `fetch ${script({ tool })}` });
+    const b = await create(server, { workspace: ctx.workspace('egress-model-only'), autonomy: 'high', network: 'model-only', prompt: `fetch ${script({ tool })}` });
+    const [first, second] = await settle(server, a.metadata.session, b.metadata.session);
+    expect(first!.latestRun.state).toBe('succeeded');
+    const refused = (v: SessionView) => (v.latestRun.egress?.refused ?? []).map((r) => `${r.host}:${r.port}x${r.count}`).sort();
+    // allowed.invalid is allowed but does not resolve: a 502, not a refusal.
+    expect(refused(first!)).toEqual(['other.invalid:8080x1', 'refused.invalid:80x2']);
+    expect(second!.network).toBe('model-only');
+    expect(refused(second!)).toEqual(['allowed.invalid:80x1', 'other.invalid:8080x1', 'refused.invalid:80x2']);
+    const lines = server.stderr().split('\n').filter((line) => line.includes('egress proxy refused'));
+    expect(lines.filter((line) => line.includes(a.metadata.run))).toHaveLength(2);
+    expect(lines.filter((line) => line.includes(b.metadata.run))).toHaveLength(3);
+  });
+
   it('create → wait → status, with the turn really run by droid', async () => {
     server = await ctx.start();
     const ws = ctx.workspace('lifecycle');
