@@ -56,13 +56,17 @@ const LISTENER_CHANNEL_FD = 4;
 /**
  * The shell line bwrap runs instead of droid: the listener helper in the
  * background, on the channel and nothing else (no stdio of droid's, a clean
- * environment), then droid itself without the channel. Pure.
+ * environment), then droid itself without the channel. The helper runs at
+ * niceness 19: its ≈ 55 ms of Node start-up then takes no CPU from droid's
+ * own start on a busy host (bench/egress.ts: +47 ms without, +13 and -72 ms
+ * with, medians of 10-14 turn starts on 2 cores); droid's prompt waits for
+ * the listener anyway (run-turn.ts). Pure.
  */
 export function unsharedNetCommand(egress: EgressLaunch): string[] {
   const fd = LISTENER_CHANNEL_FD;
   const script =
     `node=$1; helper=$2; shift 2; ` +
-    `/usr/bin/env -i NODE_CHANNEL_FD=${fd} "$node" "$helper" ${PROXY_PORT} </dev/null >/dev/null ${fd}<&${fd} & ` +
+    `/usr/bin/env -i NODE_CHANNEL_FD=${fd} nice -n 19 "$node" "$helper" ${PROXY_PORT} </dev/null >/dev/null ${fd}<&${fd} & ` +
     `unset NODE_CHANNEL_FD NODE_CHANNEL_SERIALIZATION_MODE; exec ${fd}>&-; exec "$@"`;
   return ['/bin/sh', '-c', script, 'droid-mcp-netns', egress.nodePath, egress.helperPath];
 }
