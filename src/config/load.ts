@@ -119,7 +119,7 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
     ...(file.ampMcp !== undefined && { ampMcp: { url: file.ampMcp.url ?? AMP_MCP_URL } }),
     ...{ sandbox, ...(await resolveWorktrees(configPath, file, approvedDirectories)) },
-    ...reachOf(file, (problem) => invalid(configPath, 'sandboxReadable', problem), { homes: [env.home || process.env.HOME || homedir()], approvedRoots: approvedDirectories, secrets: [stateDirectory, ...(tokenFile ? [tokenFile] : [])] }),
+    ...reachOf(file, (problem) => invalid(configPath, 'sandboxReadable', problem), { home: env.home, factoryDir: env.factoryDir, approvedDirectories, stateDirectory, tokenFile }),
   };
 }
 

@@ -4,7 +4,7 @@
  * the rest of itself (worker/child/main.ts). process.ts wraps the result.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import type { Server } from 'node:net';
+import type { Server, Socket } from 'node:net';
 import { handFd3 } from '../util/child-fd3.js';
 
 const DROID_EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
@@ -30,6 +30,16 @@ export interface DroidLaunch {
   detached?: boolean;
 }
 
+/**
+ * The listening socket of droid's proxy, as it arrived: it accepts at once,
+ * so connections droid made before the proxy was attached are held, paused,
+ * until `take` hands them over (and stops holding).
+ */
+export interface EgressListener {
+  server: Server;
+  take(): Socket[];
+}
+
 /** How a started droid ended before anyone watched it: its exit, or the spawn's error. */
 export type EarlyEnd = { kind: 'exit'; code: number | null; signal: NodeJS.Signals | null } | { kind: 'error'; error: Error };
 
@@ -42,7 +52,7 @@ export interface StartedDroid {
    * it arrives; rejects when the channel closes without it. null: droid uses
    * the host's network.
    */
-  readonly egressListener: Promise<Server> | null;
+  readonly egressListener: Promise<EgressListener> | null;
   /** Signals droid if it runs (see `signalDroid`). */
   kill(signal?: NodeJS.Signals): void;
 }
@@ -79,8 +89,8 @@ export function startDroid(launch: DroidLaunch): StartedDroid {
 }
 
 /** The first handle on the child's IPC channel (one message, then the channel is closed); anything else is refused. */
-function listenerOf(child: ChildProcessWithoutNullStreams): Promise<Server> {
-  const listener = new Promise<Server>((resolve, reject) => {
+function listenerOf(child: ChildProcessWithoutNullStreams): Promise<EgressListener> {
+  const listener = new Promise<EgressListener>((resolve, reject) => {
     const gone = () => reject(new Error("the sandbox's proxy listener never arrived (its helper ended or failed first)"));
     child.once('disconnect', gone);
     child.once('error', gone);
@@ -90,10 +100,27 @@ function listenerOf(child: ChildProcessWithoutNullStreams): Promise<Server> {
       if (child.connected) child.disconnect();
       const isServer = typeof handle === 'object' && handle !== null && typeof (handle as Server).listen === 'function' && typeof (handle as Server).address === 'function';
       const kind = typeof message === 'object' && message !== null ? (message as { kind?: unknown }).kind : undefined;
-      if (kind === 'egress-listener' && isServer) resolve(handle as Server);
+      if (kind === 'egress-listener' && isServer) resolve(holding(handle as Server));
       else reject(new Error("the sandbox's proxy listener sent something else than its listening socket"));
     });
   });
   listener.catch(() => undefined);
   return listener;
+}
+
+function holding(server: Server): EgressListener {
+  const held: Socket[] = [];
+  const hold = (socket: Socket) => {
+    socket.pause();
+    socket.on('error', () => socket.destroy());
+    held.push(socket);
+  };
+  server.on('connection', hold);
+  return {
+    server,
+    take: () => {
+      server.off('connection', hold);
+      return held.splice(0);
+    },
+  };
 }

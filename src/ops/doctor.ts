@@ -21,7 +21,7 @@ import { StoreError } from '../store/errors.js';
 import { inspectState, type StateSeen } from '../store/inspect.js';
 import { errCode } from '../util/errno.js';
 import { hostSandboxSpec, SANDBOX_ACTION, type SandboxSpec } from '../sandbox/sandbox.js';
-import { networkOf } from '../config/network.js';
+import { networkConfigOf } from '../config/network.js';
 import { factoryDirOf } from '../shared/host-paths.js';
 import { probeSandbox } from '../sandbox/probe.js';
 import { command, CommandRefusal } from './command.js';
@@ -240,7 +240,7 @@ function checkPort(port: number, livePid: number | null): Promise<Check> {
 /** The sandbox check, and the sandbox doctor's own catalog droid runs in (a failing one: the catalog read fails too). */
 export async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; spec: SandboxSpec; usable: boolean }> {
   const off: SandboxSpec = { mode: 'off' };
-  const host = { ...file, network: networkOf(file), sandboxReadable: file.sandboxReadable ?? [] };
+  const host = { ...file, network: networkConfigOf(file), sandboxReadable: file.sandboxReadable ?? [] };
   const unusable = hostSandboxSpec('/nonexistent/bwrap', host, stringEnv(env));
   if (file.sandbox === 'off') return { check: warn('sandbox', 'off: turns run unconfined, with every right of the service user', `Only where bubblewrap cannot run. ${SANDBOX_ACTION}`), spec: off, usable: true };
   if (process.platform !== 'linux') return { check: fail('sandbox', `bwrap is Linux only and this is ${process.platform}`, 'Set "sandbox": "off".'), spec: unusable, usable: false };
@@ -262,7 +262,7 @@ export async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Pr
 
 /** Whom turns may reach (issue 37): the proxy's allowlist, or a warning when turns share the host's network. */
 function checkNetwork(file: ConfigFile): Check {
-  const network = networkOf(file);
+  const network = networkConfigOf(file);
   if (file.sandbox === 'off') return warn('network', 'unconfined: without the sandbox a turn reaches every host, the host\'s loopback and cloud metadata included', 'Run turns in bubblewrap ("sandbox": "bwrap").');
   if (network.mode === 'open') {
     return warn(

@@ -102,6 +102,12 @@ export function bwrapArgs(c: Confinement): string[] {
   // Reads first: everything bound below may land inside a covered folder, and is bound back on top of it.
   const covered = c.reads ? coveredDirs(c.reads.hidden, c.workspace?.path ?? null) : [];
   for (const dir of covered) args.push('--tmpfs', dir);
+  // Shown again before the turn's own binds, so none of them (droid's home tmpfs, the sessions copy, the workspace) can be
+  // covered by a shown folder; a path that would uncover a covered folder whole (a home) is never shown.
+  const hidden = c.reads?.hidden ?? [];
+  for (const path of c.reads?.readable ?? []) {
+    if (covered.some((dir) => isAtOrBelow(path, dir)) && !hidden.some((dir) => isAtOrBelow(dir, path))) args.push('--ro-bind', path, path);
+  }
   // Other turns' TMPDIRs and sessions copies sit beside this one: covered, and only ours bound back.
   const tmpRoot = dirname(c.turnTmp);
   args.push('--tmpfs', tmpRoot, '--bind', c.turnTmp, c.turnTmp, '--remount-ro', tmpRoot, '--setenv', 'TMPDIR', c.turnTmp);
@@ -116,9 +122,6 @@ export function bwrapArgs(c: Confinement): string[] {
   const bound = [c.turnTmp, c.factoryDir, ...(c.workspace ? [c.workspace.path] : []), ...(c.alsoWritable ?? [])];
   const runtimeDir = c.runtimeDir;
   if (runtimeDir && !bound.some((path) => isAtOrBelow(path, runtimeDir))) args.push('--tmpfs', runtimeDir, '--remount-ro', runtimeDir);
-  for (const path of c.reads?.readable ?? []) {
-    if (covered.some((dir) => isAtOrBelow(path, dir)) && !bound.some((b) => isAtOrBelow(path, b))) args.push('--ro-bind', path, path);
-  }
   // Last, so a secret inside a writable bind is still hidden.
   // Read-only too: a write there must fail, not "succeed" into a throwaway mount.
   for (const dir of c.hiddenDirs) args.push('--tmpfs', dir, '--remount-ro', dir);

@@ -60,13 +60,16 @@ export interface ReadSpec {
 
 /**
  * The host's folders no turn needs (issue 37): other users' homes, services'
- * data and logs, mounts, runtime sockets. The service user's home and the
+ * data and logs, mounts, runtime sockets, systemd's and containers' secrets. The service user's home and the
  * approved roots are added per host (hostReads).
  */
-const READ_HIDDEN: readonly string[] = ['/root', '/home', '/srv', '/mnt', '/media', '/run/user', '/var/lib', '/var/log'];
+const READ_HIDDEN: readonly string[] = ['/root', '/home', '/srv', '/mnt', '/media', '/run/user', '/run/credentials', '/run/secrets', '/var/lib', '/var/log', '/var/mail', '/var/tmp'];
 
-/** git's identity: what the service user's home shows by default. */
-const HOME_READABLE: readonly string[] = ['.gitconfig', '.config/git'];
+/**
+ * git's identity: what the service user's home shows by default. Not all of
+ * `~/.config/git`: git-credential-store keeps `credentials` there.
+ */
+const HOME_READABLE: readonly string[] = ['.gitconfig', '.config/git/config', '.config/git/ignore', '.config/git/attributes'];
 
 /** The spec of every sandbox this server starts, from its config: hidden secrets, reads, and network. */
 export function hostSandboxSpec(

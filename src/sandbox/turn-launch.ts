@@ -11,7 +11,7 @@ import { DroidError } from '../droid/errors.js';
 import { factoryDirOf } from '../shared/host-paths.js';
 import { confinedEnv } from './bwrap-args.js';
 import { assertBwrapExecutable, checkConfinement, networkOf, type SandboxLauncher, type SandboxSpec } from './sandbox.js';
-import { droidReadable, listFactoryEntries, runtimeDirOf } from './turn-paths.js';
+import { listFactoryEntries, runtimeDirOf, turnReads } from './turn-paths.js';
 
 /** What of a turn decides its launch (a TurnSpec has all of it). */
 export interface TurnLaunchInput {
@@ -48,7 +48,7 @@ export function turnLaunch(spec: TurnLaunchInput): TurnLaunch {
     runtimeDir: runtimeDirOf(spec.droidEnv),
     hiddenDirs: sandbox.hiddenDirs,
     hiddenFiles: sandbox.hiddenFiles,
-    ...(sandbox.reads && { reads: { hidden: sandbox.reads.hidden, readable: [...sandbox.reads.readable, ...droidReadable(spec.droidPath), ...(spec.alsoReadable ?? [])] } }),
+    ...turnReads(sandbox.reads, spec.droidPath, spec.workspace, spec.alsoReadable),
     network: networkOf(sandbox),
   };
   // Read-only (Spec mode) turns get a read-only workspace from the OS, not only from droid.

@@ -4,9 +4,10 @@
  * the root and binds back only the turn's own), the entries of droid's home
  * to show, and the runtime directory to cover.
  */
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, statSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import type { ReadSpec } from './sandbox.js';
 import { DroidError } from '../droid/errors.js';
 import { currentUid, privateTmpRootIn } from '../shared/host-paths.js';
 import { removeTree } from '../util/remove-tree.js';
@@ -87,11 +88,51 @@ function isDirectory(path: string): boolean {
 }
 
 /**
+ * A sandbox's reads for one droid: the host's list, plus droid's install,
+ * the git folder of a repository the workspace is a subfolder of, and what
+ * the turn adds (a checkout's borrowed objects).
+ */
+export function turnReads(reads: ReadSpec | undefined, droidPath: string, workspace: string | null, extra: readonly string[] = []): { reads: ReadSpec } | Record<string, never> {
+  if (!reads) return {};
+  return { reads: { hidden: reads.hidden, readable: [...reads.readable, ...droidReadable(droidPath), ...(workspace ? enclosingGitDirs(workspace) : []), ...extra] } };
+}
+
+/**
+ * The `.git` of the repository a workspace lies inside (below its top): the
+ * repository's root may be covered (an approved root), and git inside the
+ * workspace needs it. A gitfile (a linked worktree) adds the folders it names.
+ */
+function enclosingGitDirs(workspace: string): string[] {
+  for (let dir = dirname(workspace); ; dir = dirname(dir)) {
+    const dotGit = join(dir, '.git');
+    try {
+      const info = lstatSync(dotGit);
+      if (info.isDirectory()) return [dotGit];
+      if (!info.isFile()) return [];
+      const gitdir = /^gitdir: (.+)$/m.exec(readFileSync(dotGit, 'utf8'))?.[1]?.trim();
+      if (!gitdir) return [dotGit];
+      const target = resolve(dir, gitdir);
+      const common = (() => {
+        try {
+          return resolve(target, readFileSync(join(target, 'commondir'), 'utf8').trim());
+        } catch {
+          return null;
+        }
+      })();
+      return [dotGit, target, ...(common ? [common] : [])];
+    } catch {
+      // No .git here: look further up.
+    }
+    if (dir === '/') return [];
+  }
+}
+
+/**
  * droid's install, shown read-only when it sits in a covered folder (a home,
  * an approved root): the folder holding the executable, at the path droid is
  * started by and at its real one.
  */
-export function droidReadable(droidPath: string): string[] {
+function droidReadable(droidPath: string): string[] {
   const out = [dirname(droidPath)];
   try {
     out.push(dirname(realpathSync(droidPath)));

@@ -10,10 +10,12 @@
  * - the operator's `network.allow` (unless the session asked for model-only).
  *
  * An entry without a port allows 443 and 80. `*.example.com` allows every
- * name below example.com (not example.com itself). An address in the host's
- * loopback, link-local, private or otherwise internal ranges is reached only
- * through an entry that names its host exactly, with a port: a wildcard or a
- * public name that resolves there (DNS rebinding) is refused.
+ * name below example.com (not example.com itself, and no IP address). An
+ * address in the host's loopback, link-local, private or otherwise internal
+ * ranges is reached only through an entry that names its host exactly, with
+ * a port: a wildcard or a port-less name that resolves there (DNS rebinding)
+ * is refused. Factory's, the models' and the Amp entries carry their ports,
+ * so they may resolve anywhere: the operator chose those endpoints.
  */
 import { BlockList, isIP } from 'node:net';
 
@@ -109,7 +111,8 @@ export function factoryEntries(): AllowEntry[] {
 }
 
 function hostMatches(pattern: string, host: string): boolean {
-  return pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1 : pattern === host;
+  // A wildcard names DNS names only: `*.0.0.1` is no pattern of addresses.
+  return pattern.startsWith('*.') ? isIP(host) === 0 && host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1 : pattern === host;
 }
 
 /** The first entry naming this host and port, or null. */

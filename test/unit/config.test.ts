@@ -713,6 +713,7 @@ describe('loadConfig network and sandboxReadable (issue 37)', () => {
     await expectRefused(base({ sandboxReadable: [home] }), 'sandboxReadable', { mentions: ['home'] });
     await expectRefused(base({ sandboxReadable: [join(root, 'sub')] }), 'sandboxReadable', { mentions: ['approved root'] });
     await expectRefused(base({ sandboxReadable: [dirname(state)] }), 'sandboxReadable');
+    await expectRefused(base({ sandboxReadable: [join(home, '.factory', 'sessions')] }), 'sandboxReadable', { mentions: ["droid's home"] });
     await expectRefused(base({ sandboxReadable: ['relative/path'] }), 'sandboxReadable[0]', { mentions: ['absolute'] });
   });
 });

@@ -3,6 +3,7 @@ import { connect, createServer, type AddressInfo, type Server, type Socket } fro
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseAllowEntry, type AllowEntry } from '../../src/shared/egress-policy.js';
 import { startEgressProxy, type EgressProxy } from '../../src/sandbox/egress/proxy.js';
+import { attachEgress } from '../../src/sandbox/egress/turn-egress.js';
 
 const closers: Array<() => void> = [];
 afterEach(() => {
@@ -126,5 +127,52 @@ describe('egress proxy', () => {
     await new Promise((r) => setTimeout(r, 50));
     p.close();
     await closed;
+  });
+
+  it('sends the checked host as Host, and rewrites the final head after a 100 Continue', async () => {
+    const server = createServer((socket) => {
+      let got = '';
+      socket.on('data', (d) => {
+        got += d.toString('latin1');
+        if (!got.includes('\r\n\r\n')) return;
+        const host = /\r\nHost: ([^\r]*)/i.exec(got)?.[1];
+        socket.end(`HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: ${6 + (host ?? '').length}\r\n\r\nORIGIN${host}`);
+      });
+    });
+    const port = await listening(server);
+    const { port: proxyPort } = await proxy([`127.0.0.1:${port}`]);
+    const answer = await exchange(proxyPort, `POST http://127.0.0.1:${port}/ HTTP/1.1\r\nHost: evil.example\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n`, 1000);
+    expect(answer).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\nContent-Length: \d+\r\nConnection: close\r\n\r\nORIGIN/);
+    expect(answer.endsWith(`ORIGIN127.0.0.1:${port}`)).toBe(true);
+  });
+
+  it('drops a client whose head drips in past its deadline', async () => {
+    const { port } = await proxy([], { limits: { headTimeoutMs: 300 } });
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
+    const started = Date.now();
+    const drip = setInterval(() => socket.write('a'), 50);
+    const at = await closed;
+    clearInterval(drip);
+    expect(at - started).toBeLessThan(2000);
+  });
+
+  it('serves connections droid made before the proxy was attached (they are held, not left hanging)', async () => {
+    const server = createServer();
+    const held: Socket[] = [];
+    const hold = (s: Socket) => {
+      s.pause();
+      held.push(s);
+    };
+    server.on('connection', hold);
+    const port = await listening(server);
+    const early = exchange(port, 'CONNECT early.example:443 HTTP/1.1\r\n\r\n');
+    await new Promise((r) => setTimeout(r, 100));
+    const egress = attachEgress(Promise.resolve({ server, take: () => (server.off('connection', hold), held.splice(0)) }), []);
+    closers.push(() => egress.close());
+    await egress.ready;
+    expect(await early).toMatch(/^HTTP\/1\.1 403/);
+    expect(egress.report().refused.map((r) => r.host)).toEqual(['early.example']);
   });
 });

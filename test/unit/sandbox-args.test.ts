@@ -88,7 +88,7 @@ describe('bwrapArgs', () => {
 });
 
 describe('bwrapArgs: reads and network (issue 37)', () => {
-  const reads = { hidden: ['/root', '/home', '/h', '/roots/a', '/roots/a/inner', '/w/nested-root'], readable: ['/h/.gitconfig', '/w/x', '/elsewhere'] };
+  const reads = { hidden: ['/root', '/home', '/home/svc', '/h', '/roots/a', '/roots/a/inner', '/w/nested-root'], readable: ['/h/.gitconfig', '/h/.factory', '/w/x', '/elsewhere', '/home/svc', '/roots'] };
   it('covers the outermost hidden folders before any bind, shows readable paths inside them, and makes them read-only last', () => {
     const args = bwrapArgs({ ...base, reads });
     const at = (flag: string, path: string) => pairAt(args, flag, path);
@@ -100,10 +100,16 @@ describe('bwrapArgs: reads and network (issue 37)', () => {
     // Nested in a covered one, or inside the workspace (the workspace's to show): not covered again.
     expect(at('--tmpfs', '/roots/a/inner')).toBe(-1);
     expect(at('--tmpfs', '/w/nested-root')).toBe(-1);
-    // Shown read-only: inside a cover only, and not when a writable bind already shows it.
-    expect(at('--ro-bind', '/h/.gitconfig')).toBeGreaterThan(at('--tmpfs', '/h/.factory'));
+    // Shown read-only, inside a cover only, and before the turn's own binds: none of them can be covered by a shown folder
+    // (a shown droid's home lies under its per-turn tmpfs).
+    expect(at('--ro-bind', '/h/.gitconfig')).toBeGreaterThan(at('--tmpfs', '/h'));
+    expect(at('--ro-bind', '/h/.gitconfig')).toBeLessThan(at('--bind', '/w'));
+    expect(at('--ro-bind', '/h/.factory')).toBeLessThan(at('--tmpfs', '/h/.factory'));
     expect(at('--ro-bind', '/w/x')).toBe(-1);
     expect(at('--ro-bind', '/elsewhere')).toBe(-1);
+    // A shown path never uncovers a hidden folder whole (a home, a root above a covered one).
+    expect(at('--ro-bind', '/home/svc')).toBe(-1);
+    expect(at('--ro-bind', '/roots')).toBe(-1);
   });
 
   it('own network: a namespace, proxy variables, no bypass list, and the listener helper before droid', () => {

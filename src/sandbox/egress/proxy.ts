@@ -1,16 +1,18 @@
 /**
  * The HTTP(S) proxy that is a sandboxed droid's only way out (shared/egress-policy.ts says
  * where to). One per droid process, on the listening socket the network
- * namespace handed out (netns-listener.ts), in the process that started that
- * droid: a turn's worker, or the process running a short-lived droid. A flood
- * from one turn therefore loads only its own worker, never another turn or
- * the MCP server, and the proxy ends with its process.
+ * namespace handed out (netns-listener.cts), in the process that started that
+ * droid: a turn's worker, or, for a short-lived droid (the catalog read,
+ * doctor, verify-route), the process running it. A flood from a turn
+ * therefore loads only its own worker, never another turn or the MCP server
+ * (a short-lived droid runs no turn's commands), and the proxy ends with it.
  *
  * It speaks the two forms droid and ordinary tools use with HTTP_PROXY:
  * `CONNECT host:port` (a tunnel, for https) and absolute-URI requests
  * (`GET http://host:port/path`, for plain http), the latter forwarded with
- * `Connection: close` so one client connection carries one request to one
- * checked destination. It resolves names itself (there is no DNS inside) and
+ * `Connection: close` both ways, so a client sends one request per
+ * connection; whatever follows on it still reaches only the checked
+ * destination (as a CONNECT tunnel's bytes do). It resolves names itself (there is no DNS inside) and
  * connects only to the addresses it checked, so a name cannot be re-resolved
  * to somewhere else between the check and the connect.
  */
@@ -26,7 +28,7 @@ export const PROXY_LIMITS = {
   /** Request line and headers together. */
   maxHeadBytes: 16 * 1024,
   maxRequestLineBytes: 8 * 1024,
-  /** From accept to the end of the request's head. */
+  /** From accept to the end of the request's head, however slowly it comes. */
   headTimeoutMs: 10_000,
   /** Reaching the destination. */
   connectTimeoutMs: 10_000,
@@ -132,7 +134,9 @@ function readHead(client: Socket, limits: ProxyLimits, onHead: (head: string, re
   const chunks: Buffer[] = [];
   let size = 0;
   const tooLarge = () => answer(client, 431, 'Request Header Fields Too Large', `droid-mcp's egress proxy takes at most ${limits.maxHeadBytes} bytes of request head\n`);
-  client.setTimeout(limits.headTimeoutMs, () => client.destroy());
+  // From the first moment, however slowly the bytes come.
+  const deadline = setTimeout(() => client.destroy(), limits.headTimeoutMs);
+  client.once('close', () => clearTimeout(deadline));
   const onData = (chunk: Buffer) => {
     chunks.push(chunk);
     size += chunk.length;
@@ -148,10 +152,12 @@ function readHead(client: Socket, limits: ProxyLimits, onHead: (head: string, re
     client.off('data', onData);
     client.pause();
     if (end > limits.maxHeadBytes) return tooLarge();
-    client.setTimeout(0);
+    clearTimeout(deadline);
     onHead(all.subarray(0, end).toString('latin1'), all.subarray(end + 4));
   };
   client.on('data', onData);
+  // A connection held before the proxy was attached (launch.ts) comes paused.
+  client.resume();
 }
 
 /** One request: checked, resolved, connected to the address checked, then bytes both ways. */
@@ -187,7 +193,7 @@ async function serve(ctx: Served, client: Socket, head: string, rest: Buffer): P
   }
   ctx.track(upstream);
   if (target.kind === 'connect') client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-  else upstream.write(forwardedHead(head, target.path));
+  else upstream.write(forwardedHead(head, target));
   if (rest.length > 0) upstream.write(rest);
   join(client, target.kind === 'connect' ? upstream : closingResponse(upstream, ctx.limits.maxHeadBytes), upstream, ctx.limits.idleTimeoutMs);
 }
@@ -220,20 +226,26 @@ function parseTarget(head: string, maxLine: number): Target {
   return { kind: 'forward', host, port: url.port ? Number(url.port) : 80, path: `${url.pathname}${url.search}` };
 }
 
-/** The request as the origin gets it: origin-form, no proxy headers, one request per connection. */
-function forwardedHead(head: string, path: string): string {
+/** The request as the origin gets it: origin-form, the checked host as `Host`, no proxy headers, one request per connection. */
+function forwardedHead(head: string, target: { host: string; port: number; path: string }): string {
   const lines = head.split('\r\n');
   const [method, , version] = lines[0]!.split(' ');
-  const hop = /^(proxy-[a-z-]*|connection|keep-alive)\s*:/i;
-  const kept = lines.slice(1).filter((l) => l.length > 0 && !hop.test(l));
-  return `${method} ${path} ${version}\r\n${[...kept, 'Connection: close'].join('\r\n')}\r\n\r\n`;
+  const dropped = /^(proxy-[a-z-]*|connection|keep-alive|host)\s*:/i;
+  const kept = lines.slice(1).filter((l) => l.length > 0 && !dropped.test(l));
+  const host = `${isIP(target.host) === 6 ? `[${target.host}]` : target.host}${target.port === 80 ? '' : `:${target.port}`}`;
+  return `${method} ${target.path} ${version}\r\n${[`Host: ${host}`, ...kept, 'Connection: close'].join('\r\n')}\r\n\r\n`;
 }
 
 function answer(client: Socket, status: number, text: string, body: string, headers: Record<string, string> = {}): void {
   const bytes = Buffer.from(body, 'utf8');
   const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   client.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${bytes.length}\r\n${extra}Connection: close\r\n\r\n${bytes.toString('latin1')}`, 'latin1');
+  // A client that never closes its side does not keep a connection slot.
+  setTimeout(() => client.destroy(), ANSWERED_LINGER_MS).unref();
 }
+
+/** How long an answered (refused, bad) connection may stay open for the client to read the answer. */
+const ANSWERED_LINGER_MS = 5_000;
 
 /** A connection to the first address that answers within the timeout; null when none does. */
 async function reach(addresses: readonly string[], port: number, timeoutMs: number): Promise<Socket | null> {
@@ -268,7 +280,7 @@ async function reach(addresses: readonly string[], port: number, timeoutMs: numb
 function closingResponse(upstream: Socket, maxHead: number): Readable {
   const out = new PassThrough();
   let pending: Buffer | null = Buffer.alloc(0);
-  upstream.on('data', (chunk: Buffer) => {
+  const onChunk = (chunk: Buffer): void => {
     if (pending === null) {
       if (!out.write(chunk)) upstream.pause();
       return;
@@ -283,10 +295,16 @@ function closingResponse(upstream: Socket, maxHead: number): Readable {
       return;
     }
     const lines = all.subarray(0, end).toString('latin1').split('\r\n');
-    const kept = lines.filter((line, i) => i === 0 || !/^(connection|keep-alive|proxy-connection)\s*:/i.test(line));
-    out.write(Buffer.from(`${[...kept, 'Connection: close'].join('\r\n')}\r\n\r\n`, 'latin1'));
-    out.write(all.subarray(end + 4));
-  });
+    // An interim answer (100 Continue) passes as it is; the final one that follows is the one rewritten.
+    const interim = /^HTTP\/1\.[01] 1\d\d/.test(lines[0] ?? '');
+    const kept = lines.filter((line, i) => interim || i === 0 || !/^(connection|keep-alive|proxy-connection)\s*:/i.test(line));
+    out.write(Buffer.from(`${[...kept, ...(interim ? [] : ['Connection: close'])].join('\r\n')}\r\n\r\n`, 'latin1'));
+    pending = interim ? Buffer.alloc(0) : null;
+    const after = all.subarray(end + 4);
+    if (interim && after.length > 0) onChunk(after);
+    else if (after.length > 0) out.write(after);
+  };
+  upstream.on('data', onChunk);
   out.on('drain', () => upstream.resume());
   upstream.once('end', () => out.end());
   return out;

@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Server } from 'node:net';
+import type { EgressListener } from '../../droid/launch.js';
 import { DroidError } from '../../droid/errors.js';
 import type { EgressEvidence } from '../../shared/evidence-types.js';
 import { entryOfUrl, factoryEntries, modelEntries, parseAllowEntry, type AllowEntry } from '../../shared/egress-policy.js';
@@ -59,7 +59,7 @@ export interface TurnEgress {
   close(): void;
 }
 
-export function attachEgress(listener: Promise<Server>, entries: readonly AllowEntry[], onRefusal?: (refusal: Refusal) => void): TurnEgress {
+export function attachEgress(listener: Promise<EgressListener>, entries: readonly AllowEntry[], onRefusal?: (refusal: Refusal) => void): TurnEgress {
   let proxy: EgressProxy | null = null;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
@@ -67,13 +67,17 @@ export function attachEgress(listener: Promise<Server>, entries: readonly AllowE
     timer = setTimeout(() => reject(new Error(`it did not arrive within ${LISTENER_WAIT_MS} ms`)), LISTENER_WAIT_MS);
   });
   const ready = Promise.race([listener, timeout]).then(
-    (server) => {
+    ({ server, take }) => {
       clearTimeout(timer);
+      const held = take();
       if (closed) {
         server.close();
+        for (const socket of held) socket.destroy();
         return;
       }
       proxy = startEgressProxy(server, { entries, ...(onRefusal && { onRefusal }) });
+      // What droid sent before the proxy was here is served now, in order.
+      for (const socket of held) server.emit('connection', socket);
     },
     (err: unknown) => {
       clearTimeout(timer);
@@ -91,7 +95,10 @@ export function attachEgress(listener: Promise<Server>, entries: readonly AllowE
       closed = true;
       clearTimeout(timer);
       proxy?.close();
-      void listener.then((server) => server.close(), () => undefined);
+      void listener.then(({ server, take }) => {
+        server.close();
+        for (const socket of take()) socket.destroy();
+      }, () => undefined);
     },
   };
 }

@@ -17,7 +17,7 @@ import { networkOf, sandboxLauncher, type SandboxSpec } from '../../sandbox/sand
 import { attachEgress, egressEntries, type TurnEgress } from '../../sandbox/egress/turn-egress.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
 import { confinedEnv } from '../../sandbox/bwrap-args.js';
-import { droidReadable, prepareTurnPaths, runtimeDirOf } from '../../sandbox/turn-paths.js';
+import { prepareTurnPaths, runtimeDirOf, turnReads } from '../../sandbox/turn-paths.js';
 
 export interface ShortLivedDroidOptions {
   droidPath: string;
@@ -61,7 +61,7 @@ export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, us
         runtimeDir: runtimeDirOf(options.env),
         hiddenDirs: options.sandbox.hiddenDirs,
         hiddenFiles: options.sandbox.hiddenFiles,
-        ...(options.sandbox.reads && { reads: { hidden: options.sandbox.reads.hidden, readable: [...options.sandbox.reads.readable, ...droidReadable(options.droidPath)] } }),
+        ...turnReads(options.sandbox.reads, options.droidPath, options.cwd ?? null),
         network: networkOf(options.sandbox),
       });
       client = DroidClient.spawn({ ...common, env: confinedEnv(options.env), cwd: options.cwd ?? paths.turnTmp, launcher: options.niceness === undefined ? launcher : niced(launcher, options.niceness) });
