@@ -128,6 +128,9 @@ export function bwrapArgs(c: Confinement): string[] {
   for (const file of c.hiddenFiles) args.push('--ro-bind', '/dev/null', file);
   // Read-only once everything inside is in place: a write there fails instead of landing in the throwaway tmpfs.
   for (const dir of covered) args.push('--remount-ro', dir);
+  // A workspace bound inside a covered folder is another filesystem than the tmpfs holding its repository's .git:
+  // git stops its search for the repository there unless told it may cross.
+  if (covered.length > 0) args.push('--setenv', 'GIT_DISCOVERY_ACROSS_FILESYSTEM', '1');
   if (typeof network === 'object') {
     for (const [key, value] of Object.entries(PROXY_ENV)) args.push('--setenv', key, value);
     // A proxy bypass list would send those hosts nowhere (there is no other route) or around the allowlist.

@@ -110,6 +110,9 @@ describe('bwrapArgs: reads and network (issue 37)', () => {
     // A shown path never uncovers a hidden folder whole (a home, a root above a covered one).
     expect(at('--ro-bind', '/home/svc')).toBe(-1);
     expect(at('--ro-bind', '/roots')).toBe(-1);
+    // git finds a repository whose .git sits in the covered folder above a bound workspace.
+    expect(args[at('--setenv', 'GIT_DISCOVERY_ACROSS_FILESYSTEM') + 2]).toBe('1');
+    expect(bwrapArgs(base)).not.toContain('GIT_DISCOVERY_ACROSS_FILESYSTEM');
   });
 
   it('own network: a namespace, proxy variables, no bypass list, and the listener helper before droid', () => {

@@ -105,6 +105,22 @@ describe("hostile turn: the service user's secrets and other roots (issue 37)", 
   });
 });
 
+describe('what a turn still reads (issue 37)', () => {
+  it("a workspace below a repository's top in a covered root still has git (its .git is shown, read-only)", async () => {
+    const b = bed();
+    const repo = join(b.workspace, '..');
+    execFileSync('git', ['init', '-q', repo]);
+    execFileSync('git', ['-C', repo, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '--allow-empty', '-m', 'base']);
+    writeFileSync(join(b.workspace, 'new.txt'), 'x\n');
+    b.spec.prompt = `git ${script({ tool: execute('git status --short . | sed "s/^/STATUS: /"; git log -1 --format=%s | sed "s/^/LOG: /"; touch ../.git/planted 2>&1 | tail -1') })}`;
+    const result = await runWorkerTurn(b.spec, tag).done;
+    expect(result.outcome).toBe('succeeded');
+    expect(result.finalText).toContain('STATUS: ?? ./'); // the project folder is new to the repository
+    expect(result.finalText).toContain('LOG: base');
+    expect(result.finalText).toMatch(/Read-only file system/);
+  });
+});
+
 describe('hostile turn: whom it talks to (issue 37)', () => {
   it("the host's loopback gets no connection (bash /dev/tcp, curl, python); DNS fails; a host not allowed gets a 403 the turn reads, listed in the evidence", async () => {
     const listener = await hostListener('HOST-LOOPBACK-ANSWERED');
