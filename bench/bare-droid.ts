@@ -89,10 +89,11 @@ export async function bareDroid(bed: DroidBed, ws: string, options: BareOptions 
     client = DroidClient.spawn(confined?.launch ?? { droidPath: bed.droidPath, env: bed.home.env, cwd: ws });
     const stages: StageOffsets = { droid_spawned: epochMs() - t0 };
     const listener = client.process.egressListener;
-    // As run-turn.ts does: the proxy on the listener droid's sandbox hands out, awaited beside the session's start.
+    // As run-turn.ts does: the proxy on the listener droid's sandbox hands out, awaited before droid's first request.
     egress = listener ? attachEgress(listener, egressEntries({ allow: [] }, factoryDirOf(bed.home.env))) : undefined;
     if (options.besideNode) worker = forkWorker({ env: coldWorkerEnv(process.env, false), workerEntry: WORKER_ENTRY }, [POOL_ARG]);
-    await Promise.all([client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' }), egress?.ready]);
+    await egress?.ready;
+    await client.initializeSession({ machineId: 'bench', cwd: ws, modelId: bed.modelId, autonomyLevel: 'off', interactionMode: 'spec' });
     stages.initialized = epochMs() - t0;
     stages.submit_sent = stages.initialized;
     const collector = await client.submit(`${m} ${script({ text: 'ok' })}`, () => undefined);

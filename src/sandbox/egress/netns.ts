@@ -59,8 +59,8 @@ const LISTENER_CHANNEL_FD = 4;
  * environment), then droid itself without the channel. The helper runs at
  * niceness 19: its ≈ 55 ms of Node start-up then takes no CPU from droid's
  * own start on a busy host (bench/egress.ts: +47 ms without, +13 and -72 ms
- * with, medians of 10-14 turn starts on 2 cores); droid's prompt waits for
- * the listener anyway (run-turn.ts). Pure.
+ * with, medians of 10-14 turn starts on 2 cores); droid's first request waits
+ * for the listener (run-turn.ts). Pure.
  */
 export function unsharedNetCommand(egress: EgressLaunch): string[] {
   const fd = LISTENER_CHANNEL_FD;

@@ -10,9 +10,9 @@ import type { EgressListener } from '../../droid/launch.js';
 import { DroidError } from '../../droid/errors.js';
 import type { EgressEvidence } from '../../shared/evidence-types.js';
 import { entryOfUrl, factoryEntries, modelEntries, parseAllowEntry, type AllowEntry } from '../../shared/egress-policy.js';
-import { startEgressProxy, type EgressProxy, type Refusal } from './proxy.js';
+import { startEgressProxy, type EgressProxy } from './proxy.js';
 
-/** How long droid's start waits for its proxy's listener (measured ≈ 140 ms on a 2-core host, concurrent with droid's own start). */
+/** How long droid's start waits for its proxy's listener (it came ≈ 55 ms after the spawn here, beside droid's own start). */
 const LISTENER_WAIT_MS = 10_000;
 
 /** The operator's egress settings as a sandbox spec carries them. */
@@ -59,7 +59,7 @@ export interface TurnEgress {
   close(): void;
 }
 
-export function attachEgress(listener: Promise<EgressListener>, entries: readonly AllowEntry[], onRefusal?: (refusal: Refusal) => void): TurnEgress {
+export function attachEgress(listener: Promise<EgressListener>, entries: readonly AllowEntry[]): TurnEgress {
   let proxy: EgressProxy | null = null;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
@@ -75,7 +75,7 @@ export function attachEgress(listener: Promise<EgressListener>, entries: readonl
         for (const socket of held) socket.destroy();
         return;
       }
-      proxy = startEgressProxy(server, { entries, ...(onRefusal && { onRefusal }) });
+      proxy = startEgressProxy(server, { entries });
       // What droid sent before the proxy was here is served now, in order.
       for (const socket of held) server.emit('connection', socket);
     },
