@@ -195,8 +195,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   const exited = client.process.exited.then(() => client.process.connection.closed ?? new DroidError('droid_exited', 'droid exited'));
 
   // Setup: nothing is submitted if a stop or an exit comes first.
-  // droid's first request of ours goes in only once its proxy listens: what it connects to from then on (the model,
-  // Factory, a routed turn's Amp endpoint, attached at initialize) must find it.
+  // No request of ours before droid's proxy listens: the model, Factory and a routed turn's Amp endpoint must find it.
   const setup = Promise.resolve(state.egress?.ready).then(() => openSession(spec, client, state)).then((id) => {
     state.droidSessionId = id;
     state.marks.session_ready = epochMs();
