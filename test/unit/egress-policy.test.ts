@@ -28,6 +28,9 @@ describe('egress allow entries', () => {
     expect(decideName(entries, 'evilgithub.com', 443).allowed).toBe(false);
     expect(decideName(entries, '127.0.0.1', 4873).allowed).toBe(true);
     expect(decideName(entries, '127.0.0.1', 4874).allowed).toBe(false);
+    // A wildcard names DNS names, never addresses.
+    expect(decideName([entry('*.0.0.1')], '8.0.0.1', 443).allowed).toBe(false);
+    expect(decideName([entry('*.0.0.1')], 'a.0.0.1', 443).allowed).toBe(true);
   });
 
   it('reaches internal addresses only through an exact host-and-port entry (no DNS rebinding through a public name or a wildcard)', () => {

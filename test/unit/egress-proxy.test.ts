@@ -158,6 +158,21 @@ describe('egress proxy', () => {
     expect(at - started).toBeLessThan(2000);
   });
 
+  it('closes an answered connection the client keeps open, so refused clients cannot fill its slots', async () => {
+    const { port } = await proxy([], { limits: { answeredLingerMs: 200, maxConnections: 1 } });
+    // A client that keeps its side open after the answer (half-open), as a hostile one would: it holds the only slot.
+    const holder = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    holder.on('error', () => undefined);
+    closers.push(() => holder.destroy());
+    let got = '';
+    holder.on('data', (d) => (got += d.toString('latin1')));
+    holder.write('CONNECT a.example:443 HTTP/1.1\r\n\r\n');
+    await new Promise((r) => setTimeout(r, 600));
+    expect(got).toMatch(/^HTTP\/1\.1 403/);
+    // The slot came free: the next client is answered, not dropped.
+    expect(await exchange(port, 'CONNECT b.example:443 HTTP/1.1\r\n\r\n', 1000)).toMatch(/^HTTP\/1\.1 403/);
+  });
+
   it('serves connections droid made before the proxy was attached (they are held, not left hanging)', async () => {
     const server = createServer();
     const held: Socket[] = [];

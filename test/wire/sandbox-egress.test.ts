@@ -74,6 +74,9 @@ describe("hostile turn: the service user's secrets and other roots (issue 37)", 
     mkdirSync(join(home, '.ssh'), { recursive: true });
     writeFileSync(join(home, '.ssh', 'id_test'), 'SSH-KEY-SECRET\n', { mode: 0o600 });
     writeFileSync(join(home, '.gitconfig'), '[user]\n\tname = Egress Tester\n');
+    mkdirSync(join(home, '.config', 'git'), { recursive: true });
+    writeFileSync(join(home, '.config', 'git', 'credentials'), 'https://user:GIT-CREDENTIAL-SECRET@example.com\n');
+    cleanups.push(() => rmSync(join(home, '.config'), { recursive: true, force: true }));
     cleanups.push(() => rmSync(join(home, '.ssh'), { recursive: true, force: true }));
     cleanups.push(() => rmSync(join(home, '.gitconfig'), { force: true }));
     writeFileSync(join(b.otherRoot, 'secret.txt'), 'OTHER-ROOT-SECRET\n');
@@ -88,6 +91,7 @@ describe("hostile turn: the service user's secrets and other roots (issue 37)", 
       `cat ${join(sibling, 'secret.txt')}`,
       `ls -A ${b.otherRoot} | wc -l | sed "s/^/OTHER-ROOT-ENTRIES=/"`,
       'cat own.txt',
+      'cat "$HOME/.config/git/credentials"',
       'git config --global user.name | sed "s/^/GIT-NAME=/"',
       'ls -A "$HOME" | tr "\\n" " " | sed "s/^/HOME-SHOWS=/"',
     ].join('; ');
@@ -99,6 +103,7 @@ describe("hostile turn: the service user's secrets and other roots (issue 37)", 
     expect(said).not.toContain('SSH-KEY-SECRET');
     expect(said).not.toContain('OTHER-ROOT-SECRET');
     expect(said).not.toContain('SIBLING-SECRET');
+    expect(said).not.toContain('GIT-CREDENTIAL-SECRET');
     expect(said).toContain('OTHER-ROOT-ENTRIES=0');
     expect(said).toContain('GIT-NAME=Egress Tester');
     expect(said).not.toMatch(/HOME-SHOWS=.*\.ssh/);

@@ -36,6 +36,8 @@ export const PROXY_LIMITS = {
   idleTimeoutMs: 300_000,
   /** Distinct refused destinations listed; more are counted in `othersRefused`. */
   maxListedRefusals: 32,
+  /** An answered (refused, bad) connection the client does not close is closed after this: it keeps no slot. */
+  answeredLingerMs: 5_000,
 };
 
 export type ProxyLimits = Readonly<typeof PROXY_LIMITS>;
@@ -103,7 +105,7 @@ export function startEgressProxy(server: Server, options: EgressProxyOptions): E
         refused.set(key, refusal);
         options.onRefusal?.(refusal);
       } else othersRefused++;
-      answer(client, 403, 'Forbidden', refusalText(host, port, why), { 'X-Droid-Mcp-Refused': key });
+      answer(limits, client, 403, 'Forbidden', refusalText(host, port, why), { 'X-Droid-Mcp-Refused': key });
     },
   };
   server.on('connection', (client) => {
@@ -133,7 +135,7 @@ interface Served {
 function readHead(client: Socket, limits: ProxyLimits, onHead: (head: string, rest: Buffer) => void): void {
   const chunks: Buffer[] = [];
   let size = 0;
-  const tooLarge = () => answer(client, 431, 'Request Header Fields Too Large', `droid-mcp's egress proxy takes at most ${limits.maxHeadBytes} bytes of request head\n`);
+  const tooLarge = () => answer(limits, client, 431, 'Request Header Fields Too Large', `droid-mcp's egress proxy takes at most ${limits.maxHeadBytes} bytes of request head\n`);
   // From the first moment, however slowly the bytes come.
   const deadline = setTimeout(() => client.destroy(), limits.headTimeoutMs);
   client.once('close', () => clearTimeout(deadline));
@@ -166,7 +168,7 @@ async function serve(ctx: Served, client: Socket, head: string, rest: Buffer): P
   try {
     target = parseTarget(head, ctx.limits.maxRequestLineBytes);
   } catch (err) {
-    answer(client, 400, 'Bad Request', `droid-mcp's egress proxy: ${(err as Error).message}\n`);
+    answer(ctx.limits, client, 400, 'Bad Request', `droid-mcp's egress proxy: ${(err as Error).message}\n`);
     return;
   }
   const decision = decideName(ctx.entries, target.host, target.port);
@@ -175,7 +177,7 @@ async function serve(ctx: Served, client: Socket, head: string, rest: Buffer): P
   try {
     addresses = isIP(target.host) ? [target.host] : await ctx.resolve(target.host);
   } catch {
-    answer(client, 502, 'Bad Gateway', `droid-mcp's egress proxy could not resolve ${target.host}\n`);
+    answer(ctx.limits, client, 502, 'Bad Gateway', `droid-mcp's egress proxy could not resolve ${target.host}\n`);
     return;
   }
   const usable = usableAddresses(decision.entry, addresses);
@@ -184,7 +186,7 @@ async function serve(ctx: Served, client: Socket, head: string, rest: Buffer): P
   }
   const upstream = await reach(usable, target.port, ctx.limits.connectTimeoutMs);
   if (!upstream) {
-    answer(client, 502, 'Bad Gateway', `droid-mcp's egress proxy could not connect to ${target.host}:${target.port}\n`);
+    answer(ctx.limits, client, 502, 'Bad Gateway', `droid-mcp's egress proxy could not connect to ${target.host}:${target.port}\n`);
     return;
   }
   if (client.destroyed) {
@@ -236,16 +238,13 @@ function forwardedHead(head: string, target: { host: string; port: number; path:
   return `${method} ${target.path} ${version}\r\n${[`Host: ${host}`, ...kept, 'Connection: close'].join('\r\n')}\r\n\r\n`;
 }
 
-function answer(client: Socket, status: number, text: string, body: string, headers: Record<string, string> = {}): void {
+function answer(limits: ProxyLimits, client: Socket, status: number, text: string, body: string, headers: Record<string, string> = {}): void {
   const bytes = Buffer.from(body, 'utf8');
   const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   client.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${bytes.length}\r\n${extra}Connection: close\r\n\r\n${bytes.toString('latin1')}`, 'latin1');
   // A client that never closes its side does not keep a connection slot.
-  setTimeout(() => client.destroy(), ANSWERED_LINGER_MS).unref();
+  setTimeout(() => client.destroy(), limits.answeredLingerMs).unref();
 }
-
-/** How long an answered (refused, bad) connection may stay open for the client to read the answer. */
-const ANSWERED_LINGER_MS = 5_000;
 
 /** A connection to the first address that answers within the timeout; null when none does. */
 async function reach(addresses: readonly string[], port: number, timeoutMs: number): Promise<Socket | null> {
