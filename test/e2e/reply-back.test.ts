@@ -216,8 +216,10 @@ describe('reporting back', () => {
     expect(amp.calls.slice(before)).toEqual([]);
     for (const [i, t] of tools.entries()) {
       const items = await history(server, sessions[i]!.metadata.session);
-      // ToolSearch does not find a disabled tool, and calling it anyway never reaches the server.
-      expect(items.find((item) => item.tool === 'ToolSearch')!.result, t).toContain('not found');
+      // ToolSearch (droid 0.225.2 defers MCP tools behind it; 0.215.0 has none, and records no item) does not
+      // find a disabled tool. What the test names holds on both: calling the tool anyway never reaches Amp.
+      const search = items.find((item) => item.tool === 'ToolSearch');
+      if (search) expect(search.result, t).toContain('not found');
       expect(items.find((item) => item.tool === `amp-puck___${t}`), t).toMatchObject({ isError: true });
       expect(done[i]!.latestRun.state, t).toBe('succeeded');
     }
