@@ -19,13 +19,18 @@ import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { script } from '../src/testbed/scripted-model.js';
 import { startServer, writeConfig, type RunningServer } from '../test/support/mcp-server.js';
-import { modelRequestWith } from './bare-droid.js';
-import { median } from './stats.js';
+import { bareDroid, modelRequestWith } from './bare-droid.js';
+import { recordGoal } from './goals.js';
+import { median, spread } from './stats.js';
+import { loggedStart, printTimelines, type StageOffsets } from './turn-timeline.js';
 
 const DEFAULT_RUNS = 5;
+/** Before each bare sample: the previous follow-up's droid has closed, so the floor is not measured beside it. */
+const SETTLE_MS = 1_500;
 
 interface Kind {
   label: string;
@@ -50,6 +55,8 @@ interface Sample {
   ms: number;
   /** What the acceptance said: admission.action when present, else latestRun.state. */
   said: string;
+  /** The follow-up's start, stage by stage (the server's log). */
+  stages: StageOffsets | null;
 }
 
 async function oneFollowUp(mcp: RunningServer, bed: DroidBed, root: string, kind: Kind, i: number): Promise<Sample> {
@@ -77,7 +84,9 @@ async function oneFollowUp(mcp: RunningServer, bed: DroidBed, root: string, kind
   });
   const at = await modelRequestWith(bed, marker, 60_000);
   await mcp.ok('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 60 });
-  return { ms: at - t0, said: accepted.admission?.action ?? `state ${accepted.status.latestRun.state}` };
+  const stages = loggedStart(mcp.stderr(), session, t0);
+  if (stages) stages.model_request = at - t0;
+  return { ms: at - t0, said: accepted.admission?.action ?? `state ${accepted.status.latestRun.state}`, stages };
 }
 
 export async function main(runs = DEFAULT_RUNS): Promise<void> {
@@ -90,19 +99,46 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
   const mcp = await startServer(config, bed.home.env);
   try {
     const samples = new Map<Kind, Sample[]>(KINDS.map((k) => [k, []]));
+    const bare: number[] = [];
+    const bareStages: StageOffsets[] = [];
     for (let i = 0; i < runs; i++) {
+      // The floor, in the same run: a bare cold droid (no server, no sandbox) spawned → initialized → its first request.
+      setCloudSync(bed, false);
+      await sleep(SETTLE_MS);
+      const ws = join(root, `bare-${i}`);
+      mkdirSync(ws);
+      const b = await bareDroid(bed, ws);
+      bare.push(b.ms);
+      bareStages.push(b.stages);
       for (const kind of KINDS) {
         // droid reads its settings when it starts; kinds run one at a time.
         setCloudSync(bed, kind.cloudSync);
-        samples.get(kind)!.push(await oneFollowUp(mcp, bed, approved, kind, i));
+        samples.get(kind)!.push(
+          await oneFollowUp(mcp, bed, approved, kind, i).catch((err: unknown) => {
+            console.error(`follow-up (${kind.label}, round ${i}) failed; the server's log ends:\n${mcp.stderr().slice(-8_000)}`);
+            throw err;
+          }),
+        );
       }
     }
-    console.log(`follow-up: droid_send_message on an idle session → its request at the model, median of ${runs}`);
+    const b = median(bare);
+    console.log(`follow-up sent the moment wait returns: droid_send_message → its request at the model, median of ${runs}`);
+    console.log(`  ${'bare cold droid: spawn → initialize → first request'.padEnd(52)} ${b.toFixed(0).padStart(6)} ms   (${spread(bare)})`);
     for (const kind of KINDS) {
       const s = samples.get(kind)!;
+      const ms = median(s.map((x) => x.ms));
       const said = [...new Set(s.map((x) => x.said))].join(', ');
-      console.log(`  ${kind.label.padEnd(34)} ${median(s.map((x) => x.ms)).toFixed(0).padStart(6)} ms   (min ${Math.min(...s.map((x) => x.ms))}, max ${Math.max(...s.map((x) => x.ms))}; acceptance said: ${said})`);
+      console.log(`  ${kind.label.padEnd(52)} ${ms.toFixed(0).padStart(6)} ms   ratio ${(ms / b).toFixed(2)}   (${spread(s.map((x) => x.ms))}; acceptance said: ${said})`);
     }
+    const judged = median(samples.get(KINDS[0]!)!.map((x) => x.ms));
+    recordGoal({
+      name: 'follow-up sent the moment wait returns (default config)',
+      measured: `${judged.toFixed(0)} ms = ${(judged / b).toFixed(2)}x`,
+      goal: `<= 1.00x bare ${b.toFixed(0)} ms`,
+      met: judged / b <= 1,
+    });
+    console.log("the follow-up's start, stage by stage (the server's stages from its log):");
+    printTimelines([{ label: 'bare droid', runs: bareStages }, ...KINDS.map((k) => ({ label: k.label, runs: samples.get(k)!.flatMap((x) => (x.stages ? [x.stages] : [])) }))]);
   } finally {
     await mcp.close();
     await bed.cleanup();
