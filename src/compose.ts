@@ -20,6 +20,7 @@ import { probeSandbox } from './sandbox/probe.js';
 import { recoverSessionCopies } from './sandbox/session-copy.js';
 import { StateStore } from './store/store.js';
 import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/parent/warm-pool.js';
+import { prestartWorker } from './worker/parent/prestart.js';
 import type { Logger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 import { DroidError } from './droid/errors.js';
@@ -241,7 +242,8 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
     models: () => catalog.models(),
     offerModels: (models, answeredAt) => catalog.offer(models, answeredAt),
     resolveWorkspace: (path) => resolveWorkspace(path, config.approvedDirectories),
-    startWorker: (spec, options) => startPooledWorker(pool, spec, options),
+    startWorker: (spec, options, early) => startPooledWorker(pool, spec, options, early),
+    prestartWorker: (spec) => prestartWorker(pool, spec),
     policy,
     maxConcurrentRuns: config.maxConcurrentRuns,
     runTimeoutMs: config.runTimeoutMs,

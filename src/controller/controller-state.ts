@@ -18,6 +18,7 @@ import { errnoOf } from '../store/errors.js';
 import { planCrashRecovery } from '../store/recovery.js';
 import type { Log } from '../util/logger.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
+import type { Prestart } from '../worker/parent/prestart.js';
 import type { TurnSpec } from '../worker/shared/protocol.js';
 import type { HostCeilings } from '../shared/budget.js';
 import { SessionCheckouts, type CheckoutHost } from './checkouts.js';
@@ -39,7 +40,10 @@ export interface ControllerDeps {
   /** A turn's own session answer listed these models at `answeredAt` (ms since the epoch): the catalog may use them (model-catalog.ts `offer`). */
   offerModels?(models: CatalogModel[], answeredAt: number): void;
   resolveWorkspace(requested: string): Promise<string>;
-  startWorker(spec: TurnSpec, options: WorkerOptions): WorkerHandle;
+  /** `early`: the worker its droid was started in while the turn waited (prestartWorker). */
+  startWorker(spec: TurnSpec, options: WorkerOptions, early?: Prestart): WorkerHandle;
+  /** Starts a queued turn's droid before its claim is free (worker/parent/prestart.ts); absent or null: not now. */
+  prestartWorker?(spec: TurnSpec): Prestart | null;
   policy: LaunchDefaults;
   maxConcurrentRuns: number;
   runTimeoutMs: number;

@@ -49,7 +49,7 @@ export class SessionController {
     // The queue admits and the owner gives back, so each needs the other: the
     // queue gets the owner late, through this closure.
     let owner: TurnOwner | undefined;
-    this.queue = new TurnQueue(this.state, (turn) => owner!.own(turn));
+    this.queue = new TurnQueue(this.state, (turn) => owner!.own(turn), (turn) => owner!.prestart(turn));
     owner = new TurnOwner(this.state, this.queue, new ReplyBack(this.state));
     this.steering = new Steering(this.state, this.queue);
     this.acceptance = new TurnAcceptance(this.state, this.queue, this.steering);
@@ -135,7 +135,9 @@ export class SessionController {
     // Not marked as requested: nobody asked for these turns to stop, so an
     // interrupted outcome needs the caller's attention.
     for (const turn of this.state.turns.values()) turn.stopUnrequested();
-    await Promise.race([this.queue.ownersDone(), sleep(timeoutMs)]);
+    // Queued turns stay queued, but a droid started for one early goes now.
+    const early = [...this.state.turns.values()].map((turn) => (turn.inLine() ? turn.takePrestart()?.dispose() : undefined));
+    await Promise.race([Promise.all([this.queue.ownersDone(), ...early]), sleep(timeoutMs)]);
     await this.state.drained();
   }
 }

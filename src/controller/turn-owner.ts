@@ -111,7 +111,7 @@ export class TurnOwner {
     const reports = this.reports(turn, marks);
     let handle: WorkerHandle;
     try {
-      handle = this.state.deps.startWorker(spec, reports.options);
+      handle = this.state.deps.startWorker(spec, reports.options, turn.takePrestart() ?? undefined);
     } catch (err) {
       const error = { code: 'worker_spawn_failed', message: `could not start the turn's worker: ${(err as Error).message}`, retryable: true };
       await this.settle(turn, emptyFailure(error));
@@ -134,7 +134,22 @@ export class TurnOwner {
     const recorded = await this.recordTerminal(turn, commits === undefined ? result : { ...result, commits });
     crashPoint('terminal-persisted');
     if (recorded) turn.end();
+    // A turn waiting for this claim may start its droid while this group goes (prestart).
+    this.queue.pump();
     await handle.cleanedUp;
+  }
+
+  /**
+   * A queued turn the queue will admit once ended turns release their claims:
+   * its droid starts now, on the launch it will get (worker/parent/prestart.ts).
+   * Not for a checkout's first turn (its checkout is made at launch).
+   */
+  prestart(turn: Turn): void {
+    const { deps } = this.state;
+    const run = this.state.run(turn.runId);
+    const session = this.state.session(run.sessionId);
+    if (!deps.prestartWorker || this.state.stopped || turn.cancelRequested || this.state.checkouts.pending(session.id)) return;
+    turn.holdPrestart(deps.prestartWorker(turnSpecFor(run, session, '', deps)));
   }
 
   /** Why an admitted turn may not start at all (nothing is submitted then), or null. */

@@ -24,6 +24,8 @@ export class TurnQueue {
   constructor(
     private readonly state: ControllerState,
     private readonly own: (turn: Turn) => Promise<void>,
+    /** Starts a waiting turn's droid early (TurnOwner.prestart); absent: never. */
+    private readonly prestart?: (turn: Turn) => void,
   ) {}
 
   capacity() {
@@ -122,7 +124,9 @@ export class TurnQueue {
         queued.push({ runId: turn.runId, ...turn.claim, ready });
       }
     }
-    for (const runId of selectRunnable(queued, held, this.state.deps.maxConcurrentRuns, [...this.locks])) {
+    const capacity = this.state.deps.maxConcurrentRuns;
+    const admitted = new Set(selectRunnable(queued, held, capacity, [...this.locks]));
+    for (const runId of admitted) {
       const turn = this.state.turns.get(runId)!;
       // The claim is held from here; only the owner gives it back.
       turn.admit();
@@ -130,8 +134,25 @@ export class TurnQueue {
       this.owners.add(owner);
       void owner.finally(() => this.owners.delete(owner));
     }
+    this.prestartNext(queued.filter((q) => !admitted.has(q.runId)), capacity);
     clearTimeout(this.retryTimer);
     if (nextRetry !== Infinity) this.retryTimer = setTimeout(() => this.pump(), Math.max(0, nextRetry - now)).unref();
+  }
+
+  /**
+   * Turns still in line that admission would take once the turns that have
+   * ended release their claims (their groups are being killed and their
+   * sessions copied back): their droids may start now (worker/parent/prestart.ts).
+   */
+  private prestartNext(inLine: QueuedTurn[], capacity: number): void {
+    if (!this.prestart) return;
+    const turns = [...this.state.turns.values()];
+    if (!turns.some((t) => t.ending())) return;
+    const staying = turns.filter((t) => t.holdsClaim() && !t.ending()).map((t) => t.claim);
+    for (const runId of selectRunnable(inLine, staying, capacity, [...this.locks])) {
+      const turn = this.state.turns.get(runId)!;
+      if (!turn.prestartTried) this.prestart(turn);
+    }
   }
 
   /** Shutting down: no retry timer keeps admitting. */

@@ -51,6 +51,8 @@ export interface SessionCopyResult {
 export interface SessionCopy {
   /** Bound as `<factoryDir>/sessions` inside the sandbox. */
   readonly dir: string;
+  /** Copies the session's files in from droid's folder (a new session: nothing); synchronous, before droid loads it. */
+  fill(resumeId: string | null): void;
   /** Copies this session's own files back (safe while the turn's processes still run); never blocks the event loop. */
   commit(droidSessionId: string | null): Promise<SessionCopyResult>;
   /** Removes the private copy; never rejects (it says why it could not). */
@@ -132,31 +134,46 @@ async function firstNames(dir: string, limit: number): Promise<string[]> {
  * for a new session, else this session's files from the workspace's folder.
  */
 export function prepareSessionCopy(factoryDir: string, workspace: string, resumeId: string | null, runId: string): SessionCopy {
-  const realSessions = join(factoryDir, 'sessions');
+  const copy = emptySessionCopy(factoryDir, workspace, runId);
+  try {
+    copy.fill(resumeId);
+  } catch (err) {
+    rmSync(copy.dir, { recursive: true, force: true });
+    throw err;
+  }
+  return copy;
+}
+
+/**
+ * The private copy with nothing in it yet: a droid may be started on it
+ * before the session's previous turn has been copied back, and `fill`
+ * puts the session's files in once it has (runner.ts).
+ */
+export function emptySessionCopy(factoryDir: string, workspace: string, runId: string): SessionCopy {
   const folder = sessionFolderName(workspace);
   if (!/^[A-Za-z0-9-]{1,100}$/.test(runId)) throw new Error(`not a run id: ${JSON.stringify(runId)}`);
   const dir = join(privateTmpRoot(), COPY_PREFIX + runId);
   mkdirSync(dir, { mode: 0o700 });
   try {
-    const privateFolder = join(dir, folder);
-    mkdirSync(privateFolder, { mode: 0o700 });
-    if (resumeId !== null && SESSION_ID.test(resumeId)) {
-      for (const suffix of SESSION_FILE_SUFFIXES) {
-        const source = join(realSessions, folder, resumeId + suffix);
-        // droid's own files on the host (no turn writes there): a plain copy.
-        if (kindOf(source) === 'file') copyFileSync(source, join(privateFolder, resumeId + suffix));
-      }
-    }
+    mkdirSync(join(dir, folder), { mode: 0o700 });
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
-  return openSessionCopy(dir, realSessions, folder);
+  return openSessionCopy(dir, join(factoryDir, 'sessions'), folder);
 }
 
 function openSessionCopy(dir: string, realSessions: string, folder: string): SessionCopy {
   return {
     dir,
+    fill(resumeId) {
+      if (resumeId === null || !SESSION_ID.test(resumeId)) return;
+      for (const suffix of SESSION_FILE_SUFFIXES) {
+        const source = join(realSessions, folder, resumeId + suffix);
+        // droid's own files on the host (no turn writes there): a plain copy.
+        if (kindOf(source) === 'file') copyFileSync(source, join(dir, folder, resumeId + suffix));
+      }
+    },
     async commit(droidSessionId) {
       const result: SessionCopyResult = { copied: [], refused: [] };
       const refuse = (what: string) => {

@@ -10,6 +10,7 @@ import { ControllerError } from '../../src/shared/public-error.js';
 import type { RunRecord, RunResultFile, SessionRecord } from '../../src/shared/records.js';
 import { emptyFailure, type TurnResult, type TurnSpec } from '../../src/worker/shared/protocol.js';
 import type { WorkerHandle, WorkerOptions } from '../../src/worker/parent/runner.js';
+import type { Prestart } from '../../src/worker/parent/prestart.js';
 
 class MemoryStore implements ControllerStore {
   sessions = new Map<string, SessionRecord>();
@@ -46,9 +47,16 @@ class MemoryStore implements ControllerStore {
   }
 }
 
+interface FakePrestart extends Prestart {
+  spec: TurnSpec;
+  disposed: number;
+}
+
 interface FakeTurn {
   spec: TurnSpec;
   options: WorkerOptions;
+  /** The droid started for it while it waited, if the launch was given one. */
+  early: Prestart | undefined;
   cancelled: boolean;
   /** The controller asked the worker to leave the Factory title for a later turn. */
   renameSkipped: boolean;
@@ -68,6 +76,8 @@ function setup(
     sandboxUnavailable?: string;
     ampMcpUrl?: string;
     store?: MemoryStore;
+    /** Start waiting turns' droids early (prestartWorker). */
+    prestart?: boolean;
   } = {},
 ) {
   const store = over.store ?? new MemoryStore();
@@ -76,7 +86,14 @@ function setup(
   const turns: FakeTurn[] = [];
   const catalog: CatalogModel[] = [{ id: 'm1', supportedReasoningEfforts: ['low', 'high'], defaultReasoningEffort: 'low' }];
   const spawn = { fail: false };
-  const startWorker = (spec: TurnSpec, options: WorkerOptions): WorkerHandle => {
+  /** Droids started early for waiting turns (worker/parent/prestart.ts), as the controller asked for them. */
+  const prestarts: FakePrestart[] = [];
+  const prestartWorker = (spec: TurnSpec): Prestart => {
+    const early: FakePrestart = { spec, disposed: 0, worker: {} as Prestart['worker'], confined: {} as Prestart['confined'], dispose: async () => void early.disposed++ };
+    prestarts.push(early);
+    return early;
+  };
+  const startWorker = (spec: TurnSpec, options: WorkerOptions, early?: Prestart): WorkerHandle => {
     if (spawn.fail) throw new Error('spawn EAGAIN');
     let settle!: (r: TurnResult) => void;
     const result = new Promise<TurnResult>((r) => (settle = r));
@@ -85,6 +102,7 @@ function setup(
     const turn: FakeTurn = {
       spec,
       options,
+      early,
       cancelled: false,
       renameSkipped: false,
       stateAtAck: undefined,
@@ -118,6 +136,7 @@ function setup(
       return moved.get(p) ?? p;
     },
     startWorker,
+    ...(over.prestart && { prestartWorker }),
     policy: { defaultModel: 'm1', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: 'high' },
     maxConcurrentRuns: over.maxConcurrentRuns ?? 4,
     runTimeoutMs: 60_000,
@@ -129,7 +148,7 @@ function setup(
     ampMcpUrl: over.ampMcpUrl ?? null,
     log: quiet,
   });
-  return { store, turns, controller, moved, spawn };
+  return { store, turns, controller, moved, spawn, prestarts };
 }
 
 const tick = async (n = 5) => {
@@ -542,6 +561,51 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     expect(controller.capacity().active).toBe(1);
     turns[0]!.exit();
     await vi.waitFor(() => expect(turns).toHaveLength(2));
+  });
+
+  it("a follow-up sent once its session's turn ended starts its droid while that turn's group goes, and its launch gets that one", async () => {
+    const { controller, turns, prestarts } = setup({ holdExit: true, prestart: true });
+    const a = await create(controller, 'k1');
+    await tick();
+    turns[0]!.options.onStarted!('droid-1', {});
+    // Sent while the first turn runs: nothing starts early (droid would wait a whole turn, taking a worker).
+    const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    await tick(20);
+    expect(prestarts).toHaveLength(0);
+    turns[0]!.finish({});
+    await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
+    await tick(20);
+    // Ended, its group not yet gone: the follow-up waits for the claim, its droid starts now, on the launch it will get.
+    expect(turns).toHaveLength(1);
+    expect(prestarts).toHaveLength(1);
+    expect(prestarts[0]!.spec).toMatchObject({ runId: f.metadata.run, workspace: '/ok/a', autonomy: 'medium', session: { mode: 'resume', droidSessionId: 'droid-1' } });
+    turns[0]!.exit();
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    expect(turns[1]!.early).toBe(prestarts[0]);
+    expect(prestarts[0]!.disposed).toBe(0);
+  });
+
+  it('a waiting turn whose early droid will not be used (cancelled, or blocked by a live writer) stops it, or gets none', async () => {
+    const { controller, turns, prestarts } = setup({ holdExit: true, prestart: true, maxConcurrentRuns: 4 });
+    const a = await create(controller, 'k1', '/ok/a');
+    const b = await create(controller, 'k2', '/ok/a/sub');
+    await tick();
+    turns[0]!.finish({});
+    await controller.waitForSessions([a.metadata.session], 5);
+    await tick(20);
+    // b's writer turn still waits for the workspace lock a's ended turn holds: its droid starts early.
+    expect(prestarts.map((p) => p.spec.runId)).toEqual([b.metadata.run]);
+    await controller.cancel(b.metadata.session);
+    await vi.waitFor(() => expect(prestarts[0]!.disposed).toBe(1));
+    // A third turn behind a live writer (c's own) gets none.
+    const c = await create(controller, 'k3', '/ok/c');
+    await tick();
+    await controller.send({ requestKey: 'k4', session: c.metadata.session, prompt: 'next' });
+    await tick(20);
+    expect(prestarts).toHaveLength(1);
+    turns[0]!.exit();
+    await tick(20);
+    expect(turns.map((t) => t.early)).toEqual([undefined, undefined]);
   });
 
   it('a wait stops when the client cancels its request', async () => {

@@ -8,9 +8,12 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { script } from '../../src/testbed/scripted-model.js';
-import { waitForNoProcesses } from '../support/processes.js';
+import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
+import { prestartWorker } from '../../src/worker/parent/prestart.js';
+import { WORKER_ENTRY } from '../support/paths.js';
+import { groupRunning } from '../../src/worker/parent/process-group.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
 import type { TurnSpec } from '../../src/worker/shared/protocol.js';
 import { sandboxLauncher } from '../../src/sandbox/sandbox.js';
@@ -87,6 +90,21 @@ describe('sandbox: a writer turn at high writes only its workspace', () => {
     // The early droid is as confined as any: the workspace took the write, its sibling did not.
     expect(readFileSync(join(workspace, 'early.txt'), 'utf8')).toBe('written\n');
     expect(existsSync(join(sibling, 'early.txt'))).toBe(false);
+  });
+
+  it('a droid started early for a waiting turn that never runs goes with its worker, and so do its private folders', async () => {
+    const s = spec({});
+    const early = prestartWorker(null, s, { workerEntry: WORKER_ENTRY })!;
+    expect(early).not.toBeNull();
+    const pid = early.worker.child.pid!;
+    // droid (in bwrap) runs in the worker's group, on the turn's own private folders.
+    await vi.waitFor(() => expect(pidsWithEnvTag(tag).length).toBeGreaterThan(0), { timeout: 10_000 });
+    const folders = [early.confined.sessions.dir, early.confined.tmp.turnTmp];
+    for (const dir of folders) expect(existsSync(dir)).toBe(true);
+    await early.dispose();
+    expect(groupRunning(pid)).toBe(false);
+    await waitForNoProcesses(tag, 5_000);
+    await vi.waitFor(() => expect(folders.filter((dir) => existsSync(dir))).toEqual([]));
   });
 
   it('shell commands cannot write outside, remount /, change a kernel setting, or read the token and state', async () => {

@@ -36,6 +36,12 @@ export function startEarly(run: unknown): EarlyDroid | undefined {
   }
 }
 
+/** Still running: one started before its run may have died while it waited. */
+export function earlyAlive(early: EarlyDroid): boolean {
+  const child = early.started.child;
+  return child.pid !== undefined && child.exitCode === null && child.signalCode === null;
+}
+
 /**
  * A process's first spawn is its slowest: in a warm worker `startDroid`
  * took 6–12 ms the first time and 3–4 ms after (Node's spawn path runs

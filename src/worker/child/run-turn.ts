@@ -17,7 +17,7 @@ import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
 import { sameLaunch, turnLaunch } from '../../sandbox/turn-launch.js';
-import type { EarlyDroid } from './early-droid.js';
+import { earlyAlive, type EarlyDroid } from './early-droid.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.js';
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '../../evidence/turn-evidence.js';
 import type { Launcher } from '../../evidence/git.js';
@@ -318,7 +318,8 @@ async function turnDroid(spec: TurnSpec, state: TurnState, warm: WarmDroid | und
     if (warm) return warm.client;
     const launch = turnLaunch(spec);
     state.gitLauncher = launch.git;
-    if (early && sameLaunch(early.launch, launch.droid)) {
+    // One started before its run (a queued turn's, worker.ts) may have died while it waited: then start anew.
+    if (early && sameLaunch(early.launch, launch.droid) && earlyAlive(early)) {
       adopted = true;
       state.marks.droid_spawned = early.spawnedAt;
       return DroidClient.adopt(early.started);

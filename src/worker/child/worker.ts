@@ -89,6 +89,8 @@ function onMessage(raw: unknown): void {
     // An unknown id (a decision that came after the wait gave up) is ignored: that call was already denied.
     if (message.type === 'reply_decision') return gateWaits.get(message.id)?.(message.approve);
     if (message.type === 'warm') return prepare(message.droid);
+    // Started above (a pool worker holding no droid, before its run); anything else ignores it.
+    if (message.type === 'launch') return;
     return start(message.spec);
   }
   // A run with a bad spec still gets its named answer (turn_spec_invalid), so the controller is not left waiting.

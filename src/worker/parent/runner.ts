@@ -17,7 +17,7 @@ import { killGroup, killGroupAndWait } from './process-group.js';
 import { turnTimeline } from '../shared/timeline.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
 import { makeTurnTmp, type TurnTmp } from '../../sandbox/turn-paths.js';
-import { prepareSessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
+import { emptySessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
 import { turnLaunch } from '../../sandbox/turn-launch.js';
 import { toWireLaunch, type WireLaunch } from '../shared/worker-process.js';
 import { coldWorkerEnv } from './worker-env.js';
@@ -56,6 +56,12 @@ export interface WorkerOptions {
    * Either way the worker runs this one turn and is never reused.
    */
   worker?: ChildProcess;
+  /**
+   * A sandboxed turn's private folders, made when its droid was started
+   * early (prestart.ts), the sessions copy still empty; absent: made now.
+   * Either way this turn owns them from here.
+   */
+  confined?: ConfinedTurn;
 }
 
 /** Forks a worker process leading its own process group (the turn's, or a pool's spare). */
@@ -108,7 +114,7 @@ interface TurnWatch {
 export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): WorkerHandle {
   const timeline = turnTimeline(turnSpec.timeoutMs, turnSpec.graceMs);
   // Made first: a failure here throws before any process starts.
-  const { resumeId, confined, spec } = confineTurn(turnSpec);
+  const { resumeId, confined, spec } = confineTurn(turnSpec, options.confined);
   const stderr = new TextTail(16_000);
   let child: ChildProcess;
   try {
@@ -189,7 +195,7 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
  * The launch a worker may start before it has validated its turn (worker/child/early-droid.ts);
  * none when it cannot be made here: the worker then fails with the reason itself.
  */
-function earlyLaunch(spec: TurnSpec): WireLaunch | undefined {
+export function earlyLaunch(spec: TurnSpec): WireLaunch | undefined {
   try {
     return toWireLaunch(turnLaunch(spec).droid);
   } catch {
@@ -251,7 +257,7 @@ function withIpcProblems(r: TurnResult, watch: TurnWatch): TurnResult {
 }
 
 /** A sandboxed turn's private folders; `dispose` removes them in the background. */
-interface ConfinedTurn {
+export interface ConfinedTurn {
   sessions: SessionCopy;
   tmp: TurnTmp;
   dispose(): void;
@@ -262,16 +268,30 @@ interface ConfinedTurn {
  * is copied back once the group is gone (releaseConfinedTurn), whatever ended
  * the turn. Returns the spec the worker gets, naming the turn's folders.
  */
-function confineTurn(turnSpec: TurnSpec): { resumeId: string | null; confined: ConfinedTurn | null; spec: TurnSpec } {
+function confineTurn(turnSpec: TurnSpec, prepared?: ConfinedTurn): { resumeId: string | null; confined: ConfinedTurn | null; spec: TurnSpec } {
   const resumeId = turnSpec.session.mode === 'resume' ? turnSpec.session.droidSessionId : null;
-  const confined = turnSpec.sandbox.mode === 'bwrap' ? prepareConfinedTurn(turnSpec, resumeId) : null;
-  const spec: TurnSpec = confined && turnSpec.sandbox.mode === 'bwrap' ? { ...turnSpec, sandbox: { ...turnSpec.sandbox, sessionsCopy: confined.sessions.dir, turnTmp: confined.tmp.turnTmp } } : turnSpec;
-  return { resumeId, confined, spec };
+  let confined: ConfinedTurn | null = null;
+  if (turnSpec.sandbox.mode === 'bwrap') {
+    confined = prepared ?? emptyConfinedTurn(turnSpec);
+    try {
+      // Now, not when the folders were made: the session's previous turn has been copied back since.
+      confined.sessions.fill(resumeId);
+    } catch (err) {
+      confined.dispose();
+      throw err;
+    }
+  }
+  return { resumeId, confined, spec: withFolders(turnSpec, confined) };
 }
 
-/** A sandboxed turn's private folders, named after its run (so a restart finds what a dead controller left). */
-function prepareConfinedTurn(spec: TurnSpec, resumeId: string | null): ConfinedTurn {
-  const sessions = prepareSessionCopy(factoryDirOf(spec.droidEnv), spec.workspace, resumeId, spec.runId);
+/** The spec naming the turn's private folders (what a sandboxed launch binds). */
+export function withFolders(spec: TurnSpec, confined: ConfinedTurn | null): TurnSpec {
+  return confined && spec.sandbox.mode === 'bwrap' ? { ...spec, sandbox: { ...spec.sandbox, sessionsCopy: confined.sessions.dir, turnTmp: confined.tmp.turnTmp } } : spec;
+}
+
+/** A sandboxed turn's private folders, named after its run (so a restart finds what a dead controller left); the sessions copy empty until filled. */
+export function emptyConfinedTurn(spec: TurnSpec): ConfinedTurn {
+  const sessions = emptySessionCopy(factoryDirOf(spec.droidEnv), spec.workspace, spec.runId);
   let tmp: TurnTmp;
   try {
     tmp = makeTurnTmp(spec.runId);

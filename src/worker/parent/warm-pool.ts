@@ -31,7 +31,7 @@ import { parseWorkerMessage } from '../shared/ipc.js';
 import { killGroupAndWait } from './process-group.js';
 import type { TurnSpec, WarmDroidSpec } from '../shared/protocol.js';
 import { POOL_ARG } from '../shared/worker-process.js';
-import { forkWorker, startWorker, type WorkerHandle, type WorkerOptions } from './runner.js';
+import { forkWorker, startWorker, type ConfinedTurn, type WorkerHandle, type WorkerOptions } from './runner.js';
 import { sweepWarmFolders, WARM_DIR_PREFIX } from './warm-folders.js';
 
 /** Warm droids are retired after this long, so a changed droid install or settings file is picked up. */
@@ -298,11 +298,12 @@ export class WarmPool {
 }
 
 /**
- * Starts a turn's worker: a warm one from the pool when one is ready, else a
+ * Starts a turn's worker: the one its droid was started in early
+ * (prestart.ts), else a warm one from the pool when one is ready, else a
  * cold fork. The pool worker's neutral folder goes once its group is gone.
  */
-export function startPooledWorker(pool: WarmPool | null, spec: TurnSpec, options: WorkerOptions): WorkerHandle {
-  const warm = pool?.take() ?? null;
+export function startPooledWorker(pool: WarmPool | null, spec: TurnSpec, options: WorkerOptions, early?: { worker: TakenWorker; confined: ConfinedTurn }): WorkerHandle {
+  const warm = early?.worker ?? pool?.take() ?? null;
   if (!warm) return startWorker(spec, options);
   let handle: WorkerHandle;
   const onStarted: WorkerOptions['onStarted'] = (droidSessionId, stages) => {
@@ -310,7 +311,7 @@ export function startPooledWorker(pool: WarmPool | null, spec: TurnSpec, options
     options.onStarted?.(droidSessionId, stages);
   };
   try {
-    handle = startWorker(spec, { ...options, onStarted, worker: warm.child });
+    handle = startWorker(spec, { ...options, onStarted, worker: warm.child, ...(early && { confined: early.confined }) });
   } catch (err) {
     warm.startOver();
     void killGroupAndWait(warm.child.pid ?? -1).finally(() => warm.dispose());

@@ -112,6 +112,7 @@ const wireLaunch = z
 const parentToWorkerSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('run'), spec: turnSpecSchema, launch: wireLaunch.optional() }).strict(),
   z.object({ type: z.literal('warm'), droid: warmDroidSpec.nullable() }).strict(),
+  z.object({ type: z.literal('launch'), launch: wireLaunch }).strict(),
   z.object({ type: z.literal('cancel') }).strict(),
   z.object({ type: z.literal('ack') }).strict(),
   z.object({ type: z.literal('skip_rename') }).strict(),

@@ -196,6 +196,12 @@ export type ParentToWorker =
   | { type: 'run'; spec: TurnSpec; launch?: WireLaunch }
   /** Sent once, first, to a pool worker: prepare, then wait for `run`. */
   | { type: 'warm'; droid: WarmDroidSpec | null }
+  /**
+   * To a pool worker holding no droid, before its `run`: start this droid now
+   * (a queued turn's, while the claim it waits for is being released); the
+   * run's own launch decides whether it is used (run-turn.ts turnDroid).
+   */
+  | { type: 'launch'; launch: WireLaunch }
   | { type: 'cancel' }
   | { type: 'ack' }
   | { type: 'skip_rename' }

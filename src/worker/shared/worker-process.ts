@@ -54,12 +54,13 @@ export function fromWireLaunch(wire: WireLaunch): DroidLaunch {
 const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
 
 /**
- * The launch of a `run` message, checked only as far as spawning needs
- * (strings where strings go); null when there is none or it is malformed.
- * The message is validated in full (ipc.ts) before the droid is used.
+ * The launch of a `run` (or an early `launch`) message, checked only as far
+ * as spawning needs (strings where strings go); null when there is none or
+ * it is malformed. The run is validated in full (ipc.ts) before the droid is used.
  */
 export function launchOfRun(raw: unknown): WireLaunch | null {
-  if (typeof raw !== 'object' || raw === null || (raw as { type?: unknown }).type !== 'run') return null;
+  const type = typeof raw === 'object' && raw !== null ? (raw as { type?: unknown }).type : undefined;
+  if (type !== 'run' && type !== 'launch') return null;
   const launch = (raw as { launch?: unknown }).launch as Partial<WireLaunch> | undefined;
   if (typeof launch !== 'object' || launch === null) return null;
   const { droidPath, env, cwd, launcher } = launch;
