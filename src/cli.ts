@@ -12,7 +12,9 @@
  * tool listing the build wrote), and everything else is loaded after. A tool
  * call waits for the controller (mcp/context-gate.ts, bounded). A state that
  * fails to open is known only then: it refuses start-up with the same words
- * and exit code. HTTP: config, token, state, then the listener.
+ * and exit code, and a client already answered hears it from every tool
+ * call (mcp/startup-refusal.ts) until it disconnects. HTTP: config, token,
+ * state, then the listener.
  */
 // First: it holds the young generation's size while everything below loads (see the module).
 import { releaseYoungGeneration } from './util/young-generation.js';
@@ -25,6 +27,7 @@ import { ContextGate } from './mcp/context-gate.js';
 import { relayedLog, type RelayedLog } from './mcp/log-relay.js';
 import { createMcpServer, loadCallPath } from './mcp/server.js';
 import { dispatchRequestsDirectly } from './mcp/request-entry.js';
+import { startupRefusal } from './mcp/startup-refusal.js';
 import { StoreError } from './store/errors.js';
 import type { Logger } from './util/logger.js';
 import type { Running } from './compose.js';
@@ -105,8 +108,8 @@ const HANDSHAKE_GRACE_MS = 100;
  * tools/list, sent with that notification, is answered first: loading
  * modules meanwhile would hold the answer up), when a tool call waits, when
  * stdin ends, or HANDSHAKE_GRACE_MS after connecting, whichever comes first.
- * The client closing stdio stops the controller once it is started (a
- * refused start-up exits on its own).
+ * The client closing stdio stops the controller once it is started, and
+ * ends a refused start-up (exit 1).
  */
 async function serveStdio(config: Config): Promise<void> {
   let go!: () => void;
@@ -115,10 +118,16 @@ async function serveStdio(config: Config): Promise<void> {
   // Only a tool call logs (an unexpected failure), and only once the gate is open.
   const serverLog = { error: (obj: object, msg: string) => void processLog().then((log) => log.error(obj, msg)) };
   const server = createMcpServer(() => gate.context(), serverLog);
+  let ended = false;
   const started = startStdio(config, gate, begin);
-  started.catch((err: unknown) => void refuseToStart(err));
+  // Exits at once unless a client was answered initialize and is still there.
+  const refused = started.then(
+    () => undefined,
+    (err: unknown) => refuseAfterConnect(err, gate, ended || server.getClientVersion() === undefined),
+  );
   const end = (why: string): void => {
     // The client is gone or going: the lines stop() logs go to stderr only.
+    ended = true;
     relay = undefined;
     go();
     void started.then(
@@ -127,7 +136,10 @@ async function serveStdio(config: Config): Promise<void> {
         await stop(running, why);
         process.exit(0);
       },
-      () => undefined,
+      async () => {
+        await refused;
+        process.exit(1);
+      },
     );
   };
   const transport = new StdioServerTransport();
@@ -155,6 +167,21 @@ async function startStdio(config: Config, gate: ContextGate, begin: Promise<void
   gate.open(toolContext);
   serving(running, { transport: 'stdio' });
   return running;
+}
+
+/**
+ * A start-up refused once stdio was connected (the state failed to open).
+ * With no client answered initialize, or one gone, it exits 1 at once.
+ * Otherwise every waiting and later tool call is answered with the refusal
+ * and an error log message tells the client; it exits 1 when the client
+ * disconnects (serveStdio's end): never a client left without a word.
+ */
+async function refuseAfterConnect(err: unknown, gate: ContextGate, unanswered: boolean): Promise<void> {
+  if (unanswered) await refuseToStart(err);
+  await logRefusal(err);
+  const refusal = startupRefusal(err);
+  gate.refuse(refusal);
+  relay?.({ level: 'error', logger: 'droid-mcp', data: { message: refusal.message, code: refusal.code, action: refusal.action } });
 }
 
 /** Says why start-up was refused, as one log line with its code and action. */

@@ -4,28 +4,39 @@
  *    directory, token file or checkouts folder in an approved root or in
  *    droid's home, …; cheap, so checked before the transport is connected):
  *    over stdio initialize is never answered, the process exits 1 and its
- *    stderr names the code and the action.
+ *    stderr names the code and the action;
+ *  - a state directory that fails to load (found only once it is opened,
+ *    after a stdio client was answered): every tool call is answered with the
+ *    refusal (its code, retryable false, an action), an error log message
+ *    says it, and the process exits 1 once the client disconnects.
  * Driven through the MCP SDK client, and by hand where the exit code and the
  * bytes on stdout matter.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, readdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { LoggingMessageNotificationSchema, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
+import lockfile from 'proper-lockfile';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_ENTRY } from '../../src/testbed/mcp-driver.js';
+import type { RunningServer } from '../support/mcp-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { makeContext, type E2EContext } from './context.js';
 
 let ctx: E2EContext;
+let first: RunningServer | undefined;
 const TAG = `e2e-refusals-${process.pid}-${Date.now()}`;
+const CORRUPT = '{"version": 1, "seq": 0, "sessions": 1, "runs": 0}\n{"session": {';
 const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'refusals', version: '1' } } };
 
 beforeAll(async () => {
   ctx = await makeContext(TAG);
 });
 afterEach(async () => {
+  await first?.close();
+  first = undefined;
   await waitForNoProcesses(TAG, 15_000);
 });
 afterAll(async () => {
@@ -61,6 +72,7 @@ interface SdkClient {
   client: Client;
   transport: StdioClientTransport;
   stderr(): string;
+  logged: LoggingMessageNotification['params'][];
 }
 
 /** The MCP SDK client over stdio, not yet connected. */
@@ -69,7 +81,9 @@ function sdkClient(configArg: string, cwd?: string): SdkClient {
   let stderr = '';
   transport.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
   const client = new Client({ name: 'refusals', version: '1.0.0' });
-  return { client, transport, stderr: () => stderr };
+  const logged: LoggingMessageNotification['params'][] = [];
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logged.push(n.params));
+  return { client, transport, stderr: () => stderr, logged };
 }
 
 /** The fields of the one "refusing to start" line a server logged. */
@@ -92,6 +106,35 @@ async function expectRefusedBeforeHandshake(configArg: string, cwd: string | und
   expect(refusal(sdk.stderr())).toEqual(refusal(exit.stderr));
 }
 
+/** Holds `dir`'s startup lock as a racing start-up would (kept fresh), until released: the state's loading waits for it. */
+async function holdStartupLock(dir: string): Promise<() => Promise<void>> {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const path = join(dir, 'startup.lock');
+  return lockfile.lock(path, { lockfilePath: path, realpath: false, stale: 10_000 });
+}
+
+function corruptStateDir(name: string): string {
+  const dir = join(ctx.root, '..', name);
+  mkdirSync(dir, { mode: 0o700 });
+  writeFileSync(join(dir, 'state.jsonl'), CORRUPT, { mode: 0o600 });
+  return dir;
+}
+
+/** A tool call's rejection, as the SDK client got it. */
+async function rejection(sdk: SdkClient, name: string): Promise<Record<string, unknown>> {
+  const result = await sdk.client.callTool({ name, arguments: {} }, undefined, { timeout: 30_000 });
+  expect(result.isError).toBe(true);
+  return (JSON.parse((result.content as Array<{ text: string }>)[0]!.text) as { error: Record<string, unknown> }).error;
+}
+
+/** The process behind an SDK stdio transport: closing the client ends its stdin; resolves with its exit code. */
+function exitOf(sdk: SdkClient): Promise<number | null> {
+  const child = (sdk.transport as unknown as { _process?: import('node:child_process').ChildProcess })._process;
+  if (!child) throw new Error('the SDK transport no longer holds its process');
+  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
 describe('a config its checks refuse: refused before the handshake', () => {
   it('stdio, a relative --config: initialize is never answered, exit 1 with config_invalid and its action on stderr', async () => {
     const config = ctx.config();
@@ -103,5 +146,50 @@ describe('a config its checks refuse: refused before the handshake', () => {
     mkdirSync(inside, { mode: 0o700 });
     await expectRefusedBeforeHandshake(ctx.config({ stateDirectory: inside }), undefined, /"stateDirectory" .* inside the approved root/);
     expect(readdirSync(inside)).toEqual([]);
+  });
+});
+
+describe('a state directory that fails to load: every tool call answers the refusal', () => {
+  it('stdio, a corrupt state found after the handshake: waiting and later calls get state_corrupt (retryable false, an action), a log message says it, exit 1 once the client disconnects', async () => {
+    const stateDir = corruptStateDir('corrupt-after-handshake');
+    const release = await holdStartupLock(stateDir);
+    const sdk = sdkClient(ctx.config({ stateDirectory: stateDir }));
+    try {
+      await sdk.client.connect(sdk.transport);
+      expect((await sdk.client.listTools()).tools).toHaveLength(11);
+      const waiting = rejection(sdk, 'droid_list_workspaces');
+      await release();
+      const refused = { code: 'state_corrupt', retryable: false, message: expect.stringMatching(/refused to start/), action: expect.stringMatching(/operator/) };
+      expect(await waiting).toMatchObject(refused);
+      // Answered again, not dropped: the server stays until the client goes.
+      expect(await rejection(sdk, 'droid_get_usage')).toEqual(await waiting);
+      // No host path in what the client is told.
+      expect(JSON.stringify(await waiting)).not.toContain(stateDir);
+      expect(sdk.logged).toContainEqual(expect.objectContaining({ level: 'error', data: expect.objectContaining({ code: 'state_corrupt' }) }));
+      const exited = exitOf(sdk);
+      await sdk.client.close();
+      expect(await exited).toBe(1);
+      expect(refusal(sdk.stderr())).toMatchObject({ code: 'state_corrupt', action: expect.stringMatching(/backup/) });
+    } finally {
+      await release().catch(() => undefined);
+      await sdk.client.close();
+    }
+  });
+
+  it('stdio, a state directory a live controller owns: the calls of a client answered before it failed get state_locked with its action, exit 1 once it disconnects', async () => {
+    first = await ctx.start();
+    const sdk = sdkClient(ctx.config());
+    try {
+      await sdk.client.connect(sdk.transport);
+      expect(await rejection(sdk, 'droid_list_workspaces')).toMatchObject({ code: 'state_locked', retryable: false, action: expect.stringMatching(/operator/) });
+      const exited = exitOf(sdk);
+      await sdk.client.close();
+      expect(await exited).toBe(1);
+      expect(refusal(sdk.stderr())).toMatchObject({ code: 'state_locked', action: expect.stringMatching(/Stop that controller/) });
+    } finally {
+      await sdk.client.close();
+    }
+    // The owner is untouched.
+    expect((await first.ok<{ workspaces: string[] }>('droid_list_workspaces')).workspaces).toEqual([ctx.root]);
   });
 });
