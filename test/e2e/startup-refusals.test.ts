@@ -4,16 +4,18 @@
  *    directory, token file or checkouts folder in an approved root or in
  *    droid's home, …; cheap, so checked before the transport is connected):
  *    over stdio initialize is never answered, the process exits 1 and its
- *    stderr names the code and the action;
+ *    stderr names the code and the action; over HTTP nothing ever listens;
  *  - a state directory that fails to load (found only once it is opened,
  *    after a stdio client was answered): every tool call is answered with the
  *    refusal (its code, retryable false, an action), an error log message
- *    says it, and the process exits 1 once the client disconnects.
+ *    says it, and the process exits 1 once the client disconnects; over HTTP
+ *    nothing ever listens.
  * Driven through the MCP SDK client, and by hand where the exit code and the
  * bytes on stdout matter.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -21,7 +23,9 @@ import { LoggingMessageNotificationSchema, type LoggingMessageNotification } fro
 import lockfile from 'proper-lockfile';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_ENTRY } from '../../src/testbed/mcp-driver.js';
+import { freePort } from '../../src/testbed/server-process.js';
 import type { RunningServer } from '../support/mcp-server.js';
+import { writeTokenFile } from '../support/http-server.js';
 import { waitForNoProcesses } from '../support/processes.js';
 import { makeContext, type E2EContext } from './context.js';
 
@@ -191,5 +195,65 @@ describe('a state directory that fails to load: every tool call answers the refu
     }
     // The owner is untouched.
     expect((await first.ok<{ workspaces: string[] }>('droid_list_workspaces')).workspaces).toEqual([ctx.root]);
+  });
+});
+
+/** Whether something accepts a TCP connection on 127.0.0.1:`port` now. */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port }, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
+/** Tries `port` every 50 ms until `exited` settles: whether anything ever accepted a connection there. */
+async function everListened(port: number, exited: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  void exited.finally(() => (done = true));
+  while (!done) {
+    if (await listening(port)) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return listening(port);
+}
+
+describe('over HTTP nothing listens before the config and the state are known good', () => {
+  it('http, a state directory inside an approved root: exit 1 with config_invalid, never listening', async () => {
+    const token = writeTokenFile();
+    const inside = join(ctx.root, 'http-state-inside');
+    mkdirSync(inside, { mode: 0o700 });
+    const port = await freePort();
+    try {
+      const exit = runSendingInitialize(ctx.config({ transport: 'http', port, tokenFile: token.path, stateDirectory: inside }));
+      expect(await everListened(port, exit)).toBe(false);
+      const { code, stderr } = await exit;
+      expect(code).toBe(1);
+      expect(refusal(stderr)).toMatchObject({ code: 'config_invalid', msg: expect.stringMatching(/"stateDirectory" .* inside the approved root/), action: expect.any(String) });
+      expect(readdirSync(inside)).toEqual([]);
+    } finally {
+      token.remove();
+    }
+  });
+
+  it('http, a corrupt state: nothing listens while it loads, then exit 1 with state_corrupt and its action', async () => {
+    const token = writeTokenFile();
+    const stateDir = corruptStateDir('http-corrupt');
+    const release = await holdStartupLock(stateDir);
+    const port = await freePort();
+    try {
+      const exit = runSendingInitialize(ctx.config({ transport: 'http', port, tokenFile: token.path, stateDirectory: stateDir }));
+      // The state's loading waits for its startup lock: 3 s of a server up and not listening, then the refusal.
+      setTimeout(() => void release(), 3_000);
+      expect(await everListened(port, exit)).toBe(false);
+      const { code, stderr } = await exit;
+      expect(code).toBe(1);
+      expect(refusal(stderr)).toMatchObject({ code: 'state_corrupt', action: expect.stringMatching(/backup/) });
+    } finally {
+      await release().catch(() => undefined);
+      token.remove();
+    }
   });
 });
