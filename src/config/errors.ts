@@ -1,7 +1,8 @@
 /**
  * Startup refusals of the controller configuration. They go to the operator
  * (stderr at startup), never to MCP callers, so messages may name host paths.
- * `key` is the config key (or `--config` / `platform`) the operator must fix.
+ * `key` is the config key (or `--config` / `platform`) the operator must fix;
+ * the message says how, and `action` says what to do then.
  */
 export type ConfigErrorCode = 'config_invalid' | 'droid_not_found';
 
@@ -13,5 +14,11 @@ export class ConfigError extends Error {
     readonly key: string,
   ) {
     super(message);
+  }
+
+  get action(): string {
+    if (this.key === 'platform') return 'Run droid-mcp on a Linux or macOS host';
+    const what = this.key === '--config' ? 'the --config argument' : `"${this.key}" in the config file`;
+    return `Fix ${what} as the message says, then start droid-mcp again`;
   }
 }

@@ -2,8 +2,10 @@
  * The tools' context of a stdio server that answers initialize and
  * tools/list before its state is loaded (cli.ts): a tool call waits here
  * until the controller exists, for at most `boundMs`, then is refused as
- * retryable. The gate opens once; a state that fails to load never opens
- * it, and the process exits with its refusal instead.
+ * retryable. The gate opens once, or is refused once: a state that fails to
+ * load after a client was answered refuses it with that refusal
+ * (startup-refusal.ts), and every waiting and later call is answered with it
+ * until the process exits.
  */
 import { ControllerError } from '../shared/public-error.js';
 import type { ToolContext } from './tools.js';
@@ -13,30 +15,51 @@ const STARTUP_WAIT_MS = 30_000;
 
 export class ContextGate {
   #context: ToolContext | undefined;
+  #refusal: ControllerError | undefined;
   #open!: (ctx: ToolContext) => void;
-  readonly #opened = new Promise<ToolContext>((resolve) => (this.#open = resolve));
+  #refuse!: (err: ControllerError) => void;
+  readonly #settled = new Promise<ToolContext>((resolve, reject) => {
+    this.#open = resolve;
+    this.#refuse = reject;
+  });
 
   /** `onWait` is told each time a call has to wait (cli.ts then starts loading at once). */
   constructor(
     private readonly boundMs = STARTUP_WAIT_MS,
     private readonly onWait: () => void = () => undefined,
-  ) {}
+  ) {
+    // Nobody may be waiting when it is refused.
+    this.#settled.catch(() => undefined);
+  }
 
   open(ctx: ToolContext): void {
     this.#context = ctx;
     this.#open(ctx);
   }
 
-  /** The context, once start-up has made it; `controller_starting` (retryable) after the bound. */
+  /** No context will come: every waiting and later call is answered with `err`. */
+  refuse(err: ControllerError): void {
+    this.#refusal = err;
+    this.#refuse(err);
+  }
+
+  /** The context, once start-up has made it; the refusal, once refused; `controller_starting` (retryable) after the bound. */
   context(): Promise<ToolContext> {
     if (this.#context !== undefined) return Promise.resolve(this.#context);
+    if (this.#refusal !== undefined) return Promise.reject(this.#refusal);
     this.onWait();
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(starting(this.boundMs)), this.boundMs);
-      void this.#opened.then((ctx) => {
-        clearTimeout(timer);
-        resolve(ctx);
-      });
+      this.#settled.then(
+        (ctx) => {
+          clearTimeout(timer);
+          resolve(ctx);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
     });
   }
 }

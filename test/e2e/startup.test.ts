@@ -2,7 +2,8 @@
  * Start-up over stdio (issue 19): the built server answers initialize and
  * tools/list before its state is loaded, a tool call waits for the state and
  * is then served, and a state that fails to load still refuses start-up with
- * the same words and exit code after a client was answered.
+ * the same words and exit code after a client was answered (its tool calls
+ * are answered with the refusal until it disconnects).
  *
  * The state's loading is held back the way a racing start-up holds it: the
  * test takes the state directory's startup lock (store/owner.ts) and lets it
@@ -131,7 +132,7 @@ describe('start-up over stdio', () => {
     expect((await server.exited).code).toBe(0);
   });
 
-  it('a state that fails to load refuses start-up with the same words and exit code after the client got tools/list', async () => {
+  it('a state that fails to load refuses start-up with the same words and exit code after the client got tools/list; the waiting call is answered with the refusal', async () => {
     const stateDir = join(ctx.root, '..', 'corrupt-held-state');
     mkdirSync(stateDir, { mode: 0o700 });
     writeFileSync(join(stateDir, 'state.jsonl'), '{"version": 1, "seq": 0, "sessions": 1, "runs": 0}\n{"session": {', { mode: 0o600 });
@@ -147,11 +148,17 @@ describe('start-up over stdio', () => {
       expect((await handshake(server)).tools).toHaveLength(11);
       const call = server.request('tools/call', { name: 'droid_get_usage', arguments: {} });
       await release();
+      // Never served from a state that did not load: answered with the refusal, and the server waits for the client to go.
+      const answered = await within(call, 15_000);
+      if (answered === pending) throw new Error(`the waiting call was not answered within 15 s; stderr: ${server.stderr().slice(-2000)}`);
+      const answer = answered as { result: { isError?: boolean; content: Array<{ text: string }> } };
+      expect(answer.result.isError).toBe(true);
+      expect(JSON.parse(answer.result.content[0]!.text)).toMatchObject({ error: { code: 'state_corrupt', retryable: false } });
+      expect(await within(server.exited, 300)).toBe(pending);
+      server.close();
       const exit = await server.exited;
       expect(exit.code).toBe(unanswered.code);
       expect(refusal(exit.stderr)).toEqual(refusal(unanswered.stderr));
-      // The waiting call was never served from a state that did not load.
-      expect(await within(call, 100)).toBe(pending);
     } finally {
       await release().catch(() => undefined);
       server.close();
