@@ -15,6 +15,7 @@ const ORDER: Array<[string, string]> = [
   ['launch_began', 'controller takes the turn (acceptance + queue)'],
   ['starting_committed', '`starting` committed (fsync)'],
   ['worker_ready', 'worker forked / taken, spec posted'],
+  ['run_received', 'worker has its run message'],
   ['spec_received', 'worker has the spec'],
   ['droid_spawned', 'bwrap / droid spawned'],
   ['droid_first_byte', "droid's first output byte"],

@@ -140,18 +140,22 @@ export class TurnQueue {
   }
 
   /**
-   * Turns still in line that admission would take once the turns that have
-   * ended release their claims (their groups are being killed and their
-   * sessions copied back): their droids may start now (worker/parent/prestart.ts).
+   * Follow-ups admission would take once their session's ended turn releases
+   * its claim (its group is being killed, its session copied back): their
+   * droids may start now (worker/parent/prestart.ts). Only a session's own
+   * next turn: for it the previous droid is stopped at once (skipRename), so
+   * the host never runs more than one droid more than it has live turns, for
+   * a moment; turns of other sessions wait for capacity as before.
    */
   private prestartNext(inLine: QueuedTurn[], capacity: number): void {
     if (!this.prestart) return;
     const turns = [...this.state.turns.values()];
-    if (!turns.some((t) => t.ending())) return;
+    const ending = new Set(turns.filter((t) => t.ending()).map((t) => t.sessionId));
+    if (ending.size === 0) return;
     const staying = turns.filter((t) => t.holdsClaim() && !t.ending()).map((t) => t.claim);
     for (const runId of selectRunnable(inLine, staying, capacity, [...this.locks])) {
       const turn = this.state.turns.get(runId)!;
-      if (!turn.prestartTried) this.prestart(turn);
+      if (ending.has(turn.sessionId) && !turn.prestartTried) this.prestart(turn);
     }
   }
 

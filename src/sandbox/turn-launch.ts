@@ -63,19 +63,22 @@ export function turnLaunch(spec: TurnLaunchInput): TurnLaunch {
   };
 }
 
-/** Whether two launches start the same program with the same arguments, environment, cwd and fd 3 bytes. */
-export function sameLaunch(a: DroidLaunch, b: DroidLaunch): boolean {
-  const sameList = (x: readonly string[], y: readonly string[]) => x.length === y.length && x.every((v, i) => v === y[i]);
+/**
+ * Where two launches differ (program, arguments, environment, cwd, fd 3
+ * bytes, network), or null when they start the same thing.
+ */
+export function launchDifference(a: DroidLaunch, b: DroidLaunch): string | null {
   const envOf = (l: DroidLaunch) => Object.entries(l.env).sort(([k1], [k2]) => (k1 < k2 ? -1 : k1 > k2 ? 1 : 0)).flat().map(String);
   const bytes = (l: DroidLaunch) => Buffer.from(l.launcher?.fd3 ?? []).toString('base64');
-  return (
-    (a.launcher?.egress ?? false) === (b.launcher?.egress ?? false) &&
-    a.droidPath === b.droidPath &&
-    a.cwd === b.cwd &&
-    (a.detached ?? false) === (b.detached ?? false) &&
-    a.launcher?.command === b.launcher?.command &&
-    sameList(a.launcher?.args ?? [], b.launcher?.args ?? []) &&
-    bytes(a) === bytes(b) &&
-    sameList(envOf(a), envOf(b))
-  );
+  const lists: Array<[string, readonly string[], readonly string[]]> = [
+    ['program', [a.droidPath, a.cwd ?? '', a.launcher?.command ?? '', String(a.detached ?? false), String(a.launcher?.egress ?? false)], [b.droidPath, b.cwd ?? '', b.launcher?.command ?? '', String(b.detached ?? false), String(b.launcher?.egress ?? false)]],
+    ['argument', a.launcher?.args ?? [], b.launcher?.args ?? []],
+    ['environment', envOf(a), envOf(b)],
+    ['fd 3', [bytes(a)], [bytes(b)]],
+  ];
+  for (const [what, x, y] of lists) {
+    const i = x.findIndex((v, k) => v !== y[k]);
+    if (i >= 0 || x.length !== y.length) return `${what} ${i >= 0 ? i : Math.min(x.length, y.length)}: ${JSON.stringify(x[i] ?? null).slice(0, 120)} vs ${JSON.stringify(y[i] ?? y[x.length] ?? null).slice(0, 120)}`;
+  }
+  return null;
 }

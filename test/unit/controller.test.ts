@@ -585,27 +585,31 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     expect(prestarts[0]!.disposed).toBe(0);
   });
 
-  it('a waiting turn whose early droid will not be used (cancelled, or blocked by a live writer) stops it, or gets none', async () => {
-    const { controller, turns, prestarts } = setup({ holdExit: true, prestart: true, maxConcurrentRuns: 4 });
-    const a = await create(controller, 'k1', '/ok/a');
+  it("only a session's own follow-up starts early (a turn of another session waits for the claim with no droid); a cancelled one stops its droid", async () => {
+    const { controller, turns, prestarts } = setup({ holdExit: true, prestart: true });
+    await create(controller, 'k1', '/ok/a');
     const b = await create(controller, 'k2', '/ok/a/sub');
     await tick();
     turns[0]!.finish({});
-    await controller.waitForSessions([a.metadata.session], 5);
+    await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
     await tick(20);
-    // b's writer turn still waits for the workspace lock a's ended turn holds: its droid starts early.
-    expect(prestarts.map((p) => p.spec.runId)).toEqual([b.metadata.run]);
+    // b waits for the workspace lock a's ended turn holds: another session's turn gets no early droid.
+    expect(prestarts).toEqual([]);
+    turns[0]!.exit();
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    expect(turns[1]!.spec.runId).toBe(b.metadata.run);
+    expect(turns[1]!.early).toBeUndefined();
+    // a's follow-up, sent once b's turn ended: its droid starts early, and goes when it is cancelled.
+    turns[1]!.finish({});
+    await vi.waitFor(() => expect(turns[1]!.stateAtAck).toBe('succeeded'));
+    const f = await controller.send({ requestKey: 'k3', session: b.metadata.session, prompt: 'next' });
+    await tick(20);
+    expect(prestarts.map((p) => p.spec.runId)).toEqual([f.metadata.run]);
     await controller.cancel(b.metadata.session);
     await vi.waitFor(() => expect(prestarts[0]!.disposed).toBe(1));
-    // A third turn behind a live writer (c's own) gets none.
-    const c = await create(controller, 'k3', '/ok/c');
-    await tick();
-    await controller.send({ requestKey: 'k4', session: c.metadata.session, prompt: 'next' });
+    turns[1]!.exit();
     await tick(20);
-    expect(prestarts).toHaveLength(1);
-    turns[0]!.exit();
-    await tick(20);
-    expect(turns.map((t) => t.early)).toEqual([undefined, undefined]);
+    expect(turns).toHaveLength(2);
   });
 
   it('a wait stops when the client cancels its request', async () => {

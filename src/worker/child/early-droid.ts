@@ -29,7 +29,8 @@ export function startEarly(run: unknown): EarlyDroid | undefined {
     const launch = fromWireLaunch(wire);
     // A program that cannot run is not tried here (the worker's own check names it).
     accessSync(launch.launcher?.command ?? launch.droidPath, constants.X_OK);
-    return { started: startDroid(launch), launch, spawnedAt: performance.timeOrigin + performance.now() };
+    // Date.now(), as util/epoch.ts (not imported: this module stays small on a cold worker's path).
+    return { started: startDroid(launch), launch, spawnedAt: Date.now() };
   } catch {
     // The worker's own checks name what is wrong.
     return undefined;

@@ -29,10 +29,15 @@ if (pool) process.title = WARM_IDLE_TITLE;
 
 // The worker proper is loaded synchronously, so no message can come in between:
 // a cold worker's `run` is the one message it holds.
-if (pool) load([], undefined);
-else process.once('message', (first: unknown) => load([first], startEarly(first)));
+if (pool) load([], undefined, 0);
+else
+  process.once('message', (first: unknown) => {
+    const receivedAt = Date.now();
+    load([first], startEarly(first), receivedAt);
+  });
 
-function load(held: unknown[], early: EarlyDroid | undefined): void {
+/** `heldAt`: when the held message came (epoch ms). */
+function load(held: unknown[], early: EarlyDroid | undefined, heldAt: number): void {
   let runWorker: RunWorker;
   try {
     const loaded = loadWithCodeCache(fileURLToPath(new URL('./worker.cjs', import.meta.url)));
@@ -45,5 +50,5 @@ function load(held: unknown[], early: EarlyDroid | undefined): void {
     early?.started.kill('SIGKILL');
     process.exit(1);
   }
-  runWorker(held, early);
+  runWorker(held, early, heldAt);
 }

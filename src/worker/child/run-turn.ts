@@ -16,7 +16,7 @@ import { type StartMarks, type RenameOutcome, type ReplyCall, type ReplyEvent, t
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
-import { sameLaunch, turnLaunch } from '../../sandbox/turn-launch.js';
+import { launchDifference, turnLaunch } from '../../sandbox/turn-launch.js';
 import { earlyAlive, type EarlyDroid } from './early-droid.js';
 import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.js';
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '../../evidence/turn-evidence.js';
@@ -319,11 +319,13 @@ async function turnDroid(spec: TurnSpec, state: TurnState, warm: WarmDroid | und
     const launch = turnLaunch(spec);
     state.gitLauncher = launch.git;
     // One started before its run (a queued turn's, worker.ts) may have died while it waited: then start anew.
-    if (early && sameLaunch(early.launch, launch.droid) && earlyAlive(early)) {
+    const unfit = early && (launchDifference(early.launch, launch.droid) ?? (earlyAlive(early) ? null : 'it exited'));
+    if (early && !unfit) {
       adopted = true;
       state.marks.droid_spawned = early.spawnedAt;
       return DroidClient.adopt(early.started);
     }
+    if (unfit) state.notes.push(`the droid started early was not used (${unfit}); droid started anew`);
     const client = DroidClient.spawn(launch.droid);
     state.marks.droid_spawned = epochMs();
     return client;

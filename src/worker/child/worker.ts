@@ -60,12 +60,15 @@ function askGate(call: ReplyCall): Promise<boolean> {
   });
 }
 
-/** Takes over from the entry: the messages it held, in order, then every later one. */
-export function runWorker(held: readonly unknown[], started: EarlyDroid | undefined): void {
+/** When the `run` came (epoch ms): the start's `run_received` stage (a droid started before it was started early). */
+let runReceivedAt = 0;
+
+/** Takes over from the entry: the messages it held (the entry got them at `heldAt`), in order, then every later one. */
+export function runWorker(held: readonly unknown[], started: EarlyDroid | undefined, heldAt: number): void {
   early = started;
   process.on('disconnect', orphaned);
-  process.on('message', onMessage);
-  for (const raw of held) onMessage(raw);
+  process.on('message', (raw: unknown) => onMessage(raw, Date.now()));
+  for (const raw of held) onMessage(raw, heldAt);
   if (!process.connected) orphaned();
 }
 
@@ -77,7 +80,8 @@ function orphaned(): void {
   stopOrphanedGroup();
 }
 
-function onMessage(raw: unknown): void {
+function onMessage(raw: unknown, receivedAt: number): void {
+  if (!running && typeof raw === 'object' && raw !== null && (raw as { type?: unknown }).type === 'run') runReceivedAt = receivedAt;
   // A pool worker holding no droid (a sandboxed turn's) starts it from the runner's launch first, as the entry does for a cold one.
   if (warmed && !warm && !running && !early) early = startEarly(raw);
   const parsed = parseParentMessage(raw);
@@ -165,7 +169,7 @@ async function execute(rawSpec: unknown): Promise<void> {
     try {
       ({ result, release } = await runTurn(parsed.data, {
         cancelled,
-        onStarted: (droidSessionId, stages) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString(), stages }),
+        onStarted: (droidSessionId, stages) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString(), stages: { run_received: runReceivedAt, ...stages } }),
         onProgress: (event) => void send({ type: 'progress', event }),
         onUsage: (usage) => void send({ type: 'usage', usage }),
         onCatalog: sendCatalog,

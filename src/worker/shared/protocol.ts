@@ -171,7 +171,7 @@ export interface WarmDroidSpec {
  * the time between the controller's take and droid's first model request
  * goes. Logged by the controller and printed by bench/latency.ts.
  */
-export const START_STAGES = ['spec_received', 'droid_spawned', 'droid_first_byte', 'initialized', 'session_ready', 'before_snapshot', 'submit_sent', 'submit_answered'] as const;
+export const START_STAGES = ['run_received', 'spec_received', 'droid_spawned', 'droid_first_byte', 'initialized', 'session_ready', 'before_snapshot', 'submit_sent', 'submit_answered'] as const;
 export type StartStage = (typeof START_STAGES)[number];
 export type StartMarks = Partial<Record<StartStage, number>>;
 
