@@ -30,7 +30,8 @@ if (pool) process.title = WARM_IDLE_TITLE;
 // The worker proper is loaded synchronously, so no message can come in between:
 // a cold worker's `run` is the one message it holds.
 if (pool) load([], undefined);
-else process.once('message', (first: unknown) => load([first], startEarly(first)));
+// No droid for a controller already gone: the worker proper then stops its group at once (orphan.ts).
+else process.once('message', (first: unknown) => load([first], process.connected ? startEarly(first) : undefined));
 
 function load(held: unknown[], early: EarlyDroid | undefined): void {
   let runWorker: RunWorker;
