@@ -115,7 +115,10 @@ export class Ownership {
     release: Release,
     private readonly lockState: { compromised: boolean },
     private readonly realDir: string,
-    /** The record of the controller that owned the directory before this one (its processes may outlive it); null: none. */
+    /**
+     * The record of the owner this one took over from (dead, or alive but not refreshing its lock):
+     * its processes may outlive it. null: none, or it stopped cleanly (released its lock after its turns' groups were gone).
+     */
     readonly previous: OwnerRecord | null,
   ) {
     this.#release = release;
@@ -183,7 +186,7 @@ class PendingOwnership {
         if (errCode(err) === 'ELOCKED') throw lockedByUnknown(this.dir);
         throw err;
       }
-      const ownership = new Ownership(this.dir, record, release, lockState, this.realDir, this.previous ?? null);
+      const ownership = new Ownership(this.dir, record, release, lockState, this.realDir, (this.deadLock && this.previous) ?? null);
       try {
         await writeFileAtomic(join(this.dir, OWNER_FILE), JSON.stringify(record, null, 2) + '\n', this.opts.fs);
       } catch (err) {

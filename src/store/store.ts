@@ -150,7 +150,7 @@ export class StateStore {
     return this.#index.runs;
   }
 
-  /** This controller's owner record, and the one it found at start-up (the previous controller's; null: none). */
+  /** This controller's owner record, and the one it took over from a dead or hung owner (null: none, or a clean stop). */
   get owners(): { current: OwnerRecord; previous: OwnerRecord | null } {
     return { current: this.owner.record, previous: this.owner.previous };
   }

@@ -81,7 +81,7 @@ async function start(extra: Record<string, unknown>, state?: string): Promise<{ 
  * `--die-with-parent` comes only after that fork, so the window a slow setup
  * opens is held open. Then kills the server at once.
  */
-async function freezeSetupThenKill(server: RunningServer, parent: () => number | undefined): Promise<{ killedAt: number; init: number; forked: boolean }> {
+async function freezeSetupThenKill(server: RunningServer, parent: () => number | undefined): Promise<number> {
   const end = Date.now() + 20_000;
   for (;;) {
     if (Date.now() > end) throw new Error('no bwrap started within 20 s');
@@ -91,10 +91,9 @@ async function freezeSetupThenKill(server: RunningServer, parent: () => number |
     if (init !== undefined) {
       kill(init, 'SIGSTOP');
       stopped.push(init);
-      const forked = childrenOf(init).length > 0;
       const killedAt = Date.now();
       kill(server.pid);
-      return { killedAt, init, forked };
+      return killedAt;
     }
     await sleep(1);
   }
@@ -121,7 +120,7 @@ describe('kill -9 of the server while a droid starts', () => {
     const { server, tag } = await start({ warmPoolSize: 0 });
     const marker = `catalog-kill-${n}`;
     void create(server, 'catalog', marker).catch(() => undefined);
-    const { killedAt } = await freezeSetupThenKill(server, () => server.pid);
+    const killedAt = await freezeSetupThenKill(server, () => server.pid);
     await expectNothingLeft(tag, killedAt, marker);
   });
 
@@ -134,7 +133,7 @@ describe('kill -9 of the server while a droid starts', () => {
     const marker = `cold-kill-${n}`;
     void create(server, 'cold', marker).catch(() => undefined);
     const isWorker = (pid: number) => cmdlineOf(pid).includes('main.cjs') || cmdlineOf(pid).startsWith('droid-mcp worker');
-    const { killedAt } = await freezeSetupThenKill(server, () => childrenOf(server.pid).find(isWorker));
+    const killedAt = await freezeSetupThenKill(server, () => childrenOf(server.pid).find(isWorker));
     await expectNothingLeft(tag, killedAt, marker);
   });
 });
