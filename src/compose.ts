@@ -21,6 +21,7 @@ import { recoverSessionCopies } from './sandbox/session-copy.js';
 import { StateStore } from './store/store.js';
 import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/parent/warm-pool.js';
 import { prestartWorker } from './worker/parent/prestart.js';
+import { OWNER_MARK_VAR, ownerMark, stopMarkedProcesses } from './worker/parent/predecessor.js';
 import type { Logger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
 import { DroidError } from './droid/errors.js';
@@ -49,13 +50,17 @@ export interface Running {
  * loads. Rejects with the refusal to start.
  */
 export async function startController(config: Config, log: Logger): Promise<{ running: Running; toolContext: ToolContext }> {
-  const droidEnv = stringEnv(process.env);
-  const droidVersion = versionProbe(config, droidEnv, log);
+  const droidVersion = versionProbe(config, stringEnv(process.env), log);
   // In the background, while the state loads: spawned from a small process, and never at ready, when the first calls come.
   void droidVersion.current();
   const sandboxProbe = sandboxFor(config);
   sandboxProbe.catch(() => undefined); // awaited below; a refused state exits first
   const store = await openStore(config.stateDirectory, sandboxProbe, log);
+  // Before anything of ours starts: no turn runs beside what a controller killed outright left running.
+  await stopPredecessor(store, log);
+  // Every process started from here on (workers, droids, whatever droid runs) carries our mark.
+  process.env[OWNER_MARK_VAR] = ownerMark(store.owners.current);
+  const droidEnv = stringEnv(process.env);
 
   const sandbox = await sandboxProbe;
   if (sandbox.spec.mode === 'bwrap') await recoverTurnSessions(store, droidEnv, log);
@@ -131,6 +136,21 @@ async function sandboxFor(config: Config): Promise<{ spec: SandboxSpec; status: 
   const health = bwrapPath === null ? { ok: false, detail: 'no bwrap executable was found on PATH' } : await probeSandbox(bwrapPath);
   const spec = hostSandboxSpec(bwrapPath ?? '/nonexistent/bwrap', config, stringEnv(process.env));
   return { spec, status: { mode: 'bwrap', available: health.ok, detail: health.detail } };
+}
+
+/**
+ * What the previous owner of the state left running, if it was killed
+ * outright (worker/parent/predecessor.ts): killed, and waited for until
+ * none runs, before this controller starts anything or admits a turn (and
+ * before its sessions copies are read back, which a live droid still writes).
+ */
+async function stopPredecessor(store: StateStore, log: Logger): Promise<void> {
+  const previous = store.owners.previous;
+  if (!previous) return;
+  const onStuck = (pids: number[], waitedMs: number) =>
+    log.error({ pids, waitedMs, owner: previous.pid }, 'processes of the previous controller survive SIGKILL; no turn starts until they are gone');
+  const killed = await stopMarkedProcesses(ownerMark(previous), onStuck);
+  if (killed > 0) log.warn({ processes: killed, owner: previous.pid }, 'killed what the previous controller left running (it was stopped outright)');
 }
 
 /**

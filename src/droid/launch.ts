@@ -4,7 +4,10 @@
  * the rest of itself (worker/child/main.ts). process.ts wraps the result.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+
+type StdioSlot = 'pipe' | 'ipc' | 'ignore';
 import type { Server, Socket } from 'node:net';
+import type { Writable } from 'node:stream';
 import { handFd3 } from '../util/child-fd3.js';
 
 const DROID_EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
@@ -26,9 +29,33 @@ export interface DroidLaunch {
     /** The program hands back a listening socket over an IPC channel on fd 4 (sandbox/egress/netns.ts): droid's proxy. */
     egress?: boolean;
   };
-  /** Leads its own process group (a droid started outside any worker, so its group can be killed whole). */
+  /**
+   * Leads its own process group (a droid started outside any worker, so its
+   * group can be killed whole), under a guard that kills that group when this
+   * process dies (LIFELINE).
+   */
   detached?: boolean;
 }
+
+/** The slot of the guard's lifeline: after the seccomp program (3) and the proxy's channel (4). */
+const LIFELINE_FD = 5;
+
+/**
+ * The guard of a droid that leads its own group. Such a droid is no worker's:
+ * nothing of ours is left to stop it when this process is killed outright, and
+ * bubblewrap's `--die-with-parent` holds only once bubblewrap has set itself
+ * up (its outer half after it cloned, the namespace's init after every mount),
+ * so a controller killed in those milliseconds left the sandbox and droid
+ * running under init (issue 38). The guard starts the program, closes what is
+ * not its own, and waits; a watcher beside it reads the lifeline, a pipe whose
+ * other end only this process holds, and at its end (this process gone, however)
+ * kills the whole group. The guard exits with the program's status.
+ */
+const LIFELINE =
+  // stdin through fd 6: a background command of a shell without job control reads /dev/null otherwise.
+  `exec 6<&0; "$@" <&6 6<&- ${LIFELINE_FD}<&- & p=$!; ` +
+  `( read _ <&${LIFELINE_FD}; kill -9 0 ) </dev/null >/dev/null 2>&1 6<&- & w=$!; ` +
+  `exec 3<&- 4<&- ${LIFELINE_FD}<&- 6<&-; wait $p; s=$?; kill $w 2>/dev/null; exit $s`;
 
 /**
  * The listening socket of droid's proxy, as it arrived: it accepts at once,
@@ -73,17 +100,21 @@ export function startDroid(launch: DroidLaunch): StartedDroid {
     : [launch.droidPath, DROID_EXEC_ARGS];
   const fd3 = launch.launcher?.fd3;
   const egress = launch.launcher?.egress === true;
-  const child = spawn(command, args, {
+  const guarded = launch.detached === true;
+  const stdio: StdioSlot[] = egress ? ['pipe', 'pipe', 'pipe', 'pipe', 'ipc'] : fd3 ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'];
+  const child = spawn(guarded ? '/bin/sh' : command, guarded ? ['-c', LIFELINE, 'droid-mcp-lifeline', command, ...args] : args, {
     cwd: launch.cwd,
     env: launch.env,
-    detached: launch.detached ?? false,
-    stdio: egress ? ['pipe', 'pipe', 'pipe', 'pipe', 'ipc'] : fd3 ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+    detached: guarded,
+    stdio: guarded ? [...stdio, ...Array<StdioSlot>(LIFELINE_FD - stdio.length).fill('ignore'), 'pipe'] : stdio,
   }) as ChildProcessWithoutNullStreams;
   const egressListener = egress ? listenerOf(child) : null;
   const ended = new Promise<EarlyEnd>((resolve) => {
     child.once('error', (error) => resolve({ kind: 'error', error }));
     child.once('exit', (code, signal) => resolve({ kind: 'exit', code, signal }));
   });
+  // Held open, unwritten, for the guard's life; closed once it has ended.
+  if (guarded) void ended.then(() => (child.stdio as unknown as Array<Writable | null>)[LIFELINE_FD]?.destroy());
   if (fd3) handFd3(child, fd3);
   return { child, ended, egressListener, kill: (signal) => signalDroid(child, signal) };
 }

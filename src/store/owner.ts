@@ -115,6 +115,11 @@ export class Ownership {
     release: Release,
     private readonly lockState: { compromised: boolean },
     private readonly realDir: string,
+    /**
+     * The record of the owner this one took over from (dead, or alive but not refreshing its lock):
+     * its processes may outlive it. null: none, or it stopped cleanly (released its lock after its turns' groups were gone).
+     */
+    readonly previous: OwnerRecord | null,
   ) {
     this.#release = release;
     heldHere.add(realDir);
@@ -148,6 +153,7 @@ class PendingOwnership {
     private readonly releaseStartup: Release,
     /** The previous owner's lock, left by a process that is gone. */
     private readonly deadLock: DeadOwner | undefined,
+    private readonly previous: OwnerRecord | undefined,
     private readonly opts: OwnershipOptions,
   ) {}
 
@@ -180,7 +186,7 @@ class PendingOwnership {
         if (errCode(err) === 'ELOCKED') throw lockedByUnknown(this.dir);
         throw err;
       }
-      const ownership = new Ownership(this.dir, record, release, lockState, this.realDir);
+      const ownership = new Ownership(this.dir, record, release, lockState, this.realDir, (this.deadLock && this.previous) ?? null);
       try {
         await writeFileAtomic(join(this.dir, OWNER_FILE), JSON.stringify(record, null, 2) + '\n', this.opts.fs);
       } catch (err) {
@@ -222,7 +228,7 @@ export async function beginOwnership(dir: string, opts: OwnershipOptions): Promi
     const lock = await judgeOwnerLock(dir, realDir, previous);
     if (lock.kind === 'live') throw lockedBy(dir, lock.pid === null ? undefined : previous);
     const deadLock = lock.kind === 'dead' ? lock.dead : lock.kind === 'unresponsive' ? { pid: lock.pid, why: lock.why } : undefined;
-    return new PendingOwnership(dir, realDir, here, releaseStartup, deadLock, opts);
+    return new PendingOwnership(dir, realDir, here, releaseStartup, deadLock, previous, opts);
   } catch (err) {
     await releaseStartup();
     throw err;

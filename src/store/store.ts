@@ -38,7 +38,7 @@ import type { StateTables, StoreChange } from './tables/state-tables.js';
 import { RESULTS_DIR } from './load.js';
 import { JOURNAL_FILE, JournalAppender } from './formats/journal.js';
 import { createLogger, type Log } from '../util/logger.js';
-import type { Ownership } from './owner.js';
+import type { OwnerRecord, Ownership } from './owner.js';
 import { RecordInterner } from './tables/record-interner.js';
 import { LIVE_STATES, type RunRecord, type RunResultFile, type SessionRecord } from '../shared/records.js';
 import { planCrashRecovery, type RecoverySummary } from './recovery.js';
@@ -148,6 +148,11 @@ export class StateStore {
 
   get runs(): ReadonlyMap<string, RunRecord> {
     return this.#index.runs;
+  }
+
+  /** This controller's owner record, and the one it took over from a dead or hung owner (null: none, or a clean stop). */
+  get owners(): { current: OwnerRecord; previous: OwnerRecord | null } {
+    return { current: this.owner.record, previous: this.owner.previous };
   }
 
   /** What open found after an unclean stop (zero after a clean one). */

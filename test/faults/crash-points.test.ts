@@ -102,8 +102,8 @@ function scenario(name: string) {
         expect(server.stderr(), 'the server died at the crash point, not of something else').toContain(line);
       }
       await server.close().catch(() => undefined);
-      // Orphaned workers stop their group at once and SIGKILL it 1 s later;
-      // droid's Execute supervisor notices its owner is gone within 2 s.
+      // Orphaned workers SIGKILL their group at once (and the next start kills what
+      // carries the dead owner's mark); droid's Execute supervisor notices its owner is gone within 2 s.
       await waitForNoProcesses(TAG, 20_000);
       dbg('no processes');
       expect(pidsWithCmdline(`sleep 61.${nonce}`)).toEqual([]);

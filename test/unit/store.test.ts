@@ -647,8 +647,15 @@ describe('ownership', () => {
     expect(store.runs.get('r1')?.state).toBe('unknown');
     expect(store.runs.get('r2')).toMatchObject({ state: 'cancelled', cancelReason: 'queue_lost' });
     expect(JSON.parse(await readFile(join(dir, 'owner.json'), 'utf8')).pid).toBe(process.pid);
+    // The owner taken over is named: what carries its mark is killed before turns start (worker/parent/predecessor.ts).
+    expect(store.owners.previous?.pid).toBe(child.pid);
+    expect(store.owners.current.pid).toBe(process.pid);
     await store.close();
     expect(await readdir(dir)).not.toContain('owner.lock');
+    // After a clean stop there is nothing to take over.
+    const again = await openStore(dir);
+    expect(again.owners.previous).toBeNull();
+    await again.close();
   });
 
   it('refuses a fresh lock that names no owner, but recovers a stale one', async () => {

@@ -33,7 +33,8 @@ if (pool) load([], undefined, 0);
 else
   process.once('message', (first: unknown) => {
     const receivedAt = Date.now();
-    load([first], startEarly(first), receivedAt);
+    // No droid for a controller already gone: the worker proper then stops its group at once (orphan.ts).
+    load([first], process.connected ? startEarly(first) : undefined, receivedAt);
   });
 
 /** `heldAt`: when the held message came (epoch ms). */

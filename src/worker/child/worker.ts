@@ -72,11 +72,8 @@ export function runWorker(held: readonly unknown[], started: EarlyDroid | undefi
   if (!process.connected) orphaned();
 }
 
-// The controller is gone: nobody can record this turn, so stop droid now.
+// The controller is gone: nobody can record this turn, so its whole group goes now, this worker with it (orphan.ts).
 function orphaned(): void {
-  for (const settle of [...gateWaits.values()]) settle(false);
-  cancel();
-  acknowledge();
   stopOrphanedGroup();
 }
 
