@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { script } from '../../src/testbed/scripted-model.js';
 import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { prestartWorker } from '../../src/worker/parent/prestart.js';
+import { startPooledWorker } from '../../src/worker/parent/warm-pool.js';
 import { WORKER_ENTRY } from '../support/paths.js';
 import { groupRunning } from '../../src/worker/parent/process-group.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from './harness.js';
@@ -105,6 +106,22 @@ describe('sandbox: a writer turn at high writes only its workspace', () => {
     expect(groupRunning(pid)).toBe(false);
     await waitForNoProcesses(tag, 5_000);
     await vi.waitFor(() => expect(folders.filter((dir) => existsSync(dir))).toEqual([]));
+  });
+
+  it('a turn whose early worker died while the turn waited runs on another, in the same private folders', async () => {
+    const s = spec({ timeoutMs: 20_000 });
+    s.prompt = `hi ${script({ text: 'on another worker' })}`;
+    const env = { ...process.env, DROID_MCP_TEST_TAG: tag };
+    const early = prestartWorker(null, s, { workerEntry: WORKER_ENTRY, env })!;
+    await vi.waitFor(() => expect(pidsWithEnvTag(tag).length).toBeGreaterThan(0), { timeout: 10_000 });
+    const exited = new Promise((resolve) => early.worker.child.once('exit', resolve));
+    process.kill(-early.worker.child.pid!, 'SIGKILL');
+    await exited;
+    const handle = startPooledWorker(null, s, { workerEntry: WORKER_ENTRY, env }, early);
+    const result = await handle.result;
+    handle.acknowledge();
+    await handle.cleanedUp;
+    expect(result).toMatchObject({ outcome: 'succeeded', finalText: 'on another worker' });
   });
 
   it('shell commands cannot write outside, remount /, change a kernel setting, or read the token and state', async () => {

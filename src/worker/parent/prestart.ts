@@ -23,7 +23,7 @@ import { coldWorkerEnv } from './worker-env.js';
 import type { TakenWorker, WarmPool } from './warm-pool.js';
 
 export interface Prestart {
-  /** The pool worker running the turn's droid; the turn's from here. */
+  /** The worker (a pool's, or a cold one) running the turn's droid; the turn's from here. */
   readonly worker: TakenWorker;
   /** The turn's private folders that droid was started with. */
   readonly confined: ConfinedTurn;

@@ -303,7 +303,12 @@ export class WarmPool {
  * cold fork. The pool worker's neutral folder goes once its group is gone.
  */
 export function startPooledWorker(pool: WarmPool | null, spec: TurnSpec, options: WorkerOptions, early?: { worker: TakenWorker; confined: ConfinedTurn }): WorkerHandle {
-  const warm = early?.worker ?? pool?.take() ?? null;
+  const earlyChild = early?.worker.child;
+  const earlyLives = earlyChild !== undefined && earlyChild.exitCode === null && earlyChild.signalCode === null && earlyChild.connected;
+  // A worker that died while its turn waited would never say so again: the turn takes another, with the same folders.
+  if (early && !earlyLives) void killGroupAndWait(earlyChild?.pid ?? -1).finally(() => early.worker.dispose());
+  const warm = (earlyLives ? early!.worker : null) ?? pool?.take() ?? null;
+  if (early) options = { ...options, confined: early.confined };
   if (!warm) return startWorker(spec, options);
   let handle: WorkerHandle;
   const onStarted: WorkerOptions['onStarted'] = (droidSessionId, stages) => {
@@ -311,7 +316,7 @@ export function startPooledWorker(pool: WarmPool | null, spec: TurnSpec, options
     options.onStarted?.(droidSessionId, stages);
   };
   try {
-    handle = startWorker(spec, { ...options, onStarted, worker: warm.child, ...(early && { confined: early.confined }) });
+    handle = startWorker(spec, { ...options, onStarted, worker: warm.child });
   } catch (err) {
     warm.startOver();
     void killGroupAndWait(warm.child.pid ?? -1).finally(() => warm.dispose());
