@@ -14,7 +14,7 @@
  * - The worker's reports that change state (started, rename, reply-back)
  *   are ordered with every other change by the serial chain.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import { SANDBOX_ACTION } from '../sandbox/sandbox.js';
 import { ControllerError } from '../shared/public-error.js';
 import { TERMINAL_STATES, type ErrorInfo, type RunRecord } from '../shared/records.js';
@@ -144,11 +144,17 @@ export class TurnOwner {
    * its droid starts now, on the launch it will get (worker/parent/prestart.ts).
    * Not for a checkout's first turn (its checkout is made at launch).
    */
-  prestart(turn: Turn): void {
+  async prestart(turn: Turn): Promise<void> {
     const { deps } = this.state;
+    if (!deps.prestartWorker) return;
+    turn.holdPrestart(null);
+    // A fork blocks the event loop: the acceptance that queued this turn, and the changes queued with it, are answered first.
+    await this.state.drained();
+    await setImmediate();
+    if (!turn.inLine() || this.state.stopped || this.state.halted || turn.cancelRequested) return;
     const run = this.state.run(turn.runId);
     const session = this.state.session(run.sessionId);
-    if (!deps.prestartWorker || this.state.stopped || turn.cancelRequested || this.state.checkouts.pending(session.id)) return;
+    if (this.state.checkouts.pending(session.id)) return;
     turn.holdPrestart(deps.prestartWorker(turnSpecFor(run, session, '', deps)));
   }
 

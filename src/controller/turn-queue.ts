@@ -24,8 +24,8 @@ export class TurnQueue {
   constructor(
     private readonly state: ControllerState,
     private readonly own: (turn: Turn) => Promise<void>,
-    /** Starts a waiting turn's droid early (TurnOwner.prestart); absent: never. */
-    private readonly prestart?: (turn: Turn) => void,
+    /** Starts a waiting turn's droid early (TurnOwner.prestart), soon after; absent: never. */
+    private readonly prestart?: (turn: Turn) => Promise<void>,
   ) {}
 
   capacity() {
@@ -155,7 +155,7 @@ export class TurnQueue {
     const staying = turns.filter((t) => t.holdsClaim() && !t.ending()).map((t) => t.claim);
     for (const runId of selectRunnable(inLine, staying, capacity, [...this.locks])) {
       const turn = this.state.turns.get(runId)!;
-      if (ending.has(turn.sessionId) && !turn.prestartTried) this.prestart(turn);
+      if (ending.has(turn.sessionId) && !turn.prestartTried) void this.prestart(turn).catch((err: unknown) => this.state.deps.log.warn({ err, run: runId }, "could not start a waiting turn's droid early; it starts at launch"));
     }
   }
 
