@@ -20,7 +20,6 @@ import { WARM_IDLE_TITLE } from '../../src/worker/shared/worker-process.js';
 import { makeContext, type E2EContext } from '../e2e/context.js';
 import { startServer, type RunningServer, type ToolOutcome } from '../support/mcp-server.js';
 import { pidsWithEnvTag, TAG_VAR, waitForNoProcesses } from '../support/processes.js';
-import { warmPoolOn } from '../support/warm-pool.js';
 import { until } from './harness.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -116,8 +115,8 @@ function create(server: RunningServer, name: string, marker: string): Promise<To
   return server.call('droid_create_session', { requestKey: `k-${name}-${n}`, workspace: ws, prompt: `${marker} ${script({ text: 'done' })}`, autonomy: 'off', replyTo: null });
 }
 
-// Each test sets its own pool size: the pool-off run (DROID_MCP_TEST_WARM_POOL=0) would repeat them as they are.
-describe.skipIf(!warmPoolOn())('kill -9 of the server while a droid starts', () => {
+// Each test sets its own pool size, so the pool-off run (package.json test:pool-off:built) leaves this file out.
+describe('kill -9 of the server while a droid starts', () => {
   it("the catalog read's droid (a child of the server) dies with it", async () => {
     const { server, tag } = await start({ warmPoolSize: 0 });
     const marker = `catalog-kill-${n}`;
@@ -140,7 +139,7 @@ describe.skipIf(!warmPoolOn())('kill -9 of the server while a droid starts', () 
   });
 });
 
-describe.skipIf(!warmPoolOn())('the next start on the same state', () => {
+describe('the next start on the same state', () => {
   it("kills a previous controller's surviving worker group before it admits a turn", async () => {
     // Sandbox off: the pool's worker holds a warm droid in its group.
     const { server, tag, state } = await start({ sandbox: 'off', warmPoolSize: 1 });
