@@ -17,7 +17,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SANDBOX_ACTION } from '../sandbox/sandbox.js';
 import { ControllerError } from '../shared/public-error.js';
-import { TERMINAL_STATES, type ErrorInfo, type RunRecord } from '../shared/records.js';
+import { LIVE_STATES, TERMINAL_STATES, type ErrorInfo, type RunRecord } from '../shared/records.js';
 import { crashPoint } from '../util/crash-point.js';
 import type { StartTimeline, WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
 import { epochMs } from '../util/epoch.js';
@@ -245,7 +245,11 @@ export class TurnOwner {
   private async recordTerminal(turn: Turn, result: OwnedResult): Promise<boolean> {
     for (let attempt = 1; !this.state.halted; attempt++) {
       try {
-        await this.state.serialized(() => this.onTerminal(turn, result));
+        // A live run is ended by its owner alone, so its results file is written before the chain:
+        // its fsyncs hold up no other transition (issue 38). A run still queued may be dropped meanwhile.
+        const early = LIVE_STATES.includes(this.state.run(turn.runId).state);
+        if (early) await this.state.deps.store.writeResult(resultFile(turn.runId, result));
+        await this.state.serialized(() => this.onTerminal(turn, result, !early));
         return true;
       } catch (err) {
         if (attempt >= TERMINAL_WRITE_ATTEMPTS) {
@@ -260,14 +264,15 @@ export class TurnOwner {
     return false;
   }
 
-  private async onTerminal(turn: Turn, result: OwnedResult): Promise<void> {
+  /** `writeFile`: the results file is not written yet (durable before the record, either way). */
+  private async onTerminal(turn: Turn, result: OwnedResult, writeFile: boolean): Promise<void> {
     const { state } = this;
     const run = state.run(turn.runId);
     // Already ended (cancelled while it waited): that record stands.
     if (TERMINAL_STATES.includes(run.state)) return;
     const session = state.session(run.sessionId);
     const at = state.now().toISOString();
-    await state.deps.store.writeResult(resultFile(run.id, result));
+    if (writeFile) await state.deps.store.writeResult(resultFile(run.id, result));
     const finished = terminalUpdate(run, result, { cancelRequested: turn.cancelRequested, events: turn.events, at, running: turn.usage });
     const changedRuns: RunRecord[] = [finished];
     // The queue never resumes work across a failure: later turns are dropped.

@@ -3,6 +3,7 @@
  * store and scripted workers. (The real store, workers and droid are covered
  * by the store, wire and end-to-end tiers.)
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
 import type { CatalogModel } from '../../src/droid/client.js';
 import { SessionController, type ControllerStore } from '../../src/controller/controller.js';
@@ -38,7 +39,10 @@ class MemoryStore implements ControllerStore {
     for (const s of change.sessions ?? []) this.sessions.set(s.id, structuredClone(s));
     for (const r of change.runs ?? []) this.runs.set(r.id, structuredClone(r));
   }
+  /** Holds a matching result file write until the returned promise settles (a slow fsync). */
+  holdResult: ((runId: string) => Promise<void> | null) | null = null;
   async writeResult(result: RunResultFile) {
+    await this.holdResult?.(result.runId);
     this.results.set(result.runId, result);
   }
   async readResult(runId: string) {
@@ -527,6 +531,28 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     release();
     await controller.waitForSessions([a.metadata.session], 5);
     await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
+  });
+
+  it("a slow results file write holds up no other session's acceptance; its own run's record still waits for it", async () => {
+    const { controller, turns, store } = setup();
+    const a = await create(controller, 'k1', '/ok/a');
+    await tick();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    store.holdResult = (runId) => (runId === a.metadata.run ? gate : null);
+    turns[0]!.finish({ finalText: 'slow disk' });
+    await tick(20);
+    // Another session's create (admitted at once: its starting commit too) and a cancel go through meanwhile.
+    const b = await Promise.race([create(controller, 'k2', '/ok/b'), sleep(5_000).then(() => 'held up' as const)]);
+    expect(b).toMatchObject({ admission: { action: 'started' }, status: { latestRun: { state: 'starting' } } });
+    await expect(Promise.race([controller.cancel((b as { metadata: { session: string } }).metadata.session), sleep(5_000).then(() => 'held up')])).resolves.not.toBe('held up');
+    // The record of the run whose file is still being written has not moved, and its worker has not been told.
+    expect(store.runs.get(a.metadata.run)!.state).toBe('starting');
+    expect(store.results.has(a.metadata.run)).toBe(false);
+    expect(turns[0]!.stateAtAck).toBeUndefined();
+    release();
+    await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
+    expect(store.results.get(a.metadata.run)).toMatchObject({ finalText: 'slow disk' });
   });
 
   it('the slot and lock are released only when the worker and its group are gone, not at the result', async () => {
