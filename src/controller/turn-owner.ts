@@ -14,7 +14,7 @@
  * - The worker's reports that change state (started, rename, reply-back)
  *   are ordered with every other change by the serial chain.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import { SANDBOX_ACTION } from '../sandbox/sandbox.js';
 import { ControllerError } from '../shared/public-error.js';
 import { LIVE_STATES, TERMINAL_STATES, type ErrorInfo, type RunRecord } from '../shared/records.js';
@@ -86,6 +86,10 @@ export class TurnOwner {
     }
     if (!run) return;
     marks.starting_committed = epochMs();
+    // Forking the worker blocks the event loop (libuv waits for the child's exec: 3-40 ms under load): the
+    // state changes queued meanwhile go first, and the answers they release, so none waits behind it (issue 38).
+    await this.state.drained();
+    await setImmediate();
 
     // Nothing may start once a stop was asked for; nothing was submitted.
     if (this.state.stopped || this.state.halted || turn.cancelRequested) {

@@ -72,6 +72,8 @@ function setup(
     sandboxUnavailable?: string;
     ampMcpUrl?: string;
     store?: MemoryStore;
+    /** Called as each worker is started, before it exists. */
+    onStartWorker?: (spec: TurnSpec) => void;
   } = {},
 ) {
   const store = over.store ?? new MemoryStore();
@@ -81,6 +83,7 @@ function setup(
   const catalog: CatalogModel[] = [{ id: 'm1', supportedReasoningEfforts: ['low', 'high'], defaultReasoningEffort: 'low' }];
   const spawn = { fail: false };
   const startWorker = (spec: TurnSpec, options: WorkerOptions): WorkerHandle => {
+    over.onStartWorker?.(spec);
     if (spawn.fail) throw new Error('spawn EAGAIN');
     let settle!: (r: TurnResult) => void;
     const result = new Promise<TurnResult>((r) => (settle = r));
@@ -555,6 +558,32 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     expect(store.results.get(a.metadata.run)).toMatchObject({ finalText: 'slow disk' });
   });
 
+  it('a worker is forked only once the state changes queued before it are done and answered (a fork blocks the event loop)', async () => {
+    let bAnswered = false;
+    const answeredAtFork: boolean[] = [];
+    const { controller, turns, store } = setup({ onStartWorker: () => answeredAtFork.push(bAnswered) });
+    let releaseStarting!: () => void;
+    let releaseAccepted!: () => void;
+    const starting = new Promise<void>((r) => (releaseStarting = r));
+    const accepted = new Promise<void>((r) => (releaseAccepted = r));
+    store.holdWhen = (change) => (becomes('starting')(change) ? starting : change.runs?.some((r) => r.requestKey === 'k2') ? accepted : null);
+    const a = create(controller, 'k1', '/ok/a');
+    await tick();
+    // Another session's acceptance joins the chain behind a's `starting` commit.
+    const b = create(controller, 'k2', '/ok/b');
+    void b.then(() => (bAnswered = true));
+    await tick();
+    releaseStarting();
+    expect((await a).admission.action).toBe('started');
+    await tick(20);
+    expect(turns).toHaveLength(0);
+    releaseAccepted();
+    await b;
+    await vi.waitFor(() => expect(turns.map((t) => t.spec.runId)).toContain(store.runByRequestKey('k1')!.id));
+    // b's answer went out before a's fork.
+    expect(answeredAtFork[0]).toBe(true);
+  });
+
   it('the slot and lock are released only when the worker and its group are gone, not at the result', async () => {
     const { controller, turns } = setup({ maxConcurrentRuns: 1, holdExit: true });
     const a = await create(controller, 'k1', '/ok/a');
@@ -674,18 +703,21 @@ describe('SessionController: the acceptance says what was done with the turn', (
     const a = await create(controller, 'k1');
     expect(a.admission).toMatchObject({ action: 'started', waitingFor: [], capacityFull: false });
     expect(a.status.latestRun.state).toBe('starting');
+    // Its worker starts once the changes queued before it are done (turn-owner.ts), a moment after the answer.
+    await tick();
     turns[0]!.finish({});
     await controller.waitForSessions([a.metadata.session], 5);
     await vi.waitFor(() => expect(controller.capacity().active).toBe(0));
     const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
     expect(f.admission.action).toBe('started');
     expect(f.status).toMatchObject({ agentState: 'working', latestRun: { run: f.metadata.run, state: 'starting' } });
-    expect(turns).toHaveLength(2);
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
   });
 
   it('a follow-up behind a running turn is queued behind that run', async () => {
     const { controller, turns } = setup();
     const a = await create(controller, 'k1');
+    await tick();
     turns[0]!.options.onStarted!('droid-1', {});
     await tick();
     const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
@@ -701,6 +733,7 @@ describe('SessionController: the acceptance says what was done with the turn', (
   it("a follow-up arriving while the previous turn's droid closes waits for it, and that worker skips the Factory title", async () => {
     const { controller, turns } = setup({ holdExit: true });
     const a = await create(controller, 'k1', '/ok/a', { title: 'Titled' });
+    await tick();
     expect(turns[0]!.spec.renameTo).toBe('Titled');
     turns[0]!.finish({});
     await controller.waitForSessions([a.metadata.session], 5);
@@ -719,6 +752,7 @@ describe('SessionController: the acceptance says what was done with the turn', (
     const { controller, turns } = setup();
     const a = await create(controller, 'k1', '/ok/a', { title: 'A' });
     const b = await create(controller, 'k2', '/ok/b', { title: 'B' });
+    await tick();
     await controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'next' });
     expect(turns[0]!.renameSkipped).toBe(true);
     expect(turns[1]!.renameSkipped).toBe(false);
