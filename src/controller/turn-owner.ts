@@ -38,6 +38,8 @@ const TERMINAL_WRITE_BACKOFF_MS = 200;
 
 export class TurnOwner {
   private readonly liveUsage: LiveUsage;
+  /** The loop turn the last worker fork was given: forks due together go one per turn (`forkTurn`). */
+  private lastFork: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly state: ControllerState,
@@ -89,7 +91,7 @@ export class TurnOwner {
     // Forking the worker blocks the event loop (libuv waits for the child's exec: 3-40 ms under load): the
     // state changes queued meanwhile go first, and the answers they release, so none waits behind it (issue 38).
     await this.state.drained();
-    await setImmediate();
+    await this.forkTurn();
 
     // Nothing may start once a stop was asked for; nothing was submitted.
     if (this.state.stopped || this.state.halted || turn.cancelRequested) {
@@ -139,6 +141,17 @@ export class TurnOwner {
     crashPoint('terminal-persisted');
     if (recorded) turn.end();
     await handle.cleanedUp;
+  }
+
+  /**
+   * Settles in a turn of the event loop after the one the previous fork was
+   * given (a setImmediate after it), so owners whose forks fall due together
+   * do not block the loop back to back: what came in meanwhile is read and
+   * answered between them.
+   */
+  private forkTurn(): Promise<void> {
+    this.lastFork = this.lastFork.then(() => setImmediate());
+    return this.lastFork;
   }
 
   /** Why an admitted turn may not start at all (nothing is submitted then), or null. */

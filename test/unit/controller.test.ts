@@ -584,6 +584,23 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     expect(answeredAtFork[0]).toBe(true);
   });
 
+  it('workers due together are forked one per turn of the event loop, not back to back', async () => {
+    const spaced: boolean[] = [];
+    let previous = { ran: true };
+    const { controller, turns } = setup({
+      onStartWorker: () => {
+        // Did a setImmediate queued at the previous fork run before this one? Only if the loop went round between them.
+        spaced.push(previous.ran);
+        const mark = { ran: false };
+        setImmediate(() => (mark.ran = true));
+        previous = mark;
+      },
+    });
+    await Promise.all([create(controller, 'k1', '/ok/a'), create(controller, 'k2', '/ok/b'), create(controller, 'k3', '/ok/c')]);
+    await vi.waitFor(() => expect(turns).toHaveLength(3));
+    expect(spaced).toEqual([true, true, true]);
+  });
+
   it('the slot and lock are released only when the worker and its group are gone, not at the result', async () => {
     const { controller, turns } = setup({ maxConcurrentRuns: 1, holdExit: true });
     const a = await create(controller, 'k1', '/ok/a');
