@@ -331,6 +331,87 @@ describe('SessionController', () => {
     await expect(create(controller, 'k1')).resolves.toMatchObject({ metadata: { replayed: false } });
   });
 
+  it('acceptances waiting together are committed together, each answered only once that commit is durable; one refused there fails alone', async () => {
+    const { controller, store } = setup();
+    // A session whose last turn's outcome is unknown refuses follow-ups, in the chain.
+    const x = await create(controller, 'k0', '/ok/x');
+    store.runs.set(x.metadata.run, { ...store.runs.get(x.metadata.run)!, state: 'unknown' });
+    const commits: string[][] = [];
+    const gates = new Map<string, () => void>();
+    const held = (key: string) => new Promise<void>((r) => gates.set(key, r));
+    // Every acceptance commit is held until released, and recorded with the request keys it holds.
+    store.holdWhen = (change) => {
+      const keys = (change.runs ?? []).filter((r) => r.state === 'queued').map((r) => r.requestKey!).sort();
+      if (keys.length === 0) return null;
+      commits.push(keys);
+      return held(keys.join());
+    };
+    const answered = new Set<string>();
+    const accept = (key: string, workspace: string) => create(controller, key, workspace).then((a) => (answered.add(key), a));
+    const a = accept('k1', '/ok/a');
+    await vi.waitFor(() => expect(commits).toEqual([['k1']]));
+    // Three more arrive while k1's commit is on disk, and a follow-up that is refused: one batch, one commit.
+    const rest = [accept('k2', '/ok/b'), accept('k3', '/ok/c'), accept('k4', '/ok/d')];
+    const refused = controller.send({ requestKey: 'k5', session: x.metadata.session, prompt: 'x' });
+    await tick();
+    gates.get('k1')!();
+    await expect(refused).rejects.toMatchObject({ code: 'session_unknown_outcome' });
+    await vi.waitFor(() => expect(commits).toEqual([['k1'], ['k2', 'k3', 'k4']]));
+    await tick();
+    expect([...answered].filter((key) => key !== 'k1')).toEqual([]);
+    expect(store.runByRequestKey('k2')).toBeUndefined();
+    gates.get('k2,k3,k4')!();
+    await a;
+    const accepted = await Promise.all(rest);
+    expect(accepted.map((x) => x.metadata.replayed)).toEqual([false, false, false]);
+    expect(new Set(accepted.map((x) => x.metadata.session)).size).toBe(3);
+  });
+
+  it('a failed batch commit fails exactly its acceptances, and nothing of them is in memory', async () => {
+    const { controller, turns, store } = setup({ maxConcurrentRuns: 1 });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    store.holdWhen = (change) => ((change.runs ?? []).some((r) => r.requestKey === 'k1') ? gate : null);
+    const a = create(controller, 'k1', '/ok/a');
+    await tick();
+    store.failWhen = (change) => (change.runs ?? []).some((r) => r.requestKey === 'k2');
+    const failing = [create(controller, 'k2', '/ok/b'), create(controller, 'k3', '/ok/c')];
+    await tick();
+    release();
+    await a;
+    for (const f of failing) await expect(f).rejects.toThrow('EIO');
+    expect(store.runByRequestKey('k2') ?? store.runByRequestKey('k3')).toBeUndefined();
+    expect(controller.capacity()).toMatchObject({ active: 1, queued: 0 });
+    store.failWhen = null;
+    // Nothing of them is in memory: the same keys are new requests now.
+    await expect(create(controller, 'k2', '/ok/b')).resolves.toMatchObject({ metadata: { replayed: false } });
+    await expect(create(controller, 'k3', '/ok/c')).resolves.toMatchObject({ metadata: { replayed: false } });
+    expect(turns.length).toBeLessThanOrEqual(1);
+  });
+
+  it('follow-ups of one session waiting together are committed one after the other, in order', async () => {
+    const { controller, store } = setup();
+    const a = await create(controller, 'k1', '/ok/a');
+    await tick();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const commits: string[][] = [];
+    store.holdWhen = (change) => {
+      const keys = (change.runs ?? []).filter((r) => r.state === 'queued').map((r) => r.requestKey!);
+      if (keys.length) commits.push(keys);
+      return keys.includes('k0') ? gate : null;
+    };
+    const other = create(controller, 'k0', '/ok/b');
+    await tick();
+    const sends = ['k2', 'k3', 'k4'].map((key) => controller.send({ requestKey: key, session: a.metadata.session, prompt: key }));
+    const elsewhere = create(controller, 'k5', '/ok/c');
+    await tick();
+    release();
+    await Promise.all([other, elsewhere, ...sends]);
+    expect(commits).toEqual([['k0'], ['k2', 'k5'], ['k3'], ['k4']]);
+    expect(['k2', 'k3', 'k4'].map((key) => store.runByRequestKey(key)!.seq)).toEqual([2, 3, 4]);
+  });
+
   it('retries recording a result on a failing disk before acknowledging the worker', async () => {
     const { controller, turns, store } = setup();
     const a = await create(controller, 'k1');
