@@ -34,6 +34,8 @@ import { writeConfig } from '../test/support/mcp-server.js';
 import { prose, script } from '../src/testbed/scripted-model.js';
 import { MOCK_DROID } from '../test/support/paths.js';
 import { turnPids, waitForNoProcesses } from '../test/support/processes.js';
+import { recordGoal } from './goals.js';
+import { percentile } from './seed.js';
 
 export type RoundKind = 'normal' | 'queued' | 'steer' | 'cancel' | 'timeout';
 /** Share of rounds per kind. */
@@ -63,6 +65,22 @@ export interface Sample {
   fds: number;
 }
 
+/** Call latency of one kind of tool call, in ms. */
+export interface Latency {
+  calls: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+function latencyOf(samples: readonly number[]): Latency {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted.length === 0 ? { calls: 0, p50: 0, p99: 0, max: 0 } : { calls: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.at(-1)! };
+}
+
+/** Goal (issue 38): a create or send only records intent durably; under load it waits on nothing slow. */
+const CREATE_SEND_P99_MS = 100;
+
 export interface SoakReport {
   options: Omit<SoakOptions, 'log'>;
   durationMs: number;
@@ -86,6 +104,8 @@ export interface SoakReport {
   samples: Sample[];
   /** Processes of ours alive once every turn had ended (must be empty). */
   leaked: number[];
+  /** How long droid_create_session / droid_send_message and droid_get_session_status took to answer, client side. */
+  latency: { createSend: Latency; status: Latency };
 }
 
 interface RunView {
@@ -169,8 +189,17 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
     });
     const mcp = client;
     const pid = mcp.pid!;
-    const ok = <T = Record<string, unknown>>(name: string, args?: Record<string, unknown>) => mcp.ok<T>(name, args);
-    const call = (name: string, args?: Record<string, unknown>) => mcp.call(name, args);
+    const createSendMs: number[] = [];
+    const statusMs: number[] = [];
+    const timed = async <T>(into: number[], work: () => Promise<T>): Promise<T> => {
+      const started = performance.now();
+      const out = await work();
+      into.push(performance.now() - started);
+      return out;
+    };
+    const ok = <T = Record<string, unknown>>(name: string, args?: Record<string, unknown>) =>
+      name === 'droid_get_session_status' ? timed(statusMs, () => mcp.ok<T>(name, args)) : mcp.ok<T>(name, args);
+    const call = (name: string, args?: Record<string, unknown>) => timed(createSendMs, () => mcp.call(name, args));
     await ok('droid_models'); // the catalog probe is start-up, not soak
 
     const prompt = {
@@ -330,6 +359,7 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
       loggedEnds: ended.size,
       samples,
       leaked,
+      latency: { createSend: latencyOf(createSendMs), status: latencyOf(statusMs) },
     };
   } finally {
     await client?.close().catch(() => undefined);
@@ -374,6 +404,8 @@ export function formatReport(r: SoakReport): string {
   for (const s of r.samples) {
     lines.push(`  ${s.label.padEnd(7)} ${(s.atMs / 1000).toFixed(1).padStart(7)} ${String(s.accepted).padStart(6)} ${s.rssMb.toFixed(1).padStart(10)} ${String(s.fds).padStart(10)}`);
   }
+  const ms = (l: Latency) => `p50 ${l.p50.toFixed(0)} ms, p99 ${l.p99.toFixed(0)} ms, max ${l.max.toFixed(0)} ms (${l.calls} calls)`;
+  lines.push('', `  create/send ${ms(r.latency.createSend)}`, `  status      ${ms(r.latency.status)}`);
   lines.push(
     '',
     `  stuck ${r.stuck.length}, missing ${r.missing.length}, phantom ${r.phantom.length}, terminal rewritten ${r.rewritten.length}, leaked processes ${r.leaked.length}`,
@@ -404,6 +436,9 @@ export async function main(argv = process.argv.slice(2)): Promise<boolean> {
     log: (line) => console.log(line),
   });
   console.log(formatReport(report));
+  const { p99 } = report.latency.createSend;
+  console.log(`create/send p99 ${p99.toFixed(0)} ms (goal <= ${CREATE_SEND_P99_MS} ms: ${p99 <= CREATE_SEND_P99_MS ? 'met' : 'NOT met'})`);
+  recordGoal({ name: 'create and send answered under load (p99)', measured: `${p99.toFixed(0)} ms`, goal: `<= ${CREATE_SEND_P99_MS} ms`, met: p99 <= CREATE_SEND_P99_MS });
   return violations(report).length === 0;
 }
 

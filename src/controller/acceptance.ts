@@ -11,8 +11,9 @@ import { randomUUID } from 'node:crypto';
 import { canonicalJson, checkOutputSchema } from '../evidence/output-schema.js';
 import { ControllerError } from '../shared/public-error.js';
 import { acceptedRun, type Budget, type RunRecord, type SessionRecord } from '../shared/records.js';
-import { crashPoint } from '../util/crash-point.js';
 import { resolvedWorkspace, turnWorkspace } from '../worktree/plan.js';
+import type { CatalogModel } from '../droid/client.js';
+import { AcceptanceBatches, type Staged } from './acceptance-batch.js';
 import type { Admission } from './admission.js';
 import type { CheckoutIntent, Isolation } from './checkouts.js';
 import type { SandboxSpec } from '../sandbox/sandbox.js';
@@ -92,12 +93,34 @@ interface Basis {
   head(run: RunRecord, route: Route, at: string): SessionRecord;
 }
 
+/** A request on its way into the chain, with the catalog read for it. */
+interface Submitted {
+  request: Request;
+  catalog: CatalogModel[];
+}
+
+/** A request's records, staged in a batch and not yet committed. */
+interface StagedTurn extends Staged {
+  request: Request;
+  run: RunRecord;
+  session: SessionRecord;
+  stops: ReturnType<Steering['plan']>;
+}
+
 export class TurnAcceptance {
+  private readonly batches: AcceptanceBatches<Submitted, StagedTurn, Acceptance | Accepted>;
+
   constructor(
     private readonly state: ControllerState,
     private readonly queue: TurnQueue,
     private readonly steering: Steering,
-  ) {}
+  ) {
+    this.batches = new AcceptanceBatches<Submitted, StagedTurn, Acceptance | Accepted>(state, {
+      clash: (earlier, later) => clashes(earlier.request, later.request),
+      stage: (submitted, earlier) => this.stage(submitted, earlier),
+      land: (staged) => this.land(staged),
+    });
+  }
 
   async create(input: CreateInput): Promise<Acceptance> {
     this.assertRoutable(input.replyTo);
@@ -204,45 +227,49 @@ export class TurnAcceptance {
     this.state.assertRunning();
     if (request.confirm) await request.confirm();
     const catalog = await this.state.deps.models();
+    // In the chain, committed with the acceptances waiting beside it (acceptance-batch.ts).
+    return this.report(await this.batches.submit({ request, catalog }));
+  }
 
-    const accepted = await this.state.serialized(async (): Promise<Acceptance | Accepted> => {
-      const replay = this.replay(request);
-      if (replay) return replay;
-      this.state.assertRunning();
-      const { input, intent } = request;
-      const basis = request.basis();
-      // Steering supersedes the session's queued turns, so only the total bounds it
-      // (a new session has no queued turns of its own).
-      this.queue.assertRoom(intent.interrupt ? null : basis.sessionId);
-      // A follow-up inherits what its session ran last; a new session starts from the host's defaults.
-      const settings = resolveLaunchSettings(input, basis.runs.at(-1)?.settings ?? null, this.state.deps.policy, catalog);
-      const at = this.state.now().toISOString();
-      // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
-      const route = nextRoute(basis.route, input.replyTo, randomUUID).route;
-      const run = withBudget(withReply(
-        acceptedRun({
-          id: randomUUID(),
-          sessionId: basis.sessionId,
-          seq: basis.runs.length + 1,
-          kind: intent.kind,
-          requestKey: input.requestKey,
-          fingerprint: fingerprint(intent),
-          interrupt: intent.interrupt,
-          settings,
-          acceptedAt: at,
-        }),
-        route,
-      ), request.runBudget);
-      const stops = intent.interrupt ? this.steering.plan(basis.runs, 'superseded', at) : { dropped: [], stopping: [] };
-      const session = basis.head(run, route, at);
-      await this.state.commit({ sessions: [session], runs: [run, ...stops.dropped, ...stops.stopping] });
-      crashPoint('accepted');
-      // Committed: now memory follows.
-      this.steering.apply(stops);
-      const { turn, admission } = this.queue.enqueue(run, turnWorkspace(session), input.prompt, stops.stopping, request.schema);
-      return { run, turn, admission };
-    });
-    return this.report(accepted);
+  /** In the chain: the records of a request not yet committed, built on what is committed and on `earlier` (its batch so far). */
+  private stage({ request, catalog }: Submitted, earlier: readonly StagedTurn[]): { staged: StagedTurn } | { answer: Acceptance } {
+    const replay = this.replay(request);
+    if (replay) return { answer: replay };
+    this.state.assertRunning();
+    const { input, intent } = request;
+    const basis = request.basis();
+    // Steering supersedes the session's queued turns, so only the total bounds it
+    // (a new session has no queued turns of its own). The batch's earlier turns are not in line yet.
+    this.queue.assertRoom(intent.interrupt ? null : basis.sessionId, earlier.length);
+    // A follow-up inherits what its session ran last; a new session starts from the host's defaults.
+    const settings = resolveLaunchSettings(input, basis.runs.at(-1)?.settings ?? null, this.state.deps.policy, catalog);
+    const at = this.state.now().toISOString();
+    // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
+    const route = nextRoute(basis.route, input.replyTo, randomUUID).route;
+    const run = withBudget(withReply(
+      acceptedRun({
+        id: randomUUID(),
+        sessionId: basis.sessionId,
+        seq: basis.runs.length + 1,
+        kind: intent.kind,
+        requestKey: input.requestKey,
+        fingerprint: fingerprint(intent),
+        interrupt: intent.interrupt,
+        settings,
+        acceptedAt: at,
+      }),
+      route,
+    ), request.runBudget);
+    const stops = intent.interrupt ? this.steering.plan(basis.runs, 'superseded', at) : { dropped: [], stopping: [] };
+    const session = basis.head(run, route, at);
+    return { staged: { request, run, session, stops, sessions: [session], runs: [run, ...stops.dropped, ...stops.stopping] } };
+  }
+
+  /** Committed: now memory follows. */
+  private land({ request, run, session, stops }: StagedTurn): Accepted {
+    this.steering.apply(stops);
+    const { turn, admission } = this.queue.enqueue(run, turnWorkspace(session), request.input.prompt, stops.stopping, request.schema);
+    return { run, turn, admission };
   }
 
   /** A route needs reply-back configured, and a conversation id. Checked before anything is recorded. */
@@ -346,4 +373,16 @@ function isolationIntent(isolation: Isolation | undefined): Pick<Intent, 'isolat
 
 function schemaIntent(schema: Record<string, unknown> | null): Pick<Intent, 'outputSchema'> {
   return schema ? { outputSchema: canonicalJson(schema) } : {};
+}
+
+/**
+ * Requests that may not share a batch: the later must see the earlier
+ * committed. The same request key (a replay or a conflict); the same session
+ * (its runs, seq and head); two new sessions with checkouts (the host's
+ * checkout limit counts committed sessions).
+ */
+function clashes(earlier: Request, later: Request): boolean {
+  if (earlier.input.requestKey === later.input.requestKey) return true;
+  if (earlier.intent.kind === 'send' && later.intent.kind === 'send') return earlier.intent.target === later.intent.target;
+  return earlier.intent.isolation === 'worktree' && later.intent.isolation === 'worktree';
 }

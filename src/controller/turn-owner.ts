@@ -17,7 +17,7 @@
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import { SANDBOX_ACTION } from '../sandbox/sandbox.js';
 import { ControllerError } from '../shared/public-error.js';
-import { TERMINAL_STATES, type ErrorInfo, type RunRecord } from '../shared/records.js';
+import { LIVE_STATES, TERMINAL_STATES, type ErrorInfo, type RunRecord } from '../shared/records.js';
 import { crashPoint } from '../util/crash-point.js';
 import type { StartTimeline, WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
 import { epochMs } from '../util/epoch.js';
@@ -38,6 +38,8 @@ const TERMINAL_WRITE_BACKOFF_MS = 200;
 
 export class TurnOwner {
   private readonly liveUsage: LiveUsage;
+  /** The loop turn the last worker fork was given: forks due together go one per turn (`forkTurn`). */
+  private lastFork: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly state: ControllerState,
@@ -86,6 +88,10 @@ export class TurnOwner {
     }
     if (!run) return;
     marks.starting_committed = epochMs();
+    // Forking the worker blocks the event loop (libuv waits for the child's exec: 3-40 ms under load): the
+    // state changes queued meanwhile go first, and the answers they release, so none waits behind it (issue 38).
+    await this.state.drained();
+    await this.forkTurn();
 
     // Nothing may start once a stop was asked for; nothing was submitted.
     if (this.state.stopped || this.state.halted || turn.cancelRequested) {
@@ -150,12 +156,23 @@ export class TurnOwner {
     turn.holdPrestart(null);
     // A fork blocks the event loop: the acceptance that queued this turn, and the changes queued with it, are answered first.
     await this.state.drained();
-    await setImmediate();
+    await this.forkTurn();
     if (!turn.inLine() || this.state.stopped || this.state.halted || turn.cancelRequested) return;
     const run = this.state.run(turn.runId);
     const session = this.state.session(run.sessionId);
     if (this.state.checkouts.pending(session.id)) return;
     turn.holdPrestart(deps.prestartWorker(turnSpecFor(run, session, '', deps)));
+  }
+
+  /**
+   * Settles in a turn of the event loop after the one the previous fork was
+   * given (a setImmediate after it), so owners whose forks fall due together
+   * do not block the loop back to back: what came in meanwhile is read and
+   * answered between them.
+   */
+  private forkTurn(): Promise<void> {
+    this.lastFork = this.lastFork.then(() => setImmediate());
+    return this.lastFork;
   }
 
   /** Why an admitted turn may not start at all (nothing is submitted then), or null. */
@@ -266,7 +283,11 @@ export class TurnOwner {
   private async recordTerminal(turn: Turn, result: OwnedResult): Promise<boolean> {
     for (let attempt = 1; !this.state.halted; attempt++) {
       try {
-        await this.state.serialized(() => this.onTerminal(turn, result));
+        // A live run is ended by its owner alone, so its results file is written before the chain:
+        // its fsyncs hold up no other transition (issue 38). A run still queued may be dropped meanwhile.
+        const early = LIVE_STATES.includes(this.state.run(turn.runId).state);
+        if (early) await this.state.deps.store.writeResult(resultFile(turn.runId, result));
+        await this.state.serialized(() => this.onTerminal(turn, result, !early));
         return true;
       } catch (err) {
         if (attempt >= TERMINAL_WRITE_ATTEMPTS) {
@@ -281,14 +302,15 @@ export class TurnOwner {
     return false;
   }
 
-  private async onTerminal(turn: Turn, result: OwnedResult): Promise<void> {
+  /** `writeFile`: the results file is not written yet (durable before the record, either way). */
+  private async onTerminal(turn: Turn, result: OwnedResult, writeFile: boolean): Promise<void> {
     const { state } = this;
     const run = state.run(turn.runId);
     // Already ended (cancelled while it waited): that record stands.
     if (TERMINAL_STATES.includes(run.state)) return;
     const session = state.session(run.sessionId);
     const at = state.now().toISOString();
-    await state.deps.store.writeResult(resultFile(run.id, result));
+    if (writeFile) await state.deps.store.writeResult(resultFile(run.id, result));
     const finished = terminalUpdate(run, result, { cancelRequested: turn.cancelRequested, events: turn.events, at, running: turn.usage });
     const changedRuns: RunRecord[] = [finished];
     // The queue never resumes work across a failure: later turns are dropped.

@@ -39,9 +39,9 @@ export class TurnQueue {
     return { maximum, active, queued, available: Math.max(0, maximum - active) };
   }
 
-  /** `sessionId`: also bound that session's queued turns (null: only the total). */
-  assertRoom(sessionId: string | null): void {
-    let total = 0;
+  /** `sessionId`: also bound that session's queued turns (null: only the total). `alsoQueued`: turns about to join the line. */
+  assertRoom(sessionId: string | null, alsoQueued = 0): void {
+    let total = alsoQueued;
     let perSession = 0;
     for (const turn of this.state.turns.values()) {
       if (turn.holdsClaim()) continue;

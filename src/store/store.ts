@@ -84,6 +84,8 @@ export class StateStore {
   #closed = false;
   #broken: StoreError | undefined;
   #compactionQueued = false;
+  /** Result files being written (outside the write queue); close waits for them. */
+  readonly #resultWrites = new Set<Promise<void>>();
   #recovery: RecoverySummary = { unknown: 0, queueLost: 0 };
   #startup: { via: 'index' | 'whole'; why?: string } = { via: 'whole' };
   /** Makes the stored copies of committed records; a run shares its session's id string. */
@@ -196,20 +198,32 @@ export class StateStore {
     await this.#enqueue(() => this.#append(sessions, runs));
   }
 
-  /** Durably writes the result file of an existing run (replacing any earlier one). */
+  /**
+   * Durably writes the result file of an existing run (replacing any earlier
+   * one). It follows the commits queued before it (its run's record), but is
+   * not itself in the write queue: it is a file of its own, and commits
+   * queued after it do not wait for its fsyncs (issue 38).
+   */
   async writeResult(result: RunResultFile): Promise<void> {
     this.#assertOpen();
     const copy = checked(runResultFileSchema, structuredClone(result), 'result');
     if (!SAFE_ID.test(copy.runId)) {
       throw new StoreError('invalid_change', `run id ${JSON.stringify(copy.runId)} cannot name a result file`, 'Use ids of letters, digits, ".", "_" and "-"');
     }
-    await this.#enqueue(async () => {
+    const write = this.#chain.then(async () => {
       this.#assertWritable();
       if (!this.#index.runs.has(copy.runId)) {
         throw new StoreError('invalid_change', `result for run ${copy.runId}, which does not exist`, 'Commit the run before its result');
       }
       await writeFileAtomic(this.#resultPath(copy.runId), JSON.stringify(copy), this.fs);
     });
+    const settled = write.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#resultWrites.add(settled);
+    void settled.then(() => this.#resultWrites.delete(settled));
+    await write;
   }
 
   /** The run's result file, or undefined if none was written. */
@@ -228,6 +242,7 @@ export class StateStore {
     if (this.#closed) return;
     this.#closed = true;
     await this.#chain;
+    await Promise.all(this.#resultWrites);
     try {
       await this.#journal.close();
       await this.#index.runs.close();
@@ -238,7 +253,7 @@ export class StateStore {
 
   // ---- internals ----
 
-  /** Serializes all writes, so journal lines never interleave and seq stays gapless. */
+  /** Serializes the journal, snapshot and index writes, so journal lines never interleave and seq stays gapless. */
   #enqueue<T>(job: () => Promise<T>): Promise<T> {
     const result = this.#chain.then(job);
     this.#chain = result.then(

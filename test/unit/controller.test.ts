@@ -3,6 +3,7 @@
  * store and scripted workers. (The real store, workers and droid are covered
  * by the store, wire and end-to-end tiers.)
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, vi } from 'vitest';
 import type { CatalogModel } from '../../src/droid/client.js';
 import { SessionController, type ControllerStore } from '../../src/controller/controller.js';
@@ -39,7 +40,10 @@ class MemoryStore implements ControllerStore {
     for (const s of change.sessions ?? []) this.sessions.set(s.id, structuredClone(s));
     for (const r of change.runs ?? []) this.runs.set(r.id, structuredClone(r));
   }
+  /** Holds a matching result file write until the returned promise settles (a slow fsync). */
+  holdResult: ((runId: string) => Promise<void> | null) | null = null;
   async writeResult(result: RunResultFile) {
+    await this.holdResult?.(result.runId);
     this.results.set(result.runId, result);
   }
   async readResult(runId: string) {
@@ -78,6 +82,8 @@ function setup(
     store?: MemoryStore;
     /** Start waiting turns' droids early (prestartWorker). */
     prestart?: boolean;
+    /** Called as each worker is started, before it exists. */
+    onStartWorker?: (spec: TurnSpec) => void;
   } = {},
 ) {
   const store = over.store ?? new MemoryStore();
@@ -94,6 +100,7 @@ function setup(
     return early;
   };
   const startWorker = (spec: TurnSpec, options: WorkerOptions, early?: Prestart): WorkerHandle => {
+    over.onStartWorker?.(spec);
     if (spawn.fail) throw new Error('spawn EAGAIN');
     let settle!: (r: TurnResult) => void;
     const result = new Promise<TurnResult>((r) => (settle = r));
@@ -343,6 +350,87 @@ describe('SessionController', () => {
     await expect(create(controller, 'k1')).resolves.toMatchObject({ metadata: { replayed: false } });
   });
 
+  it('acceptances waiting together are committed together, each answered only once that commit is durable; one refused there fails alone', async () => {
+    const { controller, store } = setup();
+    // A session whose last turn's outcome is unknown refuses follow-ups, in the chain.
+    const x = await create(controller, 'k0', '/ok/x');
+    store.runs.set(x.metadata.run, { ...store.runs.get(x.metadata.run)!, state: 'unknown' });
+    const commits: string[][] = [];
+    const gates = new Map<string, () => void>();
+    const held = (key: string) => new Promise<void>((r) => gates.set(key, r));
+    // Every acceptance commit is held until released, and recorded with the request keys it holds.
+    store.holdWhen = (change) => {
+      const keys = (change.runs ?? []).filter((r) => r.state === 'queued').map((r) => r.requestKey!).sort();
+      if (keys.length === 0) return null;
+      commits.push(keys);
+      return held(keys.join());
+    };
+    const answered = new Set<string>();
+    const accept = (key: string, workspace: string) => create(controller, key, workspace).then((a) => (answered.add(key), a));
+    const a = accept('k1', '/ok/a');
+    await vi.waitFor(() => expect(commits).toEqual([['k1']]));
+    // Three more arrive while k1's commit is on disk, and a follow-up that is refused: one batch, one commit.
+    const rest = [accept('k2', '/ok/b'), accept('k3', '/ok/c'), accept('k4', '/ok/d')];
+    const refused = controller.send({ requestKey: 'k5', session: x.metadata.session, prompt: 'x' });
+    await tick();
+    gates.get('k1')!();
+    await expect(refused).rejects.toMatchObject({ code: 'session_unknown_outcome' });
+    await vi.waitFor(() => expect(commits).toEqual([['k1'], ['k2', 'k3', 'k4']]));
+    await tick();
+    expect([...answered].filter((key) => key !== 'k1')).toEqual([]);
+    expect(store.runByRequestKey('k2')).toBeUndefined();
+    gates.get('k2,k3,k4')!();
+    await a;
+    const accepted = await Promise.all(rest);
+    expect(accepted.map((x) => x.metadata.replayed)).toEqual([false, false, false]);
+    expect(new Set(accepted.map((x) => x.metadata.session)).size).toBe(3);
+  });
+
+  it('a failed batch commit fails exactly its acceptances, and nothing of them is in memory', async () => {
+    const { controller, turns, store } = setup({ maxConcurrentRuns: 1 });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    store.holdWhen = (change) => ((change.runs ?? []).some((r) => r.requestKey === 'k1') ? gate : null);
+    const a = create(controller, 'k1', '/ok/a');
+    await tick();
+    store.failWhen = (change) => (change.runs ?? []).some((r) => r.requestKey === 'k2');
+    const failing = [create(controller, 'k2', '/ok/b'), create(controller, 'k3', '/ok/c')];
+    await tick();
+    release();
+    await a;
+    for (const f of failing) await expect(f).rejects.toThrow('EIO');
+    expect(store.runByRequestKey('k2') ?? store.runByRequestKey('k3')).toBeUndefined();
+    expect(controller.capacity()).toMatchObject({ active: 1, queued: 0 });
+    store.failWhen = null;
+    // Nothing of them is in memory: the same keys are new requests now.
+    await expect(create(controller, 'k2', '/ok/b')).resolves.toMatchObject({ metadata: { replayed: false } });
+    await expect(create(controller, 'k3', '/ok/c')).resolves.toMatchObject({ metadata: { replayed: false } });
+    expect(turns.length).toBeLessThanOrEqual(1);
+  });
+
+  it('follow-ups of one session waiting together are committed one after the other, in order', async () => {
+    const { controller, store } = setup();
+    const a = await create(controller, 'k1', '/ok/a');
+    await tick();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const commits: string[][] = [];
+    store.holdWhen = (change) => {
+      const keys = (change.runs ?? []).filter((r) => r.state === 'queued').map((r) => r.requestKey!);
+      if (keys.length) commits.push(keys);
+      return keys.includes('k0') ? gate : null;
+    };
+    const other = create(controller, 'k0', '/ok/b');
+    await tick();
+    const sends = ['k2', 'k3', 'k4'].map((key) => controller.send({ requestKey: key, session: a.metadata.session, prompt: key }));
+    const elsewhere = create(controller, 'k5', '/ok/c');
+    await tick();
+    release();
+    await Promise.all([other, elsewhere, ...sends]);
+    expect(commits).toEqual([['k0'], ['k2', 'k5'], ['k3'], ['k4']]);
+    expect(['k2', 'k3', 'k4'].map((key) => store.runByRequestKey(key)!.seq)).toEqual([2, 3, 4]);
+  });
+
   it('retries recording a result on a failing disk before acknowledging the worker', async () => {
     const { controller, turns, store } = setup();
     const a = await create(controller, 'k1');
@@ -548,6 +636,71 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
   });
 
+  it("a slow results file write holds up no other session's acceptance; its own run's record still waits for it", async () => {
+    const { controller, turns, store } = setup();
+    const a = await create(controller, 'k1', '/ok/a');
+    await tick();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    store.holdResult = (runId) => (runId === a.metadata.run ? gate : null);
+    turns[0]!.finish({ finalText: 'slow disk' });
+    await tick(20);
+    // Another session's create (admitted at once: its starting commit too) and a cancel go through meanwhile.
+    const b = await Promise.race([create(controller, 'k2', '/ok/b'), sleep(5_000).then(() => 'held up' as const)]);
+    expect(b).toMatchObject({ admission: { action: 'started' }, status: { latestRun: { state: 'starting' } } });
+    await expect(Promise.race([controller.cancel((b as { metadata: { session: string } }).metadata.session), sleep(5_000).then(() => 'held up')])).resolves.not.toBe('held up');
+    // The record of the run whose file is still being written has not moved, and its worker has not been told.
+    expect(store.runs.get(a.metadata.run)!.state).toBe('starting');
+    expect(store.results.has(a.metadata.run)).toBe(false);
+    expect(turns[0]!.stateAtAck).toBeUndefined();
+    release();
+    await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
+    expect(store.results.get(a.metadata.run)).toMatchObject({ finalText: 'slow disk' });
+  });
+
+  it('a worker is forked only once the state changes queued before it are done and answered (a fork blocks the event loop)', async () => {
+    let bAnswered = false;
+    const answeredAtFork: boolean[] = [];
+    const { controller, turns, store } = setup({ onStartWorker: () => answeredAtFork.push(bAnswered) });
+    let releaseStarting!: () => void;
+    let releaseAccepted!: () => void;
+    const starting = new Promise<void>((r) => (releaseStarting = r));
+    const accepted = new Promise<void>((r) => (releaseAccepted = r));
+    store.holdWhen = (change) => (becomes('starting')(change) ? starting : change.runs?.some((r) => r.requestKey === 'k2') ? accepted : null);
+    const a = create(controller, 'k1', '/ok/a');
+    await tick();
+    // Another session's acceptance joins the chain behind a's `starting` commit.
+    const b = create(controller, 'k2', '/ok/b');
+    void b.then(() => (bAnswered = true));
+    await tick();
+    releaseStarting();
+    expect((await a).admission.action).toBe('started');
+    await tick(20);
+    expect(turns).toHaveLength(0);
+    releaseAccepted();
+    await b;
+    await vi.waitFor(() => expect(turns.map((t) => t.spec.runId)).toContain(store.runByRequestKey('k1')!.id));
+    // b's answer went out before a's fork.
+    expect(answeredAtFork[0]).toBe(true);
+  });
+
+  it('workers due together are forked one per turn of the event loop, not back to back', async () => {
+    const spaced: boolean[] = [];
+    let previous = { ran: true };
+    const { controller, turns } = setup({
+      onStartWorker: () => {
+        // Did a setImmediate queued at the previous fork run before this one? Only if the loop went round between them.
+        spaced.push(previous.ran);
+        const mark = { ran: false };
+        setImmediate(() => (mark.ran = true));
+        previous = mark;
+      },
+    });
+    await Promise.all([create(controller, 'k1', '/ok/a'), create(controller, 'k2', '/ok/b'), create(controller, 'k3', '/ok/c')]);
+    await vi.waitFor(() => expect(turns).toHaveLength(3));
+    expect(spaced).toEqual([true, true, true]);
+  });
+
   it('the slot and lock are released only when the worker and its group are gone, not at the result', async () => {
     const { controller, turns } = setup({ maxConcurrentRuns: 1, holdExit: true });
     const a = await create(controller, 'k1', '/ok/a');
@@ -716,18 +869,21 @@ describe('SessionController: the acceptance says what was done with the turn', (
     const a = await create(controller, 'k1');
     expect(a.admission).toMatchObject({ action: 'started', waitingFor: [], capacityFull: false });
     expect(a.status.latestRun.state).toBe('starting');
+    // Its worker starts once the changes queued before it are done (turn-owner.ts), a moment after the answer.
+    await tick();
     turns[0]!.finish({});
     await controller.waitForSessions([a.metadata.session], 5);
     await vi.waitFor(() => expect(controller.capacity().active).toBe(0));
     const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
     expect(f.admission.action).toBe('started');
     expect(f.status).toMatchObject({ agentState: 'working', latestRun: { run: f.metadata.run, state: 'starting' } });
-    expect(turns).toHaveLength(2);
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
   });
 
   it('a follow-up behind a running turn is queued behind that run', async () => {
     const { controller, turns } = setup();
     const a = await create(controller, 'k1');
+    await tick();
     turns[0]!.options.onStarted!('droid-1', {});
     await tick();
     const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
@@ -743,6 +899,7 @@ describe('SessionController: the acceptance says what was done with the turn', (
   it("a follow-up arriving while the previous turn's droid closes waits for it, and that worker skips the Factory title", async () => {
     const { controller, turns } = setup({ holdExit: true });
     const a = await create(controller, 'k1', '/ok/a', { title: 'Titled' });
+    await tick();
     expect(turns[0]!.spec.renameTo).toBe('Titled');
     turns[0]!.finish({});
     await controller.waitForSessions([a.metadata.session], 5);
@@ -761,6 +918,7 @@ describe('SessionController: the acceptance says what was done with the turn', (
     const { controller, turns } = setup();
     const a = await create(controller, 'k1', '/ok/a', { title: 'A' });
     const b = await create(controller, 'k2', '/ok/b', { title: 'B' });
+    await tick();
     await controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'next' });
     expect(turns[0]!.renameSkipped).toBe(true);
     expect(turns[1]!.renameSkipped).toBe(false);

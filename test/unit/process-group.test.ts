@@ -61,8 +61,8 @@ describe('process group', () => {
     expect(stateOf(pgid)).toBe('Z');
     // The signal check alone would call this group alive for as long as the parent lives.
     expect(() => process.kill(-pgid, 0)).not.toThrow();
-    expect(runningMembers(pgid)).toEqual([]);
-    expect(groupRunning(pgid)).toBe(false);
+    expect(await runningMembers(pgid)).toEqual([]);
+    expect(await groupRunning(pgid)).toBe(false);
     expect(await within(killGroupAndWait(pgid), 5_000)).toBeUndefined();
   });
 
@@ -70,14 +70,30 @@ describe('process group', () => {
     const child = spawn('sh', ['-c', 'sleep 300 & exec sleep 300'], { detached: true, stdio: 'ignore' });
     children.push(child);
     const pgid = child.pid!;
-    await expect.poll(() => runningMembers(pgid)?.length, { timeout: 5_000 }).toBe(2);
-    expect(groupRunning(pgid)).toBe(true);
+    await expect.poll(async () => (await runningMembers(pgid))?.length, { timeout: 5_000 }).toBe(2);
+    expect(await groupRunning(pgid)).toBe(true);
     // Stopped members still run no code, but they are alive and must be killed, not waited out.
     process.kill(-pgid, 'SIGSTOP');
     const stuck: number[][] = [];
     expect(await within(killGroupAndWait(pgid, (members) => stuck.push(members)), 5_000)).toBeUndefined();
-    expect(runningMembers(pgid)).toEqual([]);
-    expect(groupRunning(pgid)).toBe(false);
+    expect(await runningMembers(pgid)).toEqual([]);
+    expect(await groupRunning(pgid)).toBe(false);
     expect(stuck).toEqual([]);
+  });
+
+  it('reads /proc off the event loop: timers keep firing while it scans', async () => {
+    const child = spawn('sh', ['-c', 'sleep 300 & exec sleep 300'], { detached: true, stdio: 'ignore' });
+    children.push(child);
+    const pgid = child.pid!;
+    await expect.poll(async () => (await runningMembers(pgid))?.length, { timeout: 5_000 }).toBe(2);
+    // A scan reads every process's stat file; done synchronously, no timer callback could run until it returned.
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    try {
+      for (let i = 0; i < 5; i++) expect(await runningMembers(pgid)).toHaveLength(2);
+    } finally {
+      clearInterval(timer);
+    }
+    expect(ticks).toBeGreaterThan(0);
   });
 });

@@ -331,7 +331,7 @@ describe('warm pool: life of the pool itself', () => {
     }
     const pid = pool.pids[0]!;
     await new Promise((r) => setTimeout(r, 1_000));
-    expect(runningMembers(pid)).toEqual([pid]);
+    expect(await runningMembers(pid)).toEqual([pid]);
   });
 
   it('retires a warm worker past its age bound and replaces it', async () => {
