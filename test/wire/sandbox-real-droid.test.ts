@@ -103,7 +103,7 @@ describe('sandbox: a writer turn at high writes only its workspace', () => {
     const folders = [early.confined.sessions.dir, early.confined.tmp.turnTmp];
     for (const dir of folders) expect(existsSync(dir)).toBe(true);
     await early.dispose();
-    expect(groupRunning(pid)).toBe(false);
+    expect(await groupRunning(pid)).toBe(false);
     await waitForNoProcesses(tag, 5_000);
     await vi.waitFor(() => expect(folders.filter((dir) => existsSync(dir))).toEqual([]));
   });
