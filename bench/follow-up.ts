@@ -10,7 +10,11 @@
  *  - untitled, droid's cloud session sync off;
  *  - titled (a rename after each turn), cloud sync off;
  *  - titled, cloud sync on (droid's default) on a host that cannot reach
- *    Factory: the rename then waits on sync retries (issue 11, item 8).
+ *    Factory: the rename then waits on sync retries (issue 11, item 8);
+ *  - untitled, the model streaming its first answer over 1 s (not judged):
+ *    with the scripted model's instant answers, the first turn is shorter
+ *    than the boot of the droid started for the next turn beside it
+ *    (controller/next-turn-droids.ts); with a model's usual pace it is not.
  * Also printed: how the acceptance described the turn (started / queued).
  *
  * Run: npm run build && node dist/bench/follow-up.js [runs]
@@ -36,12 +40,16 @@ interface Kind {
   label: string;
   title: boolean;
   cloudSync: boolean;
+  /** The model streams the first turn's answer over this long (0: at once, the judged case). */
+  firstTurnMs: number;
 }
 
 const KINDS: Kind[] = [
-  { label: 'untitled, cloud sync off', title: false, cloudSync: false },
-  { label: 'titled, cloud sync off', title: true, cloudSync: false },
-  { label: 'titled, cloud sync on (offline)', title: true, cloudSync: true },
+  { label: 'untitled, cloud sync off', title: false, cloudSync: false, firstTurnMs: 0 },
+  { label: 'titled, cloud sync off', title: true, cloudSync: false, firstTurnMs: 0 },
+  { label: 'titled, cloud sync on (offline)', title: true, cloudSync: true, firstTurnMs: 0 },
+  // A model that takes a second over the first answer, as real ones do: the next turn's droid has booted by the send.
+  { label: 'untitled, first answer over 1 s', title: false, cloudSync: false, firstTurnMs: 1_000 },
 ];
 
 function setCloudSync(bed: DroidBed, on: boolean): void {
@@ -60,12 +68,12 @@ interface Sample {
 }
 
 async function oneFollowUp(mcp: RunningServer, bed: DroidBed, root: string, kind: Kind, i: number): Promise<Sample> {
-  const ws = join(root, `ws-${kind.title ? 't' : 'u'}${kind.cloudSync ? 's' : ''}-${i}`);
+  const ws = join(root, `ws-${kind.title ? 't' : 'u'}${kind.cloudSync ? 's' : ''}${kind.firstTurnMs ? 'p' : ''}-${i}`);
   mkdirSync(ws);
   const created = await mcp.ok<{ metadata: { session: string } }>('droid_create_session', {
     requestKey: `create-${ws}`,
     workspace: ws,
-    prompt: `first ${script({ text: 'first done' })}`,
+    prompt: `first ${script({ text: 'first done', ...(kind.firstTurnMs && { slowMs: kind.firstTurnMs }) })}`,
     autonomy: 'off',
     replyTo: null,
     ...(kind.title ? { title: `Bench ${i}` } : {}),

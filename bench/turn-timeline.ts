@@ -55,8 +55,8 @@ export function printTimelines(columns: Array<{ label: string; runs: StageOffset
       const values = c.runs.map((r) => r[stage]).filter((v): v is number => v !== undefined);
       if (values.length === 0) return '-'.padStart(width);
       const m = median(values);
-      // A warm droid was spawned (and wrote its first byte) while the pool waited, before any call: no step to show.
-      if (m < 0) return 'before the call'.padStart(width);
+      // A droid booted ahead (next-turn-droids.ts) was spawned before the call: how long before, no step.
+      if (m < 0) return `${m.toFixed(0)} (before)`.padStart(width);
       const step = m - previous[i]!;
       previous[i] = m;
       return `${m.toFixed(0)} (${step >= 0 ? '+' : ''}${step.toFixed(0)})`.padStart(width);
