@@ -33,7 +33,7 @@ import { makeDroidBed, type DroidBed } from '../test/support/droid-home.js';
 import { writeConfig } from '../test/support/mcp-server.js';
 import { prose, script } from '../src/testbed/scripted-model.js';
 import { MOCK_DROID } from '../test/support/paths.js';
-import { turnPids, waitForNoProcesses } from '../test/support/processes.js';
+import { aheadWorkers, turnPids, waitForNoProcesses } from '../test/support/processes.js';
 import { recordGoal } from './goals.js';
 import { percentile } from './seed.js';
 
@@ -63,6 +63,8 @@ export interface Sample {
   accepted: number;
   rssMb: number;
   fds: number;
+  /** Workers holding a droid booted for a session's next turn (controller/next-turn-droids.ts): an IPC channel and a pipe each. */
+  ahead: number;
 }
 
 /** Call latency of one kind of tool call, in ms. */
@@ -90,6 +92,8 @@ export interface SoakReport {
   queuedAtAcceptance: number;
   /** Final state of every accepted run. */
   byState: Record<string, number>;
+  /** The error codes and messages of runs that ended failed or unknown, by state. */
+  errors: Record<string, string[]>;
   /** Round kind → final state → count. */
   byKind: Record<string, Record<string, number>>;
   /** Runs not in a terminal state at the end (must be empty). */
@@ -209,7 +213,7 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
 
     const samples: Sample[] = [];
     const t0 = performance.now();
-    const sample = (label: string) => samples.push({ label, atMs: performance.now() - t0, accepted: acceptedRuns.size, rssMb: residentMb(pid), fds: openFds(pid) });
+    const sample = (label: string) => samples.push({ label, atMs: performance.now() - t0, accepted: acceptedRuns.size, rssMb: residentMb(pid), fds: openFds(pid), ahead: aheadWorkers(tag).length });
     const acceptedRuns = new Map<string, RoundKind>();
     const rounds: Record<RoundKind, number> = { normal: 0, queued: 0, steer: 0, cancel: 0, timeout: 0 };
     let queuedAtAcceptance = 0;
@@ -324,6 +328,7 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
     // (no owner claim, no crash recovery: exactly what was committed).
     const { index } = await loadState(stateDir);
     const byState: Record<string, number> = {};
+    const errors: Record<string, string[]> = {};
     const byKind: Record<string, Record<string, number>> = {};
     const stuck: string[] = [];
     const missing: string[] = [];
@@ -335,6 +340,7 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
         continue;
       }
       byState[run.state] = (byState[run.state] ?? 0) + 1;
+      if ((run.state === 'failed' || run.state === 'unknown') && run.error) (errors[run.state] ??= []).push(`${run.error.code}: ${run.error.message.slice(0, 200)}`);
       const detail = run.cancelReason ? `${run.state}/${run.cancelReason}` : run.state;
       (byKind[kind] ??= {})[detail] = (byKind[kind]![detail] ?? 0) + 1;
       if (!TERMINAL_STATES.includes(run.state)) stuck.push(`${id} ${run.state}`);
@@ -351,6 +357,7 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
       rounds,
       queuedAtAcceptance,
       byState,
+      errors,
       byKind,
       stuck,
       missing,
@@ -368,6 +375,9 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
   }
 }
 
+/** A worker's descriptors in the server: its IPC channel and stderr pipe, and one to spare. */
+const FDS_PER_AHEAD = 3;
+
 /** What must hold; empty when the soak passed. */
 export function violations(r: SoakReport): string[] {
   const out: string[] = [];
@@ -377,9 +387,10 @@ export function violations(r: SoakReport): string[] {
   if (r.rewritten.length) out.push(`terminal states logged twice or changed: ${r.rewritten.slice(0, 5).join('; ')}`);
   if (r.leaked.length) out.push(`processes left: ${r.leaked.join(', ')}`);
   if (r.loggedEnds === 0 && r.accepted > 0) out.push('no "turn ended" log line seen: the once-only check cannot run (was the line renamed?)');
-  for (const bad of ['failed', 'unknown']) if (r.byState[bad]) out.push(`${r.byState[bad]} runs ended ${bad}`);
+  for (const bad of ['failed', 'unknown']) if (r.byState[bad]) out.push(`${r.byState[bad]} runs ended ${bad} (${(r.errors[bad] ?? []).join('; ')})`);
   const [start, , end] = [r.samples[0]!, r.samples[1], r.samples.at(-1)!];
-  if (end.fds > start.fds + 3) out.push(`open descriptors grew: ${start.fds} → ${end.fds}`);
+  // A droid booted for a session's next turn is held on purpose (at most maxConcurrentRuns, gone a minute after): its worker's descriptors with it.
+  if (end.fds > start.fds + 3 + FDS_PER_AHEAD * end.ahead) out.push(`open descriptors grew: ${start.fds} → ${end.fds} (${end.ahead} droids booted ahead)`);
   if (end.rssMb > start.rssMb * 1.5 + 30) out.push(`RSS grew: ${start.rssMb.toFixed(0)} → ${end.rssMb.toFixed(0)} MB`);
   return out;
 }

@@ -8,6 +8,7 @@
  * committed, and only then does the turn exist in memory, joining the queue.
  */
 import { randomUUID } from 'node:crypto';
+import type { NextTurnDroids } from './next-turn-droids.js';
 import { canonicalJson, checkOutputSchema } from '../evidence/output-schema.js';
 import { ControllerError } from '../shared/public-error.js';
 import { acceptedRun, type Budget, type RunRecord, type SessionRecord } from '../shared/records.js';
@@ -114,6 +115,7 @@ export class TurnAcceptance {
     private readonly state: ControllerState,
     private readonly queue: TurnQueue,
     private readonly steering: Steering,
+    private readonly nextDroids: NextTurnDroids,
   ) {
     this.batches = new AcceptanceBatches<Submitted, StagedTurn, Acceptance | Accepted>(state, {
       clash: (earlier, later) => clashes(earlier.request, later.request),
@@ -248,7 +250,8 @@ export class TurnAcceptance {
     const route = nextRoute(basis.route, input.replyTo, randomUUID).route;
     const run = withBudget(withReply(
       acceptedRun({
-        id: randomUUID(),
+        // The id a droid may already be booting for (next-turn-droids.ts).
+        id: this.nextDroids.runIdFor(basis.sessionId),
         sessionId: basis.sessionId,
         seq: basis.runs.length + 1,
         kind: intent.kind,

@@ -40,10 +40,12 @@ export interface ControllerDeps {
   /** A turn's own session answer listed these models at `answeredAt` (ms since the epoch): the catalog may use them (model-catalog.ts `offer`). */
   offerModels?(models: CatalogModel[], answeredAt: number): void;
   resolveWorkspace(requested: string): Promise<string>;
-  /** `early`: the worker its droid was started in while the turn waited (prestartWorker). */
+  /** `early`: the worker whose droid was booted for this turn ahead of it (prestartWorker). */
   startWorker(spec: TurnSpec, options: WorkerOptions, early?: Prestart): WorkerHandle;
-  /** Starts a queued turn's droid before its claim is free (worker/parent/prestart.ts); absent or null: not now. */
+  /** Boots the droid of a session's next turn ahead of it (next-turn-droids.ts, worker/parent/prestart.ts); absent or null: not now. */
   prestartWorker?(spec: TurnSpec): Prestart | null;
+  /** How long a droid booted for a session's next turn waits once the session is idle (timeline.ts NEXT_TURN_DROID_IDLE_MS). */
+  nextTurnDroidIdleMs?: number;
   policy: LaunchDefaults;
   maxConcurrentRuns: number;
   runTimeoutMs: number;

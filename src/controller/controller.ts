@@ -9,6 +9,7 @@
  * - turn-queue.ts: queue bounds, joining the queue, the pump that admits;
  * - turn-owner.ts: one owner per admitted turn, from `starting` to release;
  * - turn.ts: one turn's memory, and the only moves of its phase;
+ * - next-turn-droids.ts: the droid booted for a session's next turn;
  * - reply-back.ts: the reply gate for a live turn, and what it proved;
  * - session-waits.ts: waits and change listeners;
  * - controller-state.ts: the shared memory, the serial chain, commit, halt.
@@ -32,6 +33,8 @@ import { ReplyBack } from './reply-back.js';
 import { Steering } from './steering.js';
 import { TurnOwner } from './turn-owner.js';
 import { TurnQueue } from './turn-queue.js';
+import { NextTurnDroids } from './next-turn-droids.js';
+import { NEXT_TURN_DROID_IDLE_MS } from '../worker/shared/timeline.js';
 import type { SessionRecord } from '../shared/records.js';
 import type { ModelUsage, UsageScope, UsageSummary } from './usage.js';
 import type { SessionView } from './views.js';
@@ -43,16 +46,18 @@ export class SessionController {
   private readonly queue: TurnQueue;
   private readonly steering: Steering;
   private readonly acceptance: TurnAcceptance;
+  private readonly nextDroids: NextTurnDroids;
 
   constructor(deps: ControllerDeps) {
     this.state = new ControllerState(deps);
+    this.nextDroids = new NextTurnDroids(deps.nextTurnDroidIdleMs ?? NEXT_TURN_DROID_IDLE_MS, deps.maxConcurrentRuns, (runId) => this.state.turns.has(runId));
     // The queue admits and the owner gives back, so each needs the other: the
     // queue gets the owner late, through this closure.
     let owner: TurnOwner | undefined;
-    this.queue = new TurnQueue(this.state, (turn) => owner!.own(turn), (turn) => owner!.prestart(turn));
-    owner = new TurnOwner(this.state, this.queue, new ReplyBack(this.state));
+    this.queue = new TurnQueue(this.state, (turn) => owner!.own(turn));
+    owner = new TurnOwner(this.state, this.queue, new ReplyBack(this.state), this.nextDroids);
     this.steering = new Steering(this.state, this.queue);
-    this.acceptance = new TurnAcceptance(this.state, this.queue, this.steering);
+    this.acceptance = new TurnAcceptance(this.state, this.queue, this.steering, this.nextDroids);
   }
 
   // ── queries ───────────────────────────────────────────────────────────
@@ -135,9 +140,8 @@ export class SessionController {
     // Not marked as requested: nobody asked for these turns to stop, so an
     // interrupted outcome needs the caller's attention.
     for (const turn of this.state.turns.values()) turn.stopUnrequested();
-    // Queued turns stay queued, but a droid started for one early goes now.
-    const early = [...this.state.turns.values()].map((turn) => (turn.inLine() ? turn.takePrestart()?.dispose() : undefined));
-    await Promise.race([Promise.all([this.queue.ownersDone(), ...early]), sleep(timeoutMs)]);
+    // Queued turns stay queued, but the droids booted for sessions' next turns go now.
+    await Promise.race([Promise.all([this.queue.ownersDone(), this.nextDroids.stop()]), sleep(timeoutMs)]);
     await this.state.drained();
   }
 }

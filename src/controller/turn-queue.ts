@@ -24,8 +24,6 @@ export class TurnQueue {
   constructor(
     private readonly state: ControllerState,
     private readonly own: (turn: Turn) => Promise<void>,
-    /** Starts a waiting turn's droid early (TurnOwner.prestart), soon after; absent: never. */
-    private readonly prestart?: (turn: Turn) => Promise<void>,
   ) {}
 
   capacity() {
@@ -134,29 +132,8 @@ export class TurnQueue {
       this.owners.add(owner);
       void owner.finally(() => this.owners.delete(owner));
     }
-    this.prestartNext(queued.filter((q) => !admitted.has(q.runId)), capacity);
     clearTimeout(this.retryTimer);
     if (nextRetry !== Infinity) this.retryTimer = setTimeout(() => this.pump(), Math.max(0, nextRetry - now)).unref();
-  }
-
-  /**
-   * Follow-ups admission would take once their session's ended turn releases
-   * its claim (its group is being killed, its session copied back): their
-   * droids may start now (worker/parent/prestart.ts). Only a session's own
-   * next turn: for it the previous droid is stopped at once (skipRename), so
-   * the host never runs more than one droid more than it has live turns, for
-   * a moment; turns of other sessions wait for capacity as before.
-   */
-  private prestartNext(inLine: QueuedTurn[], capacity: number): void {
-    if (!this.prestart) return;
-    const turns = [...this.state.turns.values()];
-    const ending = new Set(turns.filter((t) => t.ending()).map((t) => t.sessionId));
-    if (ending.size === 0) return;
-    const staying = turns.filter((t) => t.holdsClaim() && !t.ending()).map((t) => t.claim);
-    for (const runId of selectRunnable(inLine, staying, capacity, [...this.locks])) {
-      const turn = this.state.turns.get(runId)!;
-      if (ending.has(turn.sessionId) && !turn.prestartTried) void this.prestart(turn).catch((err: unknown) => this.state.deps.log.warn({ err, run: runId }, "could not start a waiting turn's droid early; it starts at launch"));
-    }
   }
 
   /** Shutting down: no retry timer keeps admitting. */

@@ -26,7 +26,6 @@
 import type { ProgressEvent } from '../droid/turn-collector.js';
 import type { ProgressRecord, TokenUsage } from '../shared/records.js';
 import type { WorkerHandle } from '../worker/parent/runner.js';
-import type { Prestart } from '../worker/parent/prestart.js';
 import type { LockClaim } from './admission.js';
 import { appendEvent } from './run-outcome.js';
 
@@ -60,9 +59,6 @@ export class Turn {
   private markLaunched!: () => void;
   /** A later turn of this session waits for this one's claim: its worker skips the Factory title. */
   private renameSkipped = false;
-  /** A droid started for this turn while it waits for a claim being released (worker/parent/prestart.ts); one try. */
-  private early: Prestart | null = null;
-  private earlyTried = false;
 
   constructor(
     readonly runId: string,
@@ -82,11 +78,6 @@ export class Turn {
   /** Admitted and not yet released: the slot and the workspace lock are this turn's. */
   holdsClaim(): boolean {
     return this.phase !== 'queued' && this.phase !== 'released';
-  }
-
-  /** Its outcome is durable; it holds its claim until its worker's group is gone. */
-  ending(): boolean {
-    return this.phase === 'ended';
   }
 
   /** Waiting for admission (never admitted, or back in line). */
@@ -156,37 +147,11 @@ export class Turn {
   /** → released: the owner gives the claim back, once the worker and its group are gone. */
   release(): void {
     this.move('release', ['admitted', 'starting', 'live', 'ended'], 'released');
-    this.disposeEarly();
   }
 
   /** queued → released: ended while still in line (it held nothing). */
   drop(): void {
     this.move('drop', ['queued'], 'released');
-    this.disposeEarly();
-  }
-
-  /** Whether a droid was already tried for this turn while it waited. */
-  get prestartTried(): boolean {
-    return this.earlyTried;
-  }
-
-  /** Keeps the droid started for this turn while it waits (null: none could be); only one try. */
-  holdPrestart(early: Prestart | null): void {
-    this.earlyTried = true;
-    this.early = early;
-  }
-
-  /** The droid started early goes to exactly one launch; the turn keeps no copy. */
-  takePrestart(): Prestart | null {
-    const early = this.early;
-    this.early = null;
-    return early;
-  }
-
-  /** A turn leaving without launching stops its early droid (a launched one's worker is the owner's). */
-  private disposeEarly(): void {
-    void this.early?.dispose();
-    this.early = null;
   }
 
   /** The prompt goes to exactly one worker; memory keeps no copy after that. */

@@ -6,7 +6,7 @@ import { mkdirSync, realpathSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeDroidBed, type DroidBed } from '../support/droid-home.js';
 import { privateDir, startServer, writeConfig, type RunningServer } from '../support/mcp-server.js';
-import { pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
+import { aheadPids, pidsWithEnvTag, waitForNoProcesses } from '../support/processes.js';
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 
@@ -61,13 +61,15 @@ export async function makeContext(tag: string): Promise<E2EContext> {
 }
 
 /**
- * Live `droid exec` processes started under this tag (not workers, not the
- * server). A child droid forks shows droid's command line until it execs, so
- * processes whose parent is itself a droid are not counted.
+ * Live `droid exec` processes of turns started under this tag (not workers,
+ * not the server, not a droid booted for a session's next turn that has not
+ * come: aheadPids). A child droid forks shows droid's command line until
+ * it execs, so processes whose parent is itself a droid are not counted.
  */
 export function liveDroids(tag: string): number[] {
   const droids = droidProcesses(tag);
-  return [...droids.keys()].filter((pid) => !droids.has(droids.get(pid)!));
+  const ahead = aheadPids(tag);
+  return [...droids.keys()].filter((pid) => !droids.has(droids.get(pid)!) && !ahead.has(pid));
 }
 
 /**

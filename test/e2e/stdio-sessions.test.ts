@@ -68,17 +68,36 @@ interface DroidLife {
   last: number;
 }
 
+/** Whether the leader of `pid`'s process group (its worker) still exists. */
+function groupLeaderAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return existsSync(`/proc/${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]}`);
+  } catch {
+    return false;
+  }
+}
+
 function sampleDroids() {
   const seen = new Map<number, { first: number; last: number }>();
   const droids = new Map<number, { cwd: string; worker: number }>();
   const nested = new Set<number>();
+  /** Seen idle, and never since in a turn's group: a droid booted ahead whose worker was killed first stays no turn's. */
+  const wasIdle = new Set<number>();
   let peak = 0;
   let running = true;
   const loop = (async () => {
     while (running) {
       const at = Date.now();
-      // An idle warm worker (issue 12) is no turn yet: its turn's life starts when it takes one.
+      // Droids first, then what is idle: a worker says it holds a droid booted ahead before that droid exists.
+      const tree = droidProcesses(TAG);
+      // An idle warm worker (issue 12), or one holding a droid booted ahead, is no turn yet: its turn's life starts when it takes one.
       const idle = idlePoolPids(TAG);
+      for (const pid of pidsWithEnvTag(TAG)) {
+        if (idle.has(pid)) wasIdle.add(pid);
+        else if (groupLeaderAlive(pid)) wasIdle.delete(pid);
+        if (wasIdle.has(pid)) idle.add(pid);
+      }
       for (const pid of pidsWithEnvTag(TAG)) {
         // Forgotten while idle: a pool worker caught between fork and exec looks like a copy
         // of the server, and that sighting must not date its later turn back to then.
@@ -92,9 +111,9 @@ function sampleDroids() {
       }
       // A nested process (bwrap's inner half, a droid fork) is reparented for a moment when the
       // process above it is killed: it was seen nested before and is never a turn of its own.
-      const tree = droidProcesses(TAG);
       for (const [pid, parent] of tree) if (tree.has(parent)) nested.add(pid);
-      const pids = [...tree.keys()].filter((pid) => !nested.has(pid));
+      // A droid booted for a session's next turn is no turn's until that turn comes (it is idle till then).
+      const pids = [...tree.keys()].filter((pid) => !nested.has(pid) && !idle.has(pid) && !wasIdle.has(pid));
       for (const pid of pids) {
         if (droids.has(pid)) continue;
         try {

@@ -51,6 +51,9 @@ class MemoryStore implements ControllerStore {
   }
 }
 
+/** The model's first streamed words, as the worker reports them. */
+const PARTIAL = { kind: 'assistant_partial', text: 'thinking' } as const;
+
 interface FakePrestart extends Prestart {
   spec: TurnSpec;
   disposed: number;
@@ -80,8 +83,10 @@ function setup(
     sandboxUnavailable?: string;
     ampMcpUrl?: string;
     store?: MemoryStore;
-    /** Start waiting turns' droids early (prestartWorker). */
+    /** Boot droids for sessions' next turns (prestartWorker). */
     prestart?: boolean;
+    /** How long such a droid waits once its session is idle. */
+    nextTurnDroidIdleMs?: number;
     /** Called as each worker is started, before it exists. */
     onStartWorker?: (spec: TurnSpec) => void;
   } = {},
@@ -92,7 +97,7 @@ function setup(
   const turns: FakeTurn[] = [];
   const catalog: CatalogModel[] = [{ id: 'm1', supportedReasoningEfforts: ['low', 'high'], defaultReasoningEffort: 'low' }];
   const spawn = { fail: false };
-  /** Droids started early for waiting turns (worker/parent/prestart.ts), as the controller asked for them. */
+  /** Droids booted for sessions' next turns (next-turn-droids.ts), as the controller asked for them. */
   const prestarts: FakePrestart[] = [];
   const prestartWorker = (spec: TurnSpec): Prestart => {
     const early: FakePrestart = { spec, disposed: 0, worker: {} as Prestart['worker'], confined: {} as Prestart['confined'], dispose: async () => void early.disposed++ };
@@ -144,6 +149,7 @@ function setup(
     },
     startWorker,
     ...(over.prestart && { prestartWorker }),
+    ...(over.nextTurnDroidIdleMs !== undefined && { nextTurnDroidIdleMs: over.nextTurnDroidIdleMs }),
     policy: { defaultModel: 'm1', defaultAutonomy: 'medium', maxAutonomy: 'high', reasoningEffort: 'high' },
     maxConcurrentRuns: over.maxConcurrentRuns ?? 4,
     runTimeoutMs: 60_000,
@@ -716,53 +722,86 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     await vi.waitFor(() => expect(turns).toHaveLength(2));
   });
 
-  it("a follow-up sent once its session's turn ended starts its droid while that turn's group goes, and its launch gets that one", async () => {
+  it("a session's running turn boots the droid of its next turn once its model answers; the follow-up gets that run's id and that droid", async () => {
+    const { controller, turns, prestarts } = setup({ holdExit: true, prestart: true });
+    const a = await create(controller, 'k1');
+    await tick(20);
+    turns[0]!.options.onStarted!('droid-1', {});
+    await tick(20);
+    // Not beside the turn's own droid's start and first request.
+    expect(prestarts).toHaveLength(0);
+    turns[0]!.options.onProgress!(PARTIAL);
+    turns[0]!.options.onProgress!(PARTIAL);
+    await vi.waitFor(() => expect(prestarts).toHaveLength(1));
+    // The launch the next turn would get with this one's settings, in folders named by the id the next run gets.
+    expect(prestarts[0]!.spec).toMatchObject({ workspace: '/ok/a', autonomy: 'medium', session: { mode: 'resume', droidSessionId: 'droid-1' }, prompt: '' });
+    expect(prestarts[0]!.spec.runId).not.toBe(a.metadata.run);
+    const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    expect(f.metadata.run).toBe(prestarts[0]!.spec.runId);
+    // The id goes to one run only.
+    const g = await controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'after' });
+    expect(g.metadata.run).not.toBe(f.metadata.run);
+    turns[0]!.finish({});
+    await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
+    turns[0]!.exit();
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    expect(turns[1]!.spec.runId).toBe(f.metadata.run);
+    expect(turns[1]!.early).toBe(prestarts[0]);
+    expect(prestarts[0]!.disposed).toBe(0);
+    // f's own turn boots one for g, under g's id; g's launch gets it.
+    turns[1]!.options.onStarted!('droid-1', {});
+    turns[1]!.options.onProgress!(PARTIAL);
+    await vi.waitFor(() => expect(prestarts).toHaveLength(2));
+    expect(prestarts[1]!.spec.runId).not.toBe(g.metadata.run);
+    turns[1]!.finish({});
+    await vi.waitFor(() => expect(turns[1]!.stateAtAck).toBe('succeeded'));
+    turns[1]!.exit();
+    await vi.waitFor(() => expect(turns).toHaveLength(3));
+    // g was accepted before that droid existed: it starts its own, and the booted one stays for the run after g.
+    expect(turns[2]!.early).toBeUndefined();
+    expect(prestarts[1]!.disposed).toBe(0);
+    const h = await controller.send({ requestKey: 'k4', session: a.metadata.session, prompt: 'last' });
+    expect(h.metadata.run).toBe(prestarts[1]!.spec.runId);
+  });
+
+  it("a droid booted for a next turn that does not come goes once the session has been idle a while, and at shutdown; another session's turn never gets it", async () => {
+    const { controller, turns, prestarts } = setup({ holdExit: true, prestart: true, nextTurnDroidIdleMs: 100 });
+    await create(controller, 'k1', '/ok/a');
+    await tick();
+    turns[0]!.options.onStarted!('droid-1', {});
+    turns[0]!.options.onProgress!(PARTIAL);
+    await vi.waitFor(() => expect(prestarts).toHaveLength(1));
+    // b's turn waits for the lock a holds, and gets a new id and no droid of a's.
+    const b = await create(controller, 'k2', '/ok/a/sub');
+    expect(b.metadata.run).not.toBe(prestarts[0]!.spec.runId);
+    turns[0]!.finish({});
+    await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
+    await tick(150);
+    // Still running (its group not gone): the droid waits.
+    expect(prestarts[0]!.disposed).toBe(0);
+    turns[0]!.exit();
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    expect(turns[1]!.early).toBeUndefined();
+    await vi.waitFor(() => expect(prestarts[0]!.disposed).toBe(1));
+    // b's own: gone at shutdown.
+    turns[1]!.options.onStarted!('droid-2', {});
+    turns[1]!.options.onProgress!(PARTIAL);
+    await vi.waitFor(() => expect(prestarts).toHaveLength(2));
+    turns[1]!.finish({});
+    turns[1]!.exit();
+    await controller.shutdown(1_000);
+    expect(prestarts[1]!.disposed).toBe(1);
+  });
+
+  it('a turn cancelled before its droid started boots none for the next turn', async () => {
     const { controller, turns, prestarts } = setup({ holdExit: true, prestart: true });
     const a = await create(controller, 'k1');
     await tick();
+    await controller.cancel(a.metadata.session);
     turns[0]!.options.onStarted!('droid-1', {});
-    // Sent while the first turn runs: nothing starts early (droid would wait a whole turn, taking a worker).
-    const f = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
-    await tick(20);
+    turns[0]!.options.onProgress!(PARTIAL);
+    await tick(50);
     expect(prestarts).toHaveLength(0);
-    turns[0]!.finish({});
-    await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
-    await tick(20);
-    // Ended, its group not yet gone: the follow-up waits for the claim, its droid starts now, on the launch it will get.
-    expect(turns).toHaveLength(1);
-    expect(prestarts).toHaveLength(1);
-    expect(prestarts[0]!.spec).toMatchObject({ runId: f.metadata.run, workspace: '/ok/a', autonomy: 'medium', session: { mode: 'resume', droidSessionId: 'droid-1' } });
-    turns[0]!.exit();
-    await vi.waitFor(() => expect(turns).toHaveLength(2));
-    expect(turns[1]!.early).toBe(prestarts[0]);
-    expect(prestarts[0]!.disposed).toBe(0);
-  });
-
-  it("only a session's own follow-up starts early (a turn of another session waits for the claim with no droid); a cancelled one stops its droid", async () => {
-    const { controller, turns, prestarts } = setup({ holdExit: true, prestart: true });
-    await create(controller, 'k1', '/ok/a');
-    const b = await create(controller, 'k2', '/ok/a/sub');
-    await tick();
-    turns[0]!.finish({});
-    await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
-    await tick(20);
-    // b waits for the workspace lock a's ended turn holds: another session's turn gets no early droid.
-    expect(prestarts).toEqual([]);
-    turns[0]!.exit();
-    await vi.waitFor(() => expect(turns).toHaveLength(2));
-    expect(turns[1]!.spec.runId).toBe(b.metadata.run);
-    expect(turns[1]!.early).toBeUndefined();
-    // a's follow-up, sent once b's turn ended: its droid starts early, and goes when it is cancelled.
-    turns[1]!.finish({});
-    await vi.waitFor(() => expect(turns[1]!.stateAtAck).toBe('succeeded'));
-    const f = await controller.send({ requestKey: 'k3', session: b.metadata.session, prompt: 'next' });
-    await tick(20);
-    expect(prestarts.map((p) => p.spec.runId)).toEqual([f.metadata.run]);
-    await controller.cancel(b.metadata.session);
-    await vi.waitFor(() => expect(prestarts[0]!.disposed).toBe(1));
-    turns[1]!.exit();
-    await tick(20);
-    expect(turns).toHaveLength(2);
   });
 
   it('a wait stops when the client cancels its request', async () => {

@@ -11,7 +11,7 @@
  *
  * Only Node built-ins and a few small modules are imported here, by design.
  */
-import { POOL_ARG, WARM_IDLE_TITLE } from '../shared/worker-process.js';
+import { AHEAD_TITLE, POOL_ARG, WARM_IDLE_TITLE } from '../shared/worker-process.js';
 import { fileURLToPath } from 'node:url';
 import { startEarly, type EarlyDroid } from './early-droid.js';
 import { loadWithCodeCache } from './load-worker.js';
@@ -33,6 +33,8 @@ if (pool) load([], undefined, 0);
 else
   process.once('message', (first: unknown) => {
     const receivedAt = Date.now();
+    // A droid booted ahead of its turn (prestart.ts) is no turn's until the run comes: said before it exists.
+    if (typeof first === 'object' && first !== null && (first as { type?: unknown }).type === 'launch') process.title = AHEAD_TITLE;
     // No droid for a controller already gone: the worker proper then stops its group at once (orphan.ts).
     load([first], process.connected ? startEarly(first) : undefined, receivedAt);
   });

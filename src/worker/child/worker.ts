@@ -7,7 +7,7 @@
 import { toErrorInfo } from '../../droid/errors.js';
 import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../shared/ipc.js';
 import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent } from '../shared/protocol.js';
-import { WARM_IDLE_TITLE, WORKER_TITLE } from '../shared/worker-process.js';
+import { AHEAD_TITLE, WARM_IDLE_TITLE, WORKER_TITLE } from '../shared/worker-process.js';
 import { startEarly, warmSpawnPath, type EarlyDroid } from './early-droid.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
@@ -91,7 +91,11 @@ function onMessage(raw: unknown, receivedAt: number): void {
     if (message.type === 'reply_decision') return gateWaits.get(message.id)?.(message.approve);
     if (message.type === 'warm') return prepare(message.droid);
     // Started above (a pool worker holding no droid, before its run); anything else ignores it.
-    if (message.type === 'launch') return;
+    if (message.type === 'launch') {
+      // A droid booted ahead of its turn (prestart.ts): no turn's until the run comes.
+      if (!running && early) process.title = AHEAD_TITLE;
+      return;
+    }
     return start(message.spec);
   }
   // A run with a bad spec still gets its named answer (turn_spec_invalid), so the controller is not left waiting.
@@ -148,7 +152,7 @@ function start(spec: unknown): void {
     return;
   }
   running = true;
-  if (warmed) process.title = WORKER_TITLE;
+  if (warmed || process.title === AHEAD_TITLE) process.title = WORKER_TITLE;
   void execute(spec);
 }
 

@@ -1,19 +1,17 @@
 /**
- * A queued turn's droid started before its claim is free: the loop every
- * caller runs (wait until idle, then send) would otherwise start droid only
- * once the previous turn's droid has exited, its group is gone and its
- * sessions copied back. droid's own start (≈ 0.8 s here) overlaps that
- * instead.
+ * A turn's droid booted before the turn launches (controller/next-turn-droids.ts:
+ * a session's next turn, while its current one runs). droid's own start
+ * (≈ 0.45 s bare here, more in bwrap) then is off the path of the caller
+ * who sends the moment the session is idle.
  *
- * Only for a sandboxed turn the queue would admit as soon as the turns it
- * waits for are released (turn-queue.ts), in a ready pool worker (a
- * sandboxed pool's holds no droid of its own) or else a cold one. The droid gets the turn's own launch: its
- * private folders (the sessions copy still empty: filled at launch, after
- * the copy-back, runner.ts) and binds. Until the turn launches it has no
- * prompt and no session, so it runs nothing in the workspace; the claim is
- * still taken only by admission. The run's launch decides whether it is
- * used (run-turn.ts turnDroid): a different launch, or a droid that died
- * meanwhile, is killed and droid starts anew.
+ * Only for a sandboxed turn, in a ready pool worker (a sandboxed pool's
+ * holds no droid of its own) or else a cold one. The droid gets the turn's
+ * own launch: its private folders (the sessions copy still empty: filled at
+ * launch, after the previous turn's copy-back, runner.ts) and binds. Until
+ * the turn launches it has no prompt and no session, so it runs nothing in
+ * the workspace; the claim is still taken only by admission. The run's
+ * launch decides whether it is used (run-turn.ts turnDroid): a different
+ * launch, or a droid that died meanwhile, is killed and droid starts anew.
  */
 import { rmSync } from 'node:fs';
 import type { TurnSpec } from '../shared/protocol.js';
@@ -45,9 +43,10 @@ export function prestartWorker(pool: WarmPool | null, spec: TurnSpec, cold: Pick
   const dispose = () =>
     (disposed ??= (() => {
       worker.startOver();
-      return killGroupAndWait(worker.child.pid ?? -1).finally(() => {
+      // Settles once the folders are gone too: a shutdown waits for it before the process exits.
+      return killGroupAndWait(worker.child.pid ?? -1).finally(async () => {
         worker.dispose();
-        confined?.dispose();
+        await confined?.dispose();
       });
     })());
   try {
@@ -55,6 +54,8 @@ export function prestartWorker(pool: WarmPool | null, spec: TurnSpec, cold: Pick
     const launch = earlyLaunch(withFolders(spec, confined));
     if (!launch) throw new Error('no launch');
     worker.child.send({ type: 'launch', launch }, () => undefined);
+    // A pool's worker: the pool refills soon, for a turn no droid was booted for (a new session's).
+    worker.startOver();
   } catch {
     // The turn starts as it would have without: its own folders (the same names, so these go now) and droid at launch.
     if (confined) for (const dir of [confined.sessions.dir, confined.tmp.turnTmp]) rmSync(dir, { recursive: true, force: true });

@@ -120,7 +120,7 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   try {
     child = options.worker ?? forkWorker({ ...options, env: coldWorkerEnv(options.env ?? process.env, spec.replyBack !== undefined) });
   } catch (err) {
-    confined?.dispose();
+    void confined?.dispose();
     throw err;
   }
   child.stderr?.setEncoding('utf8');
@@ -256,11 +256,11 @@ function withIpcProblems(r: TurnResult, watch: TurnWatch): TurnResult {
   return watch.ipcProblems.length ? { ...r, diagnostics: [...r.diagnostics, ...watch.ipcProblems] } : r;
 }
 
-/** A sandboxed turn's private folders; `dispose` removes them in the background. */
+/** A sandboxed turn's private folders; `dispose` removes them, off the event loop, and settles once they are gone (never rejects). */
 export interface ConfinedTurn {
   sessions: SessionCopy;
   tmp: TurnTmp;
-  dispose(): void;
+  dispose(): Promise<void>;
 }
 
 /**
@@ -277,7 +277,7 @@ function confineTurn(turnSpec: TurnSpec, prepared?: ConfinedTurn): { resumeId: s
       // Now, not when the folders were made: the session's previous turn has been copied back since.
       confined.sessions.fill(resumeId);
     } catch (err) {
-      confined.dispose();
+      void confined.dispose();
       throw err;
     }
   }
@@ -299,7 +299,7 @@ export function emptyConfinedTurn(spec: TurnSpec): ConfinedTurn {
     void sessions.dispose();
     throw err;
   }
-  return { sessions, tmp, dispose: () => void Promise.all([sessions.dispose(), tmp.dispose()]) };
+  return { sessions, tmp, dispose: () => Promise.all([sessions.dispose(), tmp.dispose()]).then(() => undefined) };
 }
 
 /**

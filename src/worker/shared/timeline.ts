@@ -37,6 +37,12 @@ import { SHUTDOWN_BUDGET } from '../../droid/client.js';
 const SLACK_MS = 1_000;
 /** Most a rename may take: spec "min(10 s, runTimeoutMs / 4)", plus the grace. */
 const RENAME_CAP_MS = 10_000;
+/**
+ * How long the droid booted for a session's next turn (controller/next-turn-droids.ts)
+ * waits once the session is idle: the loop every caller runs sends within
+ * moments; a person reading the answer first gets a droid that boots then.
+ */
+export const NEXT_TURN_DROID_IDLE_MS = 60_000;
 /** How long a worker waits for the controller to acknowledge its result. */
 export const ACK_WAIT_MS = 30_000;
 /** Room left after the evidence for reporting the result before the deadline backstop. */
