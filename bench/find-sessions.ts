@@ -8,8 +8,8 @@
  * Run: npm run build && node dist/bench/find-sessions.js
  */
 import { fileURLToPath } from 'node:url';
-import { findSessions, SessionIndex, type FindFilters, type SessionSummary } from '../src/controller/find.js';
-import { summarizeRuns } from '../src/controller/views.js';
+import { findSessions, SessionIndex, type FindFilters, type SessionSummary } from '../src/controller/sessions/find.js';
+import { summarizeRuns } from '../src/controller/sessions/views.js';
 import type { RunRecord, RunState, SessionRecord } from '../src/shared/records.js';
 import { runRecord } from '../test/support/records.js';
 

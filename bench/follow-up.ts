@@ -14,7 +14,7 @@
  *  - untitled, the model streaming its first answer over 1 s (not judged):
  *    with the scripted model's instant answers, the first turn is shorter
  *    than the boot of the droid started for the next turn beside it
- *    (controller/next-turn-droids.ts); with a model's usual pace it is not.
+ *    (controller/turns/next-turn-droids.ts); with a model's usual pace it is not.
  * Also printed: how the acceptance described the turn (started / queued).
  *
  * Run: npm run build && node dist/bench/follow-up.js [runs]

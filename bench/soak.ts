@@ -63,7 +63,7 @@ export interface Sample {
   accepted: number;
   rssMb: number;
   fds: number;
-  /** Workers holding a droid booted for a session's next turn (controller/next-turn-droids.ts): an IPC channel and a pipe each. */
+  /** Workers holding a droid booted for a session's next turn (controller/turns/next-turn-droids.ts): an IPC channel and a pipe each. */
   ahead: number;
 }
 

@@ -2,7 +2,7 @@
  * A turn's start stage by stage, as bench/latency.ts prints it: each
  * stage's offset from the call (create, or a bare droid's spawn), medians
  * over the runs, one column per variant. The server's stages come from its
- * log line "turn running: prompt submitted to droid" (controller/turn-owner.ts
+ * log line "turn running: prompt submitted to droid" (controller/turns/turn-owner.ts
  * startTimeline); the bare droid's are taken by the bench itself.
  */
 import { median } from './stats.js';

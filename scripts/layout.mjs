@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The layout rules of docs/ARCHITECTURE.md, checked: no import cycle, no
 // import from a higher layer, no file in src/ over 400 lines, no function over
-// 80. `--graph` prints the room-to-room import edges; `--sizes` the largest
+// 80, no folder with more than 15 source files. `--graph` prints the room-to-room import edges; `--sizes` the largest
 // files and functions. Exits 1 when a rule is broken.
 import { readdirSync, readFileSync, statSync, existsSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -10,6 +10,8 @@ import ts from 'typescript';
 const ROOT = resolve(dirname(new URL(import.meta.url).pathname), '..');
 const MAX_FILE_LINES = 400;
 const MAX_FUNCTION_LINES = 80;
+/** Source files in one folder of src/: a room past this is split by concern (issue 39). */
+const MAX_FOLDER_FILES = 15;
 
 // Lower layers first; a module may import only from its own layer or below.
 // Rooms on one line share a layer and must not import each other in a cycle.
@@ -109,6 +111,13 @@ for (const file of files) {
       problems.push(`${relative(ROOT, file)}:${fn.line}: function ${fn.name} is ${fn.lines} lines (at most ${MAX_FUNCTION_LINES})`);
     }
   }
+}
+
+// Folders that hold too many source files to find one's way in.
+const perFolder = new Map();
+for (const file of files) perFolder.set(dirname(file), (perFolder.get(dirname(file)) ?? 0) + 1);
+for (const [folder, count] of perFolder) {
+  if (count > MAX_FOLDER_FILES) problems.push(`${relative(ROOT, folder)}/: ${count} source files (at most ${MAX_FOLDER_FILES}): split it by concern`);
 }
 
 // Upward edges and rooms the table does not know.

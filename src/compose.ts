@@ -10,7 +10,7 @@ import type { Config } from './config/schema.js';
 import { readTokenFile } from './config/token.js';
 import { ConfigError } from './config/errors.js';
 import { SessionController } from './controller/controller.js';
-import { droidCatalogFetcher, ModelCatalog, type CatalogEvent } from './controller/model-catalog.js';
+import { droidCatalogFetcher, ModelCatalog, type CatalogEvent } from './controller/catalog/model-catalog.js';
 import { resolveWorkspace } from './controller/workspaces.js';
 import type { HttpListener } from './mcp/http/listener.js';
 import type { NetworkStatus, SandboxStatus, ToolContext } from './mcp/tools.js';
@@ -28,7 +28,7 @@ import { DroidError } from './droid/errors.js';
 import { stringEnv } from './util/string-env.js';
 import { releaseYoungGeneration } from './util/young-generation.js';
 import { turnWorkspace } from './worktree/plan.js';
-import { reportCheckouts } from './controller/checkout-report.js';
+import { reportCheckouts } from './controller/checkouts/checkout-report.js';
 import { egressEntries } from './sandbox/egress/turn-egress.js';
 import { isIP } from 'node:net';
 

@@ -21,11 +21,11 @@ import type { WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
 import type { Prestart } from '../worker/parent/prestart.js';
 import type { TurnSpec } from '../worker/shared/protocol.js';
 import type { HostCeilings } from '../shared/budget.js';
-import { SessionCheckouts, type CheckoutHost } from './checkouts.js';
-import type { LaunchDefaults } from './launch-settings.js';
-import { SessionReader, type ReadableStore } from './session-reader.js';
-import { SessionWaits } from './session-waits.js';
-import type { Turn } from './turn.js';
+import { SessionCheckouts, type CheckoutHost } from './checkouts/checkouts.js';
+import type { LaunchDefaults } from './turns/launch-settings.js';
+import { SessionReader, type ReadableStore } from './sessions/session-reader.js';
+import { SessionWaits } from './sessions/session-waits.js';
+import type { Turn } from './turns/turn.js';
 
 /** The part of the durable store the controller needs. */
 export interface ControllerStore extends ReadableStore {

@@ -24,20 +24,20 @@
  * - State it cannot record stops it (`halt`): it never guesses.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TurnAcceptance, type Acceptance, type CreateInput, type SendInput } from './acceptance.js';
+import { TurnAcceptance, type Acceptance, type CreateInput, type SendInput } from './turns/acceptance.js';
 import { ControllerState, type ControllerDeps } from './controller-state.js';
-import type { FindFilters } from './find.js';
-import type { HistoryPage } from './history.js';
-import { applySessionUpdate, type SessionUpdate } from './metadata.js';
-import { ReplyBack } from './reply-back.js';
-import { Steering } from './steering.js';
-import { TurnOwner } from './turn-owner.js';
-import { TurnQueue } from './turn-queue.js';
-import { NextTurnDroids } from './next-turn-droids.js';
+import type { FindFilters } from './sessions/find.js';
+import type { HistoryPage } from './sessions/history.js';
+import { applySessionUpdate, type SessionUpdate } from './sessions/metadata.js';
+import { ReplyBack } from './reply-back/reply-back.js';
+import { Steering } from './turns/steering.js';
+import { TurnOwner } from './turns/turn-owner.js';
+import { TurnQueue } from './turns/turn-queue.js';
+import { NextTurnDroids } from './turns/next-turn-droids.js';
 import { NEXT_TURN_DROID_IDLE_MS } from '../worker/shared/timeline.js';
 import type { SessionRecord } from '../shared/records.js';
-import type { ModelUsage, UsageScope, UsageSummary } from './usage.js';
-import type { SessionView } from './views.js';
+import type { ModelUsage, UsageScope, UsageSummary } from './sessions/usage.js';
+import type { SessionView } from './sessions/views.js';
 
 export type { ControllerStore } from './controller-state.js';
 

@@ -9,7 +9,7 @@
  * sessions. Over HTTP (JSON responses, no SSE) the transport drops them.
  */
 import type { SessionController } from '../controller/controller.js';
-import type { SessionView } from '../controller/views.js';
+import type { SessionView } from '../controller/sessions/views.js';
 import { tokensOf } from '../shared/budget.js';
 
 const PROGRESS_INTERVAL_MS = 3_000;

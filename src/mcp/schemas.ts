@@ -7,8 +7,8 @@ import { autonomySchema, errorInfo, permissionRecord, progressRecord, questionRe
 import { budgetInput, budgetOutputs, spendFilters } from './budget-schemas.js';
 import { changeSet, contextStats, egressEvidence } from '../shared/evidence-types.js';
 import { CHECKOUT_STATES, commitsAhead } from '../shared/checkout-types.js';
-import { MAX_LABEL_CHARS, MAX_LABELS } from '../controller/metadata.js';
-import { CONVERSATION_ID } from '../controller/reply-route.js';
+import { MAX_LABEL_CHARS, MAX_LABELS } from '../controller/sessions/metadata.js';
+import { CONVERSATION_ID } from '../controller/reply-back/reply-route.js';
 
 const requestKey = z.string().min(1).max(200).describe('Stable idempotency key: retry with the same key and identical arguments.');
 const sessionHandle = z.string().min(1).max(100).describe('Session handle returned by droid_create_session (metadata.session).');

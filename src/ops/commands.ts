@@ -10,16 +10,16 @@
 import { parseArgs } from 'node:util';
 import { demoCommand } from '../demo/demo.js';
 import { SERVER_VERSION } from '../mcp/server.js';
-import { acceptanceCommand } from './acceptance.js';
-import { backupCommand } from './backup.js';
+import { acceptanceCommand } from './verify/acceptance.js';
+import { backupCommand } from './state/backup.js';
 import { CommandFailure, CommandRefusal, ServerRunning, type Command } from './command.js';
-import { doctorCommand } from './doctor.js';
-import { initCommand } from './init.js';
-import { smokeCommand, verifyLiveCommand } from './lifecycle.js';
-import { restoreCommand } from './restore.js';
-import { statusCommand } from './status.js';
+import { doctorCommand } from './setup/doctor.js';
+import { initCommand } from './setup/init.js';
+import { smokeCommand, verifyLiveCommand } from './verify/lifecycle.js';
+import { restoreCommand } from './state/restore.js';
+import { statusCommand } from './state/status.js';
 import { out } from './output.js';
-import { verifyRouteCommand } from './verify-route.js';
+import { verifyRouteCommand } from './verify/verify-route.js';
 
 /** In help order, under their headings. */
 const GROUPS: ReadonlyArray<[heading: string, commands: Record<string, Command>]> = [

@@ -13,7 +13,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runCli, sandboxKeys, treeFingerprint, type CliResult } from '../support/cli.js';
 import { privateDir, startServer, type RunningServer } from '../support/mcp-server.js';
 import { MOCK_DROID } from '../support/paths.js';
-import { stamp } from '../../src/ops/backup.js';
+import { stamp } from '../../src/ops/state/backup.js';
 
 let tmp: string;
 let home: string;

@@ -1,7 +1,7 @@
 /**
  * The loop every caller runs: wait until the session is idle, then send at
  * once (issue 38). The follow-up's droid was booted while the previous turn
- * ran, on the launch the follow-up gets (controller/next-turn-droids.ts), and
+ * ran, on the launch the follow-up gets (controller/turns/next-turn-droids.ts), and
  * the follow-up uses that droid once the claim is free and the session's
  * files are back. Default sandbox (bwrap), with the warm pool and without
  * it (a cold worker).

@@ -11,8 +11,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync,
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
-import { doctor, type Check } from '../../src/ops/doctor.js';
-import { init, InitRefusal } from '../../src/ops/init.js';
+import { doctor, type Check } from '../../src/ops/setup/doctor.js';
+import { init, InitRefusal } from '../../src/ops/setup/init.js';
 import { StateStore } from '../../src/store/store.js';
 import { runCli } from '../support/cli.js';
 import { privateDir } from '../support/mcp-server.js';

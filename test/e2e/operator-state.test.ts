@@ -9,7 +9,7 @@ import { appendFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSy
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { droidCatalogFetcher, visibleModels } from '../../src/controller/model-catalog.js';
+import { droidCatalogFetcher, visibleModels } from '../../src/controller/catalog/model-catalog.js';
 import { StateStore } from '../../src/store/store.js';
 import { runCli, sandboxKeys, treeFingerprint } from '../support/cli.js';
 import { privateDir, startExpectingRefusal } from '../support/mcp-server.js';

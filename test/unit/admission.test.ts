@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { selectRunnable, type LockClaim, type QueuedTurn } from '../../src/controller/admission.js';
+import { selectRunnable, type LockClaim, type QueuedTurn } from '../../src/controller/turns/admission.js';
 
 const q = (runId: string, sessionId: string, workspace: string, writer: boolean): QueuedTurn => ({ runId, sessionId, workspace, writer });
 const live = (sessionId: string, workspace: string, writer: boolean): LockClaim => ({ sessionId, workspace, writer });

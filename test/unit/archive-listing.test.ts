@@ -1,6 +1,6 @@
 /** The verbose tar listing restore checks an archive with, as GNU tar 1.34 prints it (LC_ALL=C, --quoting-style=c, --numeric-owner). */
 import { describe, expect, it } from 'vitest';
-import { parseListing } from '../../src/ops/archive.js';
+import { parseListing } from '../../src/ops/state/archive.js';
 
 describe('parseListing', () => {
   it('reads each type, quoted names with escapes and UTF-8 octal bytes, and link targets', () => {

@@ -4,7 +4,7 @@
  * spent session refuses a turn without its own budget.
  */
 import { describe, expect, it } from 'vitest';
-import { assertNotExhausted, assertSessionBudget, assertTurnBudget, budgetOf, launchLimit } from '../../src/controller/budget-policy.js';
+import { assertNotExhausted, assertSessionBudget, assertTurnBudget, budgetOf, launchLimit } from '../../src/controller/budget/budget-policy.js';
 import { NO_CEILINGS, reached, tokensOf } from '../../src/shared/budget.js';
 import type { TokenUsage } from '../../src/shared/records.js';
 import { runRecord, sessionRecord } from '../support/records.js';

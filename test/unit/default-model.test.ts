@@ -1,11 +1,11 @@
 /**
- * The default model init writes and the choices doctor lists (ops/default-model.ts):
+ * The default model init writes and the choices doctor lists (ops/setup/default-model.ts):
  * the reference model when the catalog has it, else the first standard Claude
  * Opus in droid's order, else the first standard model; never a Fast one;
  * the list of choices is never cut off.
  */
 import { describe, expect, it } from 'vitest';
-import { choices, suggestedDefault } from '../../src/ops/default-model.js';
+import { choices, suggestedDefault } from '../../src/ops/setup/default-model.js';
 
 const model = (id: string, displayName = id) => ({ id, displayName });
 

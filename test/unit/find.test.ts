@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ControllerError } from '../../src/shared/public-error.js';
-import { findSessions, parseInstant, SessionIndex, type FindFilters, type SessionSummary } from '../../src/controller/find.js';
-import { encodeCursor } from '../../src/controller/history.js';
+import { findSessions, parseInstant, SessionIndex, type FindFilters, type SessionSummary } from '../../src/controller/sessions/find.js';
+import { encodeCursor } from '../../src/controller/sessions/history.js';
 import type { SessionRecord } from '../../src/shared/records.js';
 import { expectRejection } from '../support/assertions.js';
 

@@ -3,7 +3,7 @@
  * incomplete, and cursors that visit every item once and survive new turns.
  */
 import { describe, expect, it } from 'vitest';
-import { encodeCursor, pageHistory, type HistoryInput, type HistoryItem } from '../../src/controller/history.js';
+import { encodeCursor, pageHistory, type HistoryInput, type HistoryItem } from '../../src/controller/sessions/history.js';
 import type { TranscriptEntry } from '../../src/droid/turn-collector.js';
 import type { RunRecord, RunResultFile } from '../../src/shared/records.js';
 import { runRecord } from '../support/records.js';

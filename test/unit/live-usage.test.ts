@@ -5,9 +5,9 @@
  * Fake timers are its clock; the state is a stand-in holding one run.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { LiveUsage } from '../../src/controller/live-usage.js';
+import { LiveUsage } from '../../src/controller/turns/live-usage.js';
 import type { ControllerState } from '../../src/controller/controller-state.js';
-import type { Turn } from '../../src/controller/turn.js';
+import type { Turn } from '../../src/controller/turns/turn.js';
 import type { RunRecord, TokenUsage } from '../../src/shared/records.js';
 import { runRecord } from '../support/records.js';
 

@@ -12,7 +12,7 @@ import { createMcpServer } from '../../src/mcp/server.js';
 import { describeWait, waitWithProgress } from '../../src/mcp/progress.js';
 import type { ToolContext } from '../../src/mcp/tools.js';
 import type { SessionController } from '../../src/controller/controller.js';
-import type { SessionView } from '../../src/controller/views.js';
+import type { SessionView } from '../../src/controller/sessions/views.js';
 
 const A = 'aaaaaaaa-0000-4000-8000-000000000001';
 const B = 'bbbbbbbb-0000-4000-8000-000000000002';

@@ -3,7 +3,7 @@
  * nothing but title, labels, archive flag and updatedAt is ever touched.
  */
 import { describe, expect, it } from 'vitest';
-import { applySessionUpdate, MAX_LABELS, normalizeLabels, type SessionUpdate } from '../../src/controller/metadata.js';
+import { applySessionUpdate, MAX_LABELS, normalizeLabels, type SessionUpdate } from '../../src/controller/sessions/metadata.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/shared/records.js';
 import { runRecord } from '../support/records.js';
 import { expectRejection } from '../support/assertions.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogModel } from '../../src/droid/client.js';
-import { ModelCatalog, visibleModels, type CatalogEvent, type CatalogTimers } from '../../src/controller/model-catalog.js';
+import { ModelCatalog, visibleModels, type CatalogEvent, type CatalogTimers } from '../../src/controller/catalog/model-catalog.js';
 
 const model = (id: string, extra: Partial<CatalogModel> = {}): CatalogModel => ({ id, displayName: id, ...extra });
 const ids = (models: readonly CatalogModel[]) => models.map((m) => m.id);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { NextTurnDroids } from '../../src/controller/next-turn-droids.js';
+import { NextTurnDroids } from '../../src/controller/turns/next-turn-droids.js';
 import type { Prestart } from '../../src/worker/parent/prestart.js';
 
 function fakeDroid(): Prestart & { disposed: number } {

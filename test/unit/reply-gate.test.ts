@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { decideReplyCall, type GateRoute } from '../../src/controller/reply-gate.js';
+import { decideReplyCall, type GateRoute } from '../../src/controller/reply-back/reply-gate.js';
 import { MAX_HANDLE_CHARS, parseReplyHandle } from '../../src/droid/amp-tools.js';
-import { isConversationId, nextRoute, provenHandles, routeOf, withReply, type Route } from '../../src/controller/reply-route.js';
+import { isConversationId, nextRoute, provenHandles, routeOf, withReply, type Route } from '../../src/controller/reply-back/reply-route.js';
 import { runRecord } from '../support/records.js';
-import { replyPrompt } from '../../src/controller/reply-prompt.js';
+import { replyPrompt } from '../../src/controller/reply-back/reply-prompt.js';
 
 const A = 'T-11111111-2222-4333-8444-555555555555';
 const B = 'T-99999999-2222-4333-8444-555555555555';

@@ -5,8 +5,8 @@
  * session's budget.
  */
 import { describe, expect, it } from 'vitest';
-import { terminalUpdate } from '../../src/controller/run-outcome.js';
-import { launchLimit } from '../../src/controller/budget-policy.js';
+import { terminalUpdate } from '../../src/controller/turns/run-outcome.js';
+import { launchLimit } from '../../src/controller/budget/budget-policy.js';
 import { NO_CEILINGS } from '../../src/shared/budget.js';
 import type { TokenUsage } from '../../src/shared/records.js';
 import { emptyFailure } from '../../src/worker/shared/protocol.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { sessionNetwork } from '../../src/controller/acceptance.js';
-import { fingerprint, type Intent } from '../../src/controller/fingerprint.js';
+import { sessionNetwork } from '../../src/controller/turns/acceptance.js';
+import { fingerprint, type Intent } from '../../src/controller/turns/fingerprint.js';
 import type { SandboxSpec } from '../../src/sandbox/sandbox.js';
 
 const proxy: SandboxSpec = { mode: 'bwrap', bwrapPath: '/usr/bin/bwrap', hiddenDirs: [], hiddenFiles: [], network: { mode: 'proxy', allow: [], nodePath: '/n', helperPath: '/h' } };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SessionReader, type ReadableStore } from '../../src/controller/session-reader.js';
+import { SessionReader, type ReadableStore } from '../../src/controller/sessions/session-reader.js';
 import type { RunRecord, RunResultFile, SessionRecord } from '../../src/shared/records.js';
 import { runRecord, sessionRecord } from '../support/records.js';
 

@@ -10,7 +10,7 @@
 import { cp, mkdir, open as openFile, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SessionReader } from '../../src/controller/session-reader.js';
+import { SessionReader } from '../../src/controller/sessions/session-reader.js';
 import { callTool } from '../../src/mcp/call-tool.js';
 import type { ToolContext } from '../../src/mcp/tools.js';
 import type { SessionController } from '../../src/controller/controller.js';

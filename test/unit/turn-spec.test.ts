@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { turnSpecFor } from '../../src/controller/turn-spec.js';
+import { turnSpecFor } from '../../src/controller/turns/turn-spec.js';
 import { runRecord, sessionRecord } from '../support/records.js';
 
 const host = { droidPath: '/bin/droid', droidEnv: { HOME: '/h' }, runTimeoutMs: 60_000, cancelGraceMs: 1_000, sandbox: { mode: 'off' as const }, ampMcpUrl: null };

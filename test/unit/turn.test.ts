@@ -1,9 +1,9 @@
 /**
- * A turn's phase moves only along its diagram (src/controller/turn.ts): the
+ * A turn's phase moves only along its diagram (src/controller/turns/turn.ts): the
  * legal paths work, and every other move throws a programming error.
  */
 import { describe, expect, it } from 'vitest';
-import { Turn } from '../../src/controller/turn.js';
+import { Turn } from '../../src/controller/turns/turn.js';
 import type { WorkerHandle } from '../../src/worker/parent/runner.js';
 import type { TurnResult } from '../../src/worker/shared/protocol.js';
 

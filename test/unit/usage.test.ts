@@ -3,7 +3,7 @@
  * double counting, and how runs are selected by session or date range.
  */
 import { describe, expect, it } from 'vitest';
-import { countsAsTurn, selectRunsForUsage, summarizeUsage, usageByModel, type UsageSource } from '../../src/controller/usage.js';
+import { countsAsTurn, selectRunsForUsage, summarizeUsage, usageByModel, type UsageSource } from '../../src/controller/sessions/usage.js';
 import type { TokenUsage } from '../../src/droid/notifications.js';
 import type { RunRecord, RunState, SessionRecord } from '../../src/shared/records.js';
 import { runRecord } from '../support/records.js';

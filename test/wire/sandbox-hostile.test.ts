@@ -19,7 +19,7 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { droidCatalogFetcher } from '../../src/controller/model-catalog.js';
+import { droidCatalogFetcher } from '../../src/controller/catalog/model-catalog.js';
 import { SYSCALLS, seccompArchOf } from '../../src/sandbox/seccomp.js';
 import { sessionFolderName } from '../../src/sandbox/session-copy.js';
 import { sandboxSpecFor } from '../../src/sandbox/sandbox.js';

@@ -1,5 +1,5 @@
 /**
- * A turn's droid booted before the turn launches (controller/next-turn-droids.ts:
+ * A turn's droid booted before the turn launches (controller/turns/next-turn-droids.ts:
  * a session's next turn, while its current one runs). droid's own start
  * (≈ 0.45 s bare here, more in bwrap) then is off the path of the caller
  * who sends the moment the session is idle.

@@ -80,7 +80,7 @@ export const turnSpecSchema = z
      */
     replyBack: z.object({ url: z.string().min(1), replyTo: z.string().min(1) }).strict().optional(),
     /**
-     * The turn's spend ceiling (controller/budget-policy.ts): the worker
+     * The turn's spend ceiling (controller/budget/budget-policy.ts): the worker
      * interrupts the turn when droid's running usage reaches it. Absent: none.
      */
     budget: budgetRecord.optional(),

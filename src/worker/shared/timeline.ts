@@ -38,7 +38,7 @@ const SLACK_MS = 1_000;
 /** Most a rename may take: spec "min(10 s, runTimeoutMs / 4)", plus the grace. */
 const RENAME_CAP_MS = 10_000;
 /**
- * How long the droid booted for a session's next turn (controller/next-turn-droids.ts)
+ * How long the droid booted for a session's next turn (controller/turns/next-turn-droids.ts)
  * waits once the session is idle: the loop every caller runs sends within
  * moments; a person reading the answer first gets a droid that boots then.
  */

@@ -15,7 +15,7 @@ export const WARM_IDLE_TITLE = 'droid-mcp warm worker (idle)';
 export const WORKER_TITLE = 'droid-mcp worker';
 /**
  * Process title of a worker holding a droid booted for a session's next turn
- * (controller/next-turn-droids.ts) until that turn comes: no turn's yet, like an idle pool worker's.
+ * (controller/turns/next-turn-droids.ts) until that turn comes: no turn's yet, like an idle pool worker's.
  */
 export const AHEAD_TITLE = 'droid-mcp worker (ahead)';
 /** Argument of a worker forked for the pool: it is idle (WARM_IDLE_TITLE) from its first moment. */

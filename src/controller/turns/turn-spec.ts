@@ -1,0 +1,64 @@
+/**
+ * What a worker is told to run for one admitted turn. Pure: the session and
+ * run records plus host settings in, one TurnSpec out.
+ */
+import type { RunRecord, SessionRecord } from '../../shared/records.js';
+import type { TurnSpec } from '../../worker/shared/protocol.js';
+import type { SandboxSpec } from '../../sandbox/sandbox.js';
+import { egressLaunchOfThisServer } from '../../sandbox/egress/netns.js';
+import { alsoReadableOf, alsoWritableOf, turnWorkspace } from '../../worktree/plan.js';
+import { replyPrompt } from '../reply-back/reply-prompt.js';
+
+export interface TurnHost {
+  droidPath: string;
+  droidEnv: Record<string, string>;
+  runTimeoutMs: number;
+  cancelGraceMs: number;
+  sandbox: SandboxSpec;
+  /** The configured Amp MCP endpoint; null when reply-back is off. */
+  ampMcpUrl: string | null;
+}
+
+/**
+ * A turn is routed when its session is, as it starts (the controller refuses
+ * to start a routed turn when reply-back is not configured). Its prompt then
+ * starts with the coordination instructions, which are never stored either.
+ */
+export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: string, host: TurnHost): TurnSpec {
+  const routed = session.replyTo !== null && host.ampMcpUrl !== null;
+  if (routed) {
+    prompt = replyPrompt({ replyTo: session.replyTo!, session: session.id, run: run.id, specMode: run.settings.autonomy === 'off' }) + prompt;
+  }
+  const alsoWritable = alsoWritableOf(session);
+  const alsoReadable = alsoReadableOf(session);
+  return {
+    runId: run.id,
+    workspace: turnWorkspace(session),
+    ...(alsoWritable.length > 0 ? { alsoWritable } : {}),
+    ...(alsoReadable.length > 0 ? { alsoReadable } : {}),
+    droidPath: host.droidPath,
+    droidEnv: host.droidEnv,
+    // The first turn that reaches droid creates its session; later ones resume it.
+    session: session.droidSessionId
+      ? { mode: 'resume', droidSessionId: session.droidSessionId }
+      : { mode: 'create', ...(session.title ? { title: session.title } : {}), ...(session.labels.length ? { tags: session.labels } : {}) },
+    model: run.settings.model,
+    ...(run.settings.reasoningEffort ? { reasoningEffort: run.settings.reasoningEffort } : {}),
+    autonomy: run.settings.autonomy,
+    prompt,
+    timeoutMs: host.runTimeoutMs,
+    graceMs: host.cancelGraceMs,
+    sandbox: sessionSandbox(host.sandbox, session),
+    // Applied after the turn, and retried on later turns until it sticks.
+    ...(session.title && session.title !== session.factoryTitle ? { renameTo: session.title } : {}),
+    ...(routed ? { replyBack: { url: host.ampMcpUrl!, replyTo: session.replyTo! } } : {}),
+  };
+}
+
+/** The host's sandbox, narrowed to the model endpoints for a session that asked for model-only (issue 37). */
+function sessionSandbox(sandbox: SandboxSpec, session: SessionRecord): SandboxSpec {
+  if (session.network !== 'model-only' || sandbox.mode !== 'bwrap') return sandbox;
+  // An open host still confines this session: its turns get their own proxy, with the model endpoints only.
+  const launch = sandbox.network?.mode === 'proxy' ? sandbox.network : { ...egressLaunchOfThisServer(), allow: [] };
+  return { ...sandbox, network: { mode: 'proxy', allow: [], modelOnly: true, nodePath: launch.nodePath, helperPath: launch.helperPath } };
+}
