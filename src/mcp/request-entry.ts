@@ -10,7 +10,7 @@
  * could only answer "request".
  *
  * `_onrequest` is private in the SDK's types. The SDK is pinned to one
- * version, and http-shared-server.test.ts fails when the method is gone, so
+ * version, and shared-server.test.ts fails when the method is gone, so
  * an upgrade that drops it is seen; until then requests would go through
  * the transport's callback again, as slow as before but still correct.
  */

@@ -7,7 +7,7 @@
  * involved has defaults or transforms), and may answer no for a value the
  * schemas would accept: the loader then asks zod, which decides and words
  * the refusal. So these checks can make loading faster, never more lenient;
- * test/unit/store-record-guard.test.ts checks that direction against the
+ * test/unit/store/formats/record-guard.test.ts checks that direction against the
  * schemas on generated and damaged records. Pure.
  */
 import { AUTONOMY_LEVELS, RUN_STATES, type RunRecord, type SessionRecord } from '../../shared/records.js';

@@ -35,7 +35,7 @@ const INDEX_VERSION = 2;
 /**
  * Order of the `state` column's codes. Part of the file format, so kept apart
  * from the schema's enum (whose order may change): never reorder, only append;
- * test/unit/store-index.test.ts checks it names every state exactly once.
+ * test/unit/store/formats/store-index.test.ts checks it names every state exactly once.
  */
 export const RUN_STATE_CODES: readonly RunState[] = [
   'queued',
