@@ -4,14 +4,14 @@
  * how each ended. Effects (store, workers, catalog, clock) are injected.
  *
  * This is the façade: the public API and the queries. The work is done by
- * - acceptance.ts: create and send, one path;
- * - steering.ts: cancel, and what a steering message stops;
- * - turn-queue.ts: queue bounds, joining the queue, the pump that admits;
- * - turn-owner.ts: one owner per admitted turn, from `starting` to release;
- * - turn.ts: one turn's memory, and the only moves of its phase;
- * - next-turn-droids.ts: the droid booted for a session's next turn;
- * - reply-back.ts: the reply gate for a live turn, and what it proved;
- * - session-waits.ts: waits and change listeners;
+ * - turns/acceptance.ts: create and send, one path;
+ * - turns/steering.ts: cancel, and what a steering message stops;
+ * - turns/turn-queue.ts: queue bounds, joining the queue, the pump that admits;
+ * - turns/turn-owner.ts: one owner per admitted turn, from `starting` to release;
+ * - turns/turn.ts: one turn's memory, and the only moves of its phase;
+ * - turns/next-turn-droids.ts: the droid booted for a session's next turn;
+ * - reply-back/reply-back.ts: the reply gate for a live turn, and what it proved;
+ * - sessions/: the read model (status, history, find, usage) and the waits;
  * - controller-state.ts: the shared memory, the serial chain, commit, halt.
  *
  * Rules it keeps:

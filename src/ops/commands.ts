@@ -10,7 +10,7 @@
 import { parseArgs } from 'node:util';
 import { demoCommand } from '../demo/demo.js';
 import { SERVER_VERSION } from '../mcp/server.js';
-import { acceptanceCommand } from './verify/acceptance.js';
+import { acceptanceCommand } from './verify/acceptance-check.js';
 import { backupCommand } from './state/backup.js';
 import { CommandFailure, CommandRefusal, ServerRunning, type Command } from './command.js';
 import { doctorCommand } from './setup/doctor.js';

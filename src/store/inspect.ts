@@ -12,7 +12,7 @@ import { errCode } from '../util/errno.js';
 import { StoreError } from './errors.js';
 import type { TornTail } from './formats/journal.js';
 import { loadState, type LoadedState } from './load.js';
-import { currentIdentity, judgeOwnerLock, readOwnerRecord, refuseOtherIdentity, type OwnerLock, type OwnerRecord } from './owner.js';
+import { currentIdentity, judgeOwnerLock, readOwnerRecord, refuseOtherIdentity, type OwnerLock, type OwnerRecord } from './owner-lock.js';
 import { refuseSharedStateDir } from './state-dir.js';
 import { LIVE_STATES, type RunRecord, type RunState } from '../shared/records.js';
 

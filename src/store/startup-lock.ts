@@ -1,7 +1,7 @@
 /**
  * The startup lock of a state directory (`startup.lock`, proper-lockfile):
  * start-up holds it while it decides whether it may own the directory and
- * claims it (owner.ts), and `backup` and `restore` hold it for their whole
+ * claims it (owner-lock.ts), and `backup` and `restore` hold it for their whole
  * run, so no server can start on the state while they read or replace it.
  */
 import { join } from 'node:path';

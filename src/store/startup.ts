@@ -15,7 +15,7 @@ import { JOURNAL_FILE } from './formats/journal.js';
 import { writeIndexOrWarn, writeSnapshotFile } from './formats/snapshot.js';
 import { dropTornTail } from './formats/torn-tail.js';
 import { loadState, RESULTS_DIR, type LoadedState } from './load.js';
-import { beginOwnership, type Ownership } from './owner.js';
+import { beginOwnership, type Ownership } from './owner-lock.js';
 import { DIR_MODE, prepareStateDir } from './state-dir.js';
 import type { Log } from '../util/logger.js';
 

@@ -10,7 +10,7 @@
  *                      holding the full new version of each changed record
  *                      (formats/journal.ts)
  *   results/<run>.json one result file per finished run
- *   owner.json, owner.lock   see owner.ts
+ *   owner.json, owner.lock   see owner-lock.ts
  *   journal.torn-<time>      bytes of an incomplete last journal line dropped at
  *                      start-up (see formats/torn-tail.ts); kept for inspection only
  *
@@ -24,7 +24,7 @@
  * records kept, not the size of the files.
  *
  * This is the façade the controller and the CLI use (with errors.ts).
- * Start-up up to the first commit is startup.ts (owner.ts, load.ts); the
+ * Start-up up to the first commit is startup.ts (owner-lock.ts, load.ts); the
  * in-memory view and its invariants are tables/; the files' formats are
  * formats/, which import nothing from the tables or from here.
  */
@@ -38,7 +38,7 @@ import type { StateTables, StoreChange } from './tables/state-tables.js';
 import { RESULTS_DIR } from './load.js';
 import { JOURNAL_FILE, JournalAppender } from './formats/journal.js';
 import { createLogger, type Log } from '../util/logger.js';
-import type { OwnerRecord, Ownership } from './owner.js';
+import type { OwnerRecord, Ownership } from './owner-lock.js';
 import { RecordInterner } from './tables/record-interner.js';
 import { LIVE_STATES, type RunRecord, type RunResultFile, type SessionRecord } from '../shared/records.js';
 import { planCrashRecovery, type RecoverySummary } from './recovery.js';

@@ -6,7 +6,7 @@
  * are answered with the refusal until it disconnects).
  *
  * The state's loading is held back the way a racing start-up holds it: the
- * test takes the state directory's startup lock (store/owner.ts) and lets it
+ * test takes the state directory's startup lock (store/owner-lock.ts) and lets it
  * go when it has seen what it checks. A raw line-JSON client sees every
  * answer, the exit code and stderr.
  */

@@ -17,7 +17,7 @@ import { isInitializeRequest, SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, 
 import { untilEnded, type ExchangeEnd } from './exchange-end.js';
 import { isRequest, JsonExchangeTransport } from './json-transport.js';
 import type { ServerLender } from './idle-servers.js';
-import type { Refusal } from './reply.js';
+import type { Refusal } from './listener-answers.js';
 import { answersAlone, type SharedServer } from './shared-server.js';
 
 /** Where an exchange's messages are answered: the shared server when it may (shared-server.ts), else a lent one. */

@@ -13,7 +13,7 @@ import type { HostAllowlist } from './host-allowlist.js';
 import { exchange, type ExchangeServers } from './exchange.js';
 import { ExchangeEnd } from './exchange-end.js';
 import { pollRound } from './poll-round.js';
-import { answer, internalError, refuse, type Refusal } from './reply.js';
+import { answer, internalError, refuse, type Refusal } from './listener-answers.js';
 import type { Log } from '../../util/logger.js';
 
 export const MCP_PATH = '/mcp';

@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { factoryDirOf } from '../../shared/host-paths.js';
 import { StoreError } from '../../store/errors.js';
 import { heldBy } from '../../store/inspect.js';
-import { currentIdentity, readOwnerRecord, refuseOtherIdentity, type OwnerLock } from '../../store/owner.js';
+import { currentIdentity, readOwnerRecord, refuseOtherIdentity, type OwnerLock } from '../../store/owner-lock.js';
 import { STARTUP_LOCK, takeStartupLock } from '../../store/startup-lock.js';
 import { errCode } from '../../util/errno.js';
 import { exists } from '../../util/exists.js';

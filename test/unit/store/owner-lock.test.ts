@@ -10,7 +10,7 @@ import { mkdir, mkdtemp, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { currentIdentity, judgeOwnerLock, type OwnerRecord } from '../../../src/store/owner.js';
+import { currentIdentity, judgeOwnerLock, type OwnerRecord } from '../../../src/store/owner-lock.js';
 import { processStartedAt, startTicksOf } from '../../../src/util/process-start.js';
 
 const children: ChildProcess[] = [];

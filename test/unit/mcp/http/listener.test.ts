@@ -11,7 +11,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHttpListener, type HttpListener, type HttpListenerOptions } from '../../../../src/mcp/http/listener.js';
-import { INTERNAL_ERROR_MESSAGE } from '../../../../src/mcp/http/reply.js';
+import { INTERNAL_ERROR_MESSAGE } from '../../../../src/mcp/http/listener-answers.js';
 import { TOOLS } from '../../../../src/mcp/tools.js';
 import {
   captureLog,
