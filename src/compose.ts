@@ -20,7 +20,9 @@ import { probeSandbox } from './sandbox/probe.js';
 import { recoverSessionCopies } from './sandbox/session-copy.js';
 import { StateStore } from './store/store.js';
 import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/parent/warm-pool.js';
-import { prestartWorker } from './worker/parent/prestart.js';
+import { prestartWorker, type Prestart } from './worker/parent/prestart.js';
+import { markAhead, stateKeyOf, sweepAhead, unmarkAhead } from './worker/parent/ahead-marks.js';
+import type { TurnSpec } from './worker/shared/protocol.js';
 import { OWNER_MARK_VAR, ownerMark, stopMarkedProcesses } from './worker/parent/predecessor.js';
 import type { Logger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';
@@ -58,6 +60,7 @@ export async function startController(config: Config, log: Logger): Promise<{ ru
   const store = await openStore(config.stateDirectory, sandboxProbe, log);
   // Before anything of ours starts: no turn runs beside what a controller killed outright left running.
   await stopPredecessor(store, log);
+  sweepAheadFolders(config.stateDirectory, store, log);
   // Every process started from here on (workers, droids, whatever droid runs) carries our mark.
   process.env[OWNER_MARK_VAR] = ownerMark(store.owners.current);
   const droidEnv = stringEnv(process.env);
@@ -151,6 +154,29 @@ async function stopPredecessor(store: StateStore, log: Logger): Promise<void> {
     log.error({ pids, waitedMs, owner: previous.pid }, 'processes of the previous controller survive SIGKILL; no turn starts until they are gone');
   const killed = await stopMarkedProcesses(ownerMark(previous), onStuck);
   if (killed > 0) log.warn({ processes: killed, owner: previous.pid }, 'killed what the previous controller left running (it was stopped outright)');
+}
+
+/** A droid booted for a session's next turn, its folders marked as no run's until a run takes them (ahead-marks.ts). */
+function aheadWorker(pool: WarmPool | null, spec: TurnSpec, stateKey: string): Prestart | null {
+  const early = prestartWorker(pool, spec);
+  if (!early) return null;
+  try {
+    markAhead(stateKey, spec.runId);
+  } catch {
+    void early.dispose();
+    return null;
+  }
+  return { ...early, dispose: () => early.dispose().finally(() => unmarkAhead(stateKey, spec.runId)) };
+}
+
+/** The folders of droids booted ahead that a controller stopped outright left, once its processes are gone (ahead-marks.ts). */
+function sweepAheadFolders(stateDirectory: string, store: StateStore, log: Logger): void {
+  try {
+    const removed = sweepAhead(stateKeyOf(stateDirectory), (runId) => store.runs.has(runId));
+    if (removed.length > 0) log.info({ removed: removed.length }, 'removed the folders of droids the previous controller had booted for next turns');
+  } catch (err) {
+    log.warn({ err }, 'could not remove the folders of droids the previous controller had booted for next turns');
+  }
 }
 
 /**
@@ -251,6 +277,7 @@ interface Parts {
 }
 
 function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion, log }: Parts): { controller: SessionController; toolContext: ToolContext } {
+  const stateKey = stateKeyOf(config.stateDirectory);
   const policy = {
     defaultModel: config.defaultModel ?? null,
     defaultAutonomy: config.defaultAutonomy,
@@ -262,8 +289,12 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
     models: () => catalog.models(),
     offerModels: (models, answeredAt) => catalog.offer(models, answeredAt),
     resolveWorkspace: (path) => resolveWorkspace(path, config.approvedDirectories),
-    startWorker: (spec, options, early) => startPooledWorker(pool, spec, options, early),
-    prestartWorker: (spec) => prestartWorker(pool, spec),
+    startWorker: (spec, options, early) => {
+      // Its folders are the run's now: start-up recovery knows them by the run's record.
+      if (early) unmarkAhead(stateKey, spec.runId);
+      return startPooledWorker(pool, spec, options, early);
+    },
+    prestartWorker: (spec) => aheadWorker(pool, spec, stateKey),
     policy,
     maxConcurrentRuns: config.maxConcurrentRuns,
     runTimeoutMs: config.runTimeoutMs,

@@ -13,9 +13,10 @@
  *    its Execute tool (found by a unique `sleep` argument in /proc).
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { privateTmpRoot } from '../../src/sandbox/turn-paths.js';
+import { sessionFolderName } from '../../src/sandbox/session-copy.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadState } from '../../src/store/load.js';
 import type { CrashPointName } from '../../src/util/crash-point.js';
@@ -51,7 +52,17 @@ afterEach(async () => {
   await Promise.all(servers.map((s) => s.close().catch(() => undefined)));
   servers = [];
   await waitForNoProcesses(TAG, 20_000);
+  // Every scenario ends with a start after its kill, and a clean close: no private folder of its turns, nor of a droid
+  // booted for a next turn that never came (worker/parent/ahead-marks.ts), is left in the private temp root.
+  expect(foldersLeft()).toEqual([]);
 });
+
+/** Private sessions copies in the private temp root that hold a folder of this file's workspaces. */
+function foldersLeft(): string[] {
+  const root = privateTmpRoot();
+  const ours = sessionFolderName(ctx.workspace(''));
+  return readdirSync(root).filter((name) => name.startsWith('sessions-') && readdirSync(join(root, name)).some((entry) => entry.startsWith(ours)));
+}
 afterAll(async () => {
   await ctx?.cleanup();
 });
