@@ -6,8 +6,9 @@
  * Rules it keeps:
  * - The chain orders state changes (commits and the checks they depend on);
  *   it never waits for I/O beyond the store.
- * - Every durable change goes through `commit`, so derived indexes stay
- *   current; a failed commit leaves memory as it was.
+ * - Every durable change goes through `commit`: the store, then the derived
+ *   indexes, then memory, then the waits hear of it. A failed commit leaves
+ *   memory as it was and tells nobody.
  * - State it cannot record stops it (`halt`): it never guesses.
  */
 import type { CatalogModel } from '../droid/client.js';
@@ -120,10 +121,25 @@ export class ControllerState {
     return this.chain;
   }
 
-  /** Every durable change goes through here so derived indexes stay current. */
-  async commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }): Promise<void> {
+  /**
+   * Every durable change goes through here. Once the store has it: the
+   * derived indexes; a turn whose run ended while it waited in line leaves
+   * the line (one already admitted belongs to its owner, which sees the run
+   * ended); then `apply`, the caller's own change of memory; and only then
+   * are waits and listeners told, so none sees the record before memory.
+   */
+  async commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }, apply?: () => void): Promise<void> {
     await this.deps.store.commit(change);
     this.reader.noteCommitted(change);
+    for (const run of change.runs ?? []) {
+      const turn = this.turns.get(run.id);
+      if (turn?.inLine() && TERMINAL_STATES.includes(run.state)) {
+        this.turns.delete(run.id);
+        turn.drop();
+      }
+    }
+    apply?.();
+    this.changed();
   }
 
   session(id: string): SessionRecord {
@@ -136,6 +152,7 @@ export class ControllerState {
     return run;
   }
 
+  /** A change of memory only (a live turn's progress or usage): waits and listeners look again. Commits tell them themselves. */
   changed(): void {
     this.waits.changed();
   }

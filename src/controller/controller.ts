@@ -51,12 +51,9 @@ export class SessionController {
   constructor(deps: ControllerDeps) {
     this.state = new ControllerState(deps);
     this.nextDroids = new NextTurnDroids(deps.nextTurnDroidIdleMs ?? NEXT_TURN_DROID_IDLE_MS, deps.maxConcurrentRuns, (runId) => this.state.turns.has(runId));
-    // The queue admits and the owner gives back, so each needs the other: the
-    // queue gets the owner late, through this closure.
-    let owner: TurnOwner | undefined;
-    this.queue = new TurnQueue(this.state, (turn) => owner!.own(turn));
-    owner = new TurnOwner(this.state, this.queue, new ReplyBack(this.state), this.nextDroids);
-    this.steering = new Steering(this.state, this.queue);
+    // The queue selects, the owner admits, runs and releases: the queue needs the owner, never the reverse.
+    this.queue = new TurnQueue(this.state, new TurnOwner(this.state, new ReplyBack(this.state), this.nextDroids));
+    this.steering = new Steering(this.state);
     this.acceptance = new TurnAcceptance(this.state, this.queue, this.steering, this.nextDroids);
   }
 

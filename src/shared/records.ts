@@ -9,6 +9,7 @@ import type { TranscriptEntry } from '../droid/turn-collector.js';
 import type { ChangeSet, ContextStats, EgressEvidence } from './evidence-types.js';
 import type { Budget } from './budget.js';
 import type { CheckoutRecord, CommitsAhead } from './checkout-types.js';
+import type { CancelReason } from './turn-stop.js';
 
 // The droid-side shapes a record carries, so that the layers above the wire
 // client take them from here rather than from src/droid/.
@@ -25,8 +26,8 @@ export type RunState = (typeof RUN_STATES)[number];
 export const LIVE_STATES: readonly RunState[] = ['starting', 'running', 'cancelling'];
 export const TERMINAL_STATES: readonly RunState[] = ['succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown'];
 
-/** Why a run was cancelled without a terminal result from droid. */
-export type CancelReason = 'cancelled' | 'superseded' | 'queue_lost' | 'predecessor_failed' | 'interrupt_unconfirmed';
+/** Why a run was cancelled without a terminal result from droid (turn-stop.ts decides it). */
+export type { CancelReason };
 
 export interface EffectiveSettings {
   model: string;

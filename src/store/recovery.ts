@@ -5,6 +5,7 @@
  * turn that was only queued was never submitted, so it is safely `cancelled`.
  */
 import { LIVE_STATES, type RunRecord } from '../shared/records.js';
+import { stopFields } from '../shared/turn-stop.js';
 
 export interface RecoverySummary {
   unknown: number;
@@ -18,33 +19,11 @@ export function planCrashRecovery(runs: Iterable<RunRecord>, now: Date): { runs:
   for (const run of runs) {
     if (LIVE_STATES.includes(run.state)) {
       summary.unknown++;
-      changed.push({
-        ...run,
-        state: 'unknown',
-        needsAttention: true,
-        endedAt,
-        error: {
-          code: 'controller_stopped',
-          message: 'the controller stopped while this turn was running; its outcome is unknown',
-          retryable: false,
-        },
-      });
+      changed.push({ ...run, ...stopFields({ kind: 'lost' }, false), endedAt });
     } else if (run.state === 'queued') {
       summary.queueLost++;
-      changed.push({
-        ...run,
-        state: 'cancelled',
-        cancelReason: 'queue_lost',
-        endedAt,
-        // Dropped without anyone asking: the caller must decide whether to resend.
-        needsAttention: true,
-        // Retryable: nothing reached droid, so sending the same message again is safe.
-        error: {
-          code: 'queue_lost',
-          message: 'the controller stopped before this queued turn was submitted; it was never sent to droid and will not be replayed',
-          retryable: true,
-        },
-      });
+      // Dropped without anyone asking: the caller decides whether to resend, which is safe (nothing reached droid).
+      changed.push({ ...run, ...stopFields({ kind: 'unsubmitted', by: 'queue_lost' }, false), endedAt });
     }
   }
   return { runs: changed, summary };

@@ -8,6 +8,7 @@ const send = (message) => new Promise((resolve) => process.send(message, () => r
 
 function validResult(droidSessionId) {
   return {
+    stop: { kind: 'ended', end: 'completed' },
     outcome: 'succeeded',
     reason: 'completed',
     submitted: true,

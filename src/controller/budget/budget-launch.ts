@@ -18,9 +18,10 @@ export function budgetAtLaunch(state: ControllerState, run: RunRecord): { limit?
 }
 
 /** The spec's spend parts: the limit recorded on the run, and for a resumed turn the session's recorded spend (the worker's fallback baseline). */
-export function budgetSpec(state: ControllerState, run: RunRecord, spec: TurnSpec): Pick<TurnSpec, 'budget' | 'usageBaseline'> {
+export function budgetSpec(state: ControllerState, run: RunRecord): Pick<TurnSpec, 'budget' | 'usageBaseline'> {
   const out: Pick<TurnSpec, 'budget' | 'usageBaseline'> = run.limit ? { budget: run.limit } : {};
-  if (spec.session.mode !== 'resume') return out;
+  // A new droid session has spent nothing before this turn (turn-spec.ts resumes exactly when droid's id is known).
+  if (!state.session(run.sessionId).droidSessionId) return out;
   const store = state.deps.store;
   const runs = (store.runFactsBySession?.(run.sessionId) ?? store.runsBySession(run.sessionId)).filter((r) => r.id !== run.id);
   const { inputTokens, outputTokens, cacheCreationTokens, cacheReadTokens, thinkingTokens, factoryCredits } = summarizeUsage(runs);

@@ -66,13 +66,11 @@ export class ReplyBack {
     const reply = run.reply;
     const handles = event.handle !== null && reply.handles.length < MAX_REPLY_HANDLES ? [...reply.handles, { handle: event.handle, routeId }] : reply.handles;
     await this.state.commit({ runs: [{ ...run, reply: { ...reply, accepted: reply.accepted + 1, handles } }] });
-    this.state.changed();
   }
 
   /** Keeps the first failure: the one that explains the rest. */
   private async recordFailure(run: RunRecord, failure: NonNullable<RunReply['failure']>): Promise<void> {
     if (!run.reply || run.reply.failure) return;
     await this.state.commit({ runs: [{ ...run, reply: { ...run.reply, failure } }] });
-    this.state.changed();
   }
 }

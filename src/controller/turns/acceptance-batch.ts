@@ -87,20 +87,21 @@ export class AcceptanceBatches<R, S extends Staged, A> {
       }
     }
     if (staged.length === 0) return;
+    // Committed: now memory follows, in arrival order.
+    const land = () => {
+      crashPoint('accepted');
+      for (const s of staged) {
+        try {
+          s.waiting.resolve(this.steps.land(s.staged));
+        } catch (err) {
+          s.waiting.reject(err);
+        }
+      }
+    };
     try {
-      await this.state.commit({ sessions: staged.flatMap((s) => s.staged.sessions), runs: staged.flatMap((s) => s.staged.runs) });
+      await this.state.commit({ sessions: staged.flatMap((s) => s.staged.sessions), runs: staged.flatMap((s) => s.staged.runs) }, land);
     } catch (err) {
       for (const s of staged) s.waiting.reject(err);
-      return;
-    }
-    crashPoint('accepted');
-    // Committed: now memory follows, in arrival order.
-    for (const s of staged) {
-      try {
-        s.waiting.resolve(this.steps.land(s.staged));
-      } catch (err) {
-        s.waiting.reject(err);
-      }
     }
   }
 

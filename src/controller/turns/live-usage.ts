@@ -45,7 +45,7 @@ export class LiveUsage {
     const entry = this.pending.get(turn.runId) ?? { lastWriteAt: -Infinity, timer: undefined };
     this.pending.set(turn.runId, entry);
     if (entry.timer !== undefined) return;
-    const wait = entry.lastWriteAt + this.intervalMs - Date.now();
+    const wait = entry.lastWriteAt + this.intervalMs - this.state.now().getTime();
     if (wait <= 0) return this.write(turn, entry);
     entry.timer = setTimeout(() => this.write(turn, entry), wait);
     entry.timer.unref();
@@ -61,7 +61,7 @@ export class LiveUsage {
 
   private write(turn: Turn, entry: Pending): void {
     entry.timer = undefined;
-    entry.lastWriteAt = Date.now();
+    entry.lastWriteAt = this.state.now().getTime();
     const { state } = this;
     void state
       .serialized(async () => {

@@ -7,6 +7,7 @@ import type { CommitsAhead, ProgressRecord, RunRecord, RunResultFile, TokenUsage
 import type { TurnResult } from '../../worker/shared/protocol.js';
 import { head, tail } from '../../util/text.js';
 import { hasChanges } from '../../shared/evidence-types.js';
+import { judgeStop } from '../../shared/turn-stop.js';
 
 export const MAX_EVENTS = 20;
 const EVENT_FIELD_CHARS = 4_000;
@@ -47,19 +48,12 @@ export interface TerminalContext {
 }
 
 export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: TerminalContext): RunRecord {
-  const state = result.outcome;
-  // A budget stop droid never confirmed keeps its code (budget_exceeded) and is an unconfirmed interrupt all the same.
-  const unconfirmed = result.error?.code === 'interrupt_unconfirmed' || result.error?.code === 'budget_exceeded';
-  const cancelReason = state === 'cancelled' ? (unconfirmed ? 'interrupt_unconfirmed' : 'cancelled') : null;
+  // The stop decides the outcome (shared/turn-stop.ts); the rest of the result is evidence.
+  const { outcome: state, reason, cancelReason, error, attention } = judgeStop(result.stop, ctx.cancelRequested);
   // A read-only turn that changed files is reported loudly: it should have been impossible.
   const readOnlyChanged = run.settings.autonomy === 'off' && !!result.changes && hasChanges(result.changes);
   const needsAttention =
-    state === 'failed' ||
-    state === 'timed_out' ||
-    cancelReason === 'interrupt_unconfirmed' ||
-    // Refused at launch: the caller's turn never ran.
-    result.error?.code === 'budget_exhausted' ||
-    (state === 'interrupted' && !ctx.cancelRequested) ||
+    attention ||
     result.permissionsDeclined.length > 0 ||
     result.questions.length > 0 ||
     readOnlyChanged ||
@@ -79,9 +73,9 @@ export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: Termina
     ...settled,
     state,
     endedAt: ctx.at,
-    reason: result.reason,
+    reason,
     cancelReason,
-    error: result.error,
+    error,
     usage,
     preview: tail(result.finalText || result.partialText, PREVIEW_CHARS),
     needsAttention,
@@ -93,7 +87,7 @@ export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: Termina
     ...(result.changes !== undefined ? { changes: result.changes } : {}),
     ...(result.context !== undefined ? { context: result.context } : {}),
     // No agent_turn_completed (droid died, the interrupt went unconfirmed), or no result at all: the figure is the last running one.
-    ...(usage !== null && (result.reason === null || result.usage === null) ? { usageLive: true as const } : {}),
+    ...(usage !== null && (reason === null || result.usage === null) ? { usageLive: true as const } : {}),
     ...(result.commits !== undefined ? { commits: result.commits } : {}),
     ...(result.egress !== undefined ? { egress: result.egress } : {}),
   };

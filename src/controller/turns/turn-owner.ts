@@ -1,10 +1,10 @@
 /**
- * The owner of an admitted turn: launches it (commits `starting`, starts
- * its worker), records what the worker reports, records how the turn ended,
- * and gives the claim back.
+ * The owner of a turn the queue selected: admits it (its claim is held from
+ * there), launches it (commits `starting`, starts its worker), records what
+ * the worker reports, records how the turn ended, and gives the claim back.
  *
  * Rules it keeps:
- * - Each admitted turn has exactly one owner (`own`, started by the queue's
+ * - Each admitted turn has exactly one owner (`own`, called by the queue's
  *   pump), which releases the claim in `finally`, after the worker's process
  *   group is gone, whatever happened before.
  * - A transition commits first, then changes memory (the turn's phase
@@ -21,14 +21,15 @@ import { LIVE_STATES, TERMINAL_STATES, type ErrorInfo, type RunRecord } from '..
 import { crashPoint } from '../../util/crash-point.js';
 import type { StartTimeline, WorkerHandle, WorkerOptions } from '../../worker/parent/runner.js';
 import { epochMs } from '../../util/epoch.js';
-import { emptyFailure, RENAME_SKIPPED, type RenameOutcome } from '../../worker/shared/protocol.js';
+import { failedResult, RENAME_SKIPPED, stoppedResult, type RenameOutcome } from '../../worker/shared/protocol.js';
+import { stopFields } from '../../shared/turn-stop.js';
 import { workspaceChanged, type ControllerState } from '../controller-state.js';
 import type { ReplyBack } from '../reply-back/reply-back.js';
 import { routeOf, withReply } from '../reply-back/reply-route.js';
 import { MAX_EVENTS, resultFile, terminalUpdate, type OwnedResult } from './run-outcome.js';
 import { resolvedWorkspace } from '../../worktree/plan.js';
 import type { Turn } from './turn.js';
-import type { TurnQueue } from './turn-queue.js';
+import type { TurnRunner } from './turn-queue.js';
 import { turnSpecFor } from './turn-spec.js';
 import { LiveUsage } from './live-usage.js';
 import type { NextTurnDroids } from './next-turn-droids.js';
@@ -37,14 +38,13 @@ import { budgetAtLaunch, budgetSpec } from '../budget/budget-launch.js';
 const TERMINAL_WRITE_ATTEMPTS = 3;
 const TERMINAL_WRITE_BACKOFF_MS = 200;
 
-export class TurnOwner {
+export class TurnOwner implements TurnRunner {
   private readonly liveUsage: LiveUsage;
   /** The loop turn the last worker fork was given: forks due together go one per turn (`forkTurn`). */
   private lastFork: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly state: ControllerState,
-    private readonly queue: TurnQueue,
     private readonly replies: ReplyBack,
     private readonly nextDroids: NextTurnDroids,
   ) {
@@ -52,22 +52,26 @@ export class TurnOwner {
   }
 
   /**
-   * Launches the turn, runs it, records how it ended, and releases its claim
-   * in `finally`, after the worker and its process group are gone, whatever
-   * happened before.
+   * Admits the turn, launches it, runs it, records how it ended, and
+   * releases its claim in `finally`, after the worker and its process group
+   * are gone, whatever happened before.
    */
   async own(turn: Turn): Promise<void> {
+    // Synchronously, before the pump selects again: the claim is held from here.
+    turn.admit();
     try {
       await this.launch(turn);
     } catch (err) {
       this.state.deps.log.error({ err, run: turn.runId }, 'turn owner failed');
     } finally {
       // Back in line (its `starting` commit failed): it keeps its place.
-      if (!turn.inLine()) this.queue.release(turn);
+      if (!turn.inLine()) {
+        this.state.turns.delete(turn.runId);
+        turn.release();
+      }
       // The droid booted for the session's next turn waits for it from here (next-turn-droids.ts).
       this.nextDroids.idle(turn.sessionId);
       this.state.changed();
-      this.queue.pump();
     }
   }
 
@@ -77,7 +81,7 @@ export class TurnOwner {
     const refused = await this.refusal(turn);
     if (refused) {
       // A spent budget refuses this turn alone (cancelled, not failed): later queued turns are judged on their own.
-      await this.settle(turn, emptyFailure(refused, refused.code === 'budget_exhausted' ? { outcome: 'cancelled' } : {}));
+      await this.settle(turn, refused.code === 'budget_exhausted' ? stoppedResult({ kind: 'unsubmitted', by: 'budget_exhausted', error: refused }) : failedResult(refused));
       return;
     }
 
@@ -86,8 +90,9 @@ export class TurnOwner {
       run = await this.state.serialized(() => this.markStarting(turn));
     } catch (err) {
       // Not durable, so not started: back in line with memory as it was.
-      turn.requeue(Date.now());
-      this.state.deps.log.error({ err, run: turn.runId, retryInMs: turn.retryAt - Date.now() }, 'could not record the turn as starting; it stays queued and is retried');
+      const failedAt = this.state.now().getTime();
+      turn.requeue(failedAt);
+      this.state.deps.log.error({ err, run: turn.runId, retryInMs: turn.retryAt - failedAt }, 'could not record the turn as starting; it stays queued and is retried');
       return;
     }
     if (!run) return;
@@ -99,10 +104,7 @@ export class TurnOwner {
 
     // Nothing may start once a stop was asked for; nothing was submitted.
     if (this.state.stopped || this.state.halted || turn.cancelRequested) {
-      const stopping = turn.cancelRequested
-        ? { code: 'cancelled', message: 'cancelled before droid started; nothing was submitted', retryable: false }
-        : { code: 'controller_stopping', message: 'the controller stopped before droid started; nothing was submitted', retryable: true };
-      await this.settle(turn, { ...emptyFailure(stopping), outcome: 'cancelled' });
+      await this.settle(turn, stoppedResult({ kind: 'unsubmitted', by: turn.cancelRequested ? 'cancel' : 'controller_stopping' }));
       return;
     }
 
@@ -111,13 +113,12 @@ export class TurnOwner {
     if (this.state.checkouts.pending(run.sessionId)) {
       const unprepared = await this.state.checkouts.prepare(run.sessionId).then(() => null, checkoutFailure);
       if (unprepared) {
-        await this.settle(turn, emptyFailure(unprepared));
+        await this.settle(turn, failedResult(unprepared));
         return;
       }
     }
-    const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.state.deps);
-    if (turn.outputSchema) spec.outputSchema = turn.outputSchema;
-    Object.assign(spec, budgetSpec(this.state, run, spec));
+    const extras = { ...(turn.outputSchema && { outputSchema: turn.outputSchema }), ...budgetSpec(this.state, run) };
+    const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.state.deps, extras);
     const reports = this.reports(turn, marks);
     const early = this.nextDroids.take(run.sessionId, run.id);
     let handle: WorkerHandle;
@@ -126,7 +127,7 @@ export class TurnOwner {
     } catch (err) {
       void early?.dispose();
       const error = { code: 'worker_spawn_failed', message: `could not start the turn's worker: ${(err as Error).message}`, retryable: true };
-      await this.settle(turn, emptyFailure(error));
+      await this.settle(turn, failedResult(error));
       return;
     }
     turn.attach(handle);
@@ -226,9 +227,7 @@ export class TurnOwner {
     // The turn reports on the session's route as it is now (a retarget may have come since acceptance).
     const { limit } = budgetAtLaunch(this.state, current);
     const run: RunRecord = withReply({ ...current, state: 'starting', startedAt: this.state.now().toISOString(), ...(limit && { limit }) }, routeOf(this.state.session(current.sessionId)));
-    await this.state.commit({ runs: [run] });
-    turn.start();
-    this.state.changed();
+    await this.state.commit({ runs: [run] }, () => turn.start());
     return run;
   }
 
@@ -273,7 +272,6 @@ export class TurnOwner {
     await this.state.commit({ runs: [next], sessions });
     this.state.deps.log.info({ session: run.sessionId, run: runId, start: startTimeline(stages) }, 'turn running: prompt submitted to droid');
     crashPoint('started');
-    this.state.changed();
   }
 
   /** Best effort: a failed rename is logged and noted on the run, and retried next turn. */
@@ -334,12 +332,12 @@ export class TurnOwner {
     if (writeFile) await state.deps.store.writeResult(resultFile(run.id, result));
     const finished = terminalUpdate(run, result, { cancelRequested: turn.cancelRequested, events: turn.events, at, running: turn.usage });
     const changedRuns: RunRecord[] = [finished];
-    // The queue never resumes work across a failure: later turns are dropped.
+    // The queue never resumes work across a failure: later turns are dropped (the commit takes them out of the line).
     if (finished.state === 'failed' || finished.state === 'timed_out') {
       const predecessorFailure = { runId: run.id, state: finished.state, error: finished.error };
-      const error = { code: 'predecessor_failed', message: 'an earlier turn of this session failed, so this one was not submitted', retryable: false };
+      const ended = stopFields({ kind: 'unsubmitted', by: 'predecessor_failed' }, false);
       for (const next of state.deps.store.runsBySession(run.sessionId).filter((r) => r.state === 'queued' && r.id !== run.id)) {
-        changedRuns.push({ ...next, state: 'cancelled', cancelReason: 'predecessor_failed', endedAt: at, error, needsAttention: true, predecessorFailure });
+        changedRuns.push({ ...next, ...ended, endedAt: at, predecessorFailure });
       }
     }
     const sessions =
@@ -347,9 +345,7 @@ export class TurnOwner {
         ? [{ ...session, droidSessionId: result.droidSessionId, updatedAt: at }]
         : [{ ...session, updatedAt: at }];
     await state.commit({ runs: changedRuns, sessions });
-    this.queue.drop(changedRuns.slice(1));
     state.deps.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
-    state.changed();
   }
 }
 

@@ -1,17 +1,25 @@
 /**
  * The FIFO queue of accepted turns and the pump that admits them: its
- * bounds, joining it after the acceptance commit, leaving it (dropped while
- * in line, or released by the owner), and admission under capacity and
- * workspace locks (the rules are admission.ts's; this wires them to memory).
+ * bounds, joining it after the acceptance commit, and admission under
+ * capacity and workspace locks (the rules are admission.ts's; this wires
+ * them to memory). A turn leaves the line when a commit ends its run
+ * (controller-state.ts) or when its owner takes it.
  *
- * Each admitted turn gets one owner (`own`, injected: the turn's owner needs
- * this queue to give the claim back), which alone releases the claim.
+ * Each turn the pump selects goes to the turns' owner (`TurnRunner`), which
+ * admits it, runs it and alone releases its claim; once it has, the pump
+ * runs again.
  */
 import { ControllerError } from '../../shared/public-error.js';
 import type { RunRecord } from '../../shared/records.js';
 import { conflicts, explainQueued, selectRunnable, type Admission, type LockClaim, type QueuedTurn } from './admission.js';
 import type { ControllerState } from '../controller-state.js';
 import { Turn } from './turn.js';
+
+/** Who runs a selected turn, from admission to release (turn-owner.ts). */
+export interface TurnRunner {
+  /** Admits the turn at once (it must be in line), then runs it; settles once its claim is released. */
+  own(turn: Turn): Promise<void>;
+}
 
 const MAX_QUEUED_TOTAL = 64;
 const MAX_QUEUED_PER_SESSION = 8;
@@ -23,7 +31,7 @@ export class TurnQueue {
 
   constructor(
     private readonly state: ControllerState,
-    private readonly own: (turn: Turn) => Promise<void>,
+    private readonly runner: TurnRunner,
   ) {}
 
   capacity() {
@@ -64,26 +72,10 @@ export class TurnQueue {
     turns.set(run.id, turn);
     // The session's previous turn leaves its Factory title for later rather than hold this one up.
     for (const other of turns.values()) if (other !== turn && other.sessionId === run.sessionId && other.holdsClaim()) other.skipRename();
-    this.state.changed();
     this.pump();
     const admission = this.admissionOf(turn, interrupting);
     this.state.deps.log.info({ session: run.sessionId, run: run.id, action: admission.action, waitingFor: admission.waitingFor.length }, 'turn accepted');
     return { turn, admission };
-  }
-
-  /**
-   * After the drop is durable. A turn still waiting in line leaves it; one
-   * already admitted belongs to its owner, which sees the run ended and
-   * releases its claim itself.
-   */
-  drop(dropped: readonly RunRecord[]): void {
-    for (const run of dropped) {
-      const turn = this.state.turns.get(run.id);
-      if (turn?.inLine()) {
-        this.state.turns.delete(run.id);
-        turn.drop();
-      }
-    }
   }
 
   /** Workspace locks held by no turn: no overlapping turn starts while one is held. */
@@ -102,15 +94,9 @@ export class TurnQueue {
     };
   }
 
-  /** The owner's `finally` only: the turn leaves the map, and its slot and lock with it. */
-  release(turn: Turn): void {
-    this.state.turns.delete(turn.runId);
-    turn.release();
-  }
-
   pump(): void {
     if (this.state.stopped || this.state.halted) return;
-    const now = Date.now();
+    const now = this.state.now().getTime();
     const held: LockClaim[] = [];
     const queued = [];
     let nextRetry = Infinity;
@@ -125,12 +111,13 @@ export class TurnQueue {
     const capacity = this.state.deps.maxConcurrentRuns;
     const admitted = new Set(selectRunnable(queued, held, capacity, [...this.locks]));
     for (const runId of admitted) {
-      const turn = this.state.turns.get(runId)!;
-      // The claim is held from here; only the owner gives it back.
-      turn.admit();
-      const owner = this.own(turn);
+      // Admitted before `own` returns: the next selection counts its claim.
+      const owner = this.runner.own(this.state.turns.get(runId)!);
       this.owners.add(owner);
-      void owner.finally(() => this.owners.delete(owner));
+      void owner.finally(() => {
+        this.owners.delete(owner);
+        this.pump();
+      });
     }
     clearTimeout(this.retryTimer);
     if (nextRetry !== Infinity) this.retryTimer = setTimeout(() => this.pump(), Math.max(0, nextRetry - now)).unref();

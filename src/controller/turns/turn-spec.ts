@@ -19,12 +19,16 @@ export interface TurnHost {
   ampMcpUrl: string | null;
 }
 
+/** What only the launch knows: the caller's output schema (memory only) and the turn's spend parts (budget-launch.ts). */
+export type TurnExtras = Partial<Pick<TurnSpec, 'outputSchema' | 'budget' | 'usageBaseline'>>;
+
 /**
- * A turn is routed when its session is, as it starts (the controller refuses
- * to start a routed turn when reply-back is not configured). Its prompt then
- * starts with the coordination instructions, which are never stored either.
+ * The whole spec, built here once. A turn is routed when its session is, as
+ * it starts (the controller refuses to start a routed turn when reply-back
+ * is not configured). Its prompt then starts with the coordination
+ * instructions, which are never stored either.
  */
-export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: string, host: TurnHost): TurnSpec {
+export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: string, host: TurnHost, extras: TurnExtras = {}): TurnSpec {
   const routed = session.replyTo !== null && host.ampMcpUrl !== null;
   if (routed) {
     prompt = replyPrompt({ replyTo: session.replyTo!, session: session.id, run: run.id, specMode: run.settings.autonomy === 'off' }) + prompt;
@@ -52,6 +56,9 @@ export function turnSpecFor(run: RunRecord, session: SessionRecord, prompt: stri
     // Applied after the turn, and retried on later turns until it sticks.
     ...(session.title && session.title !== session.factoryTitle ? { renameTo: session.title } : {}),
     ...(routed ? { replyBack: { url: host.ampMcpUrl!, replyTo: session.replyTo! } } : {}),
+    ...(extras.outputSchema ? { outputSchema: extras.outputSchema } : {}),
+    ...(extras.budget ? { budget: extras.budget } : {}),
+    ...(extras.usageBaseline ? { usageBaseline: extras.usageBaseline } : {}),
   };
 }
 

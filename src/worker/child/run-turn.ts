@@ -6,13 +6,14 @@
 import { hostname } from 'node:os';
 import { realpath, stat } from 'node:fs/promises';
 import { DroidClient, disabledToolIdsOf, SHUTDOWN_BUDGET, settingsFor, type McpServerSpec } from '../../droid/client.js';
-import { DroidError, toErrorInfo, type ErrorInfo } from '../../droid/errors.js';
+import { DroidError, toErrorInfo } from '../../droid/errors.js';
 import { AMP_SERVER } from '../../droid/amp-tools.js';
 import { droidAutonomy } from '../../droid/permission-policy.js';
 import { assertDroidExecutable } from '../../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../../droid/turn-collector.js';
 import { epochMs } from '../../util/epoch.js';
-import { type StartMarks, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnOutcome, type TurnResult, type TurnSpec } from '../shared/protocol.js';
+import { stoppedResult, type StartMarks, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnOutcome, type TurnSpec, type TurnResult } from '../shared/protocol.js';
+import { judgeStop, type Reached, type TurnStop } from '../../shared/turn-stop.js';
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../shared/timeline.js';
@@ -23,7 +24,7 @@ import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '
 import type { Launcher } from '../../evidence/git.js';
 import type { TokenUsage } from '../../droid/notifications.js';
 import { resumeBaseline, type RawUsage } from '../../droid/turn-usage.js';
-import { budgetStopped, watchBudget, type BudgetWatch, type Reached } from './budget-stop.js';
+import { watchBudget, type BudgetWatch } from './budget-stop.js';
 import { applyTitle } from './apply-title.js';
 import { attachEgress, egressEntries, type TurnEgress } from '../../sandbox/egress/turn-egress.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
@@ -67,7 +68,6 @@ interface TurnState {
   egress?: TurnEgress;
 }
 
-const REASON_OUTCOMES: Record<string, TurnOutcome> = { completed: 'succeeded', cancelled: 'interrupted' };
 /** `error.name` of droid's notification when it has no usable login or key. */
 const AUTHENTICATION_ERROR = 'AuthenticationError';
 
@@ -105,11 +105,11 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
     void budget.hit.then((reached) => resolve({ kind: 'budget', reached }));
   });
 
-  let verdict: Verdict;
+  let stopped: TurnStop;
   try {
-    verdict = await drive(spec, hooks, state, stop, warm, early);
+    stopped = await drive(spec, hooks, state, stop, warm, early);
   } catch (err) {
-    verdict = { outcome: 'failed', reason: null, error: toErrorInfo(err) };
+    stopped = { kind: 'failed', error: toErrorInfo(err), end: null };
   } finally {
     clearTimeout(deadlineTimer);
     reportCatalog(hooks, state);
@@ -119,13 +119,21 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
   const timeline = turnTimeline(spec.timeoutMs, spec.graceMs);
   const notAfter = Math.min(startedAt + timeline.evidenceEndsByMs, cancelledAt === null ? Infinity : cancelledAt + timeline.evidenceAfterCancelMs);
   const extra = state.submitted && state.evidence ? await finishEvidence(spec, state.evidence, state.client, state.collector, notAfter) : {};
-  if (state.submitted && spec.outputSchema) verdict = { ...verdict, ...judgeOutput(spec.outputSchema, verdict, state.collector) };
+  let structured: Pick<TurnResult, 'structuredOutput'> = {};
+  if (state.submitted && spec.outputSchema) {
+    const verdict = judgeStop(stopped, true);
+    const judged = judgeOutput(spec.outputSchema, verdict, state.collector);
+    structured = { structuredOutput: judged.structuredOutput };
+    // The output check may turn a finished turn into a failed one, never the other way.
+    if (judged.error !== null && judged.error !== verdict.error) stopped = { kind: 'failed', error: judged.error, end: verdict.reason };
+  }
+  const result = stoppedResult(stopped, { ...evidence(state), ...extra, ...structured, durationMs: Date.now() - startedAt });
   return {
-    result: { ...verdict, ...evidence(state), ...extra, durationMs: Date.now() - startedAt },
+    result,
     release: async (skip) => {
       const client = state.client;
       let rename: RenameOutcome | null = null;
-      if (client && spec.renameTo && RENAMABLE.includes(verdict.outcome)) {
+      if (client && spec.renameTo && RENAMABLE.includes(result.outcome)) {
         rename = await applyTitle(client, spec.renameTo, turnTimeline(spec.timeoutMs, spec.graceMs).renameWindowMs, skip);
       }
       // A follow-up waiting for this slot does not wait out droid's voluntary exit either.
@@ -163,9 +171,7 @@ function evidence(state: TurnState) {
   };
 }
 
-export type Verdict = { outcome: TurnOutcome; reason: string | null; error: ErrorInfo | null; structuredOutput?: Record<string, unknown> | null };
-
-async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>, warm?: WarmDroid, early?: EarlyDroid): Promise<Verdict> {
+async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>, warm?: WarmDroid, early?: EarlyDroid): Promise<TurnStop> {
   const useWarm = warm !== undefined && warmFits(warm.spec, warmAlive(warm), spec) && (await startsAlike(warm, spec.workspace));
   // A warm droid the turn cannot use goes before anything else starts.
   if (warm && !useWarm) warm.client.process.kill('SIGKILL');
@@ -206,7 +212,8 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   setup.catch(() => undefined);
   exitDuringSetup.catch(() => undefined);
   const stoppedEarly = await Promise.race([setup, stop, exitDuringSetup]);
-  if (stoppedEarly) return stoppedBeforeSubmit(stoppedEarly);
+  // Nothing was submitted: a stop before the prompt ends the turn here.
+  if (stoppedEarly) return { kind: 'unsubmitted', by: stoppedEarly.kind === 'deadline' ? 'deadline' : 'cancel' };
 
   await state.evidence.before;
   state.marks.submit_sent = epochMs();
@@ -219,31 +226,26 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   reportCatalog(hooks, state);
 
   const first = await Promise.race([collector.ended, stop, exited]);
-  if (first instanceof Error) return diedMidTurn(first);
-  if ('reason' in first) return fromReason(first.reason, collector);
+  if (first instanceof Error) return { kind: 'failed', error: toErrorInfo(first, 'droid_exited'), end: null };
+  if ('reason' in first) return droidStop(first.reason, collector);
 
   // Cancel or deadline: interrupt through the protocol and wait for the end,
   // both within one interrupt window (timeline.ts).
   const window = turnTimeline(spec.timeoutMs, spec.graceMs).interruptWindowMs;
   client.interrupt(window).catch(() => undefined);
   const after = await Promise.race([collector.ended, exited, sleep(window, undefined)]);
-  const end = after && !(after instanceof Error) ? after : undefined;
-  if (first.kind === 'deadline') {
-    if (end?.reason === 'completed') return fromReason(end.reason, collector);
-    return {
-      outcome: 'timed_out',
-      reason: end?.reason ?? null,
-      error: { code: 'run_timed_out', message: `turn exceeded its ${spec.timeoutMs} ms deadline`, retryable: true },
-    };
-  }
+  const end = after && !(after instanceof Error) ? after.reason : null;
+  return interruptStop(first, end, spec.timeoutMs, collector);
+}
+
+/** How our interrupt ended, given droid's end reason once it confirmed (null: it never did). */
+function interruptStop(stop: Stop, end: string | null, timeoutMs: number, collector: Pick<TurnCollector, 'droidErrors'>): TurnStop {
+  if (stop.kind === 'deadline') return { kind: 'interrupted', by: 'deadline', end, timeoutMs };
   // After the budget interrupt droid's `completed` stands (the work was done before the interrupt landed).
-  if (first.kind === 'budget') return end?.reason === 'completed' ? fromReason(end.reason, collector) : budgetStopped(first.reached, end);
-  if (end) return fromReason(end.reason, collector);
-  return {
-    outcome: 'cancelled',
-    reason: null,
-    error: { code: 'interrupt_unconfirmed', message: 'droid did not confirm the interrupt in time', retryable: false },
-  };
+  if (stop.kind === 'budget') return { kind: 'interrupted', by: 'budget', end, reached: stop.reached };
+  // A cancel droid answered with a failure of its own is that failure.
+  if (end === null || end === 'completed' || end === 'cancelled') return { kind: 'interrupted', by: 'cancel', end };
+  return droidStop(end, collector);
 }
 
 async function openSession(spec: TurnSpec, client: DroidClient, state: Pick<TurnState, 'marks' | 'baseline' | 'notes' | 'catalog'>): Promise<string> {
@@ -354,46 +356,20 @@ async function sameDirectory(a: string, b: string): Promise<boolean> {
   return (await canonical(a)) === (await canonical(b));
 }
 
-function stoppedBeforeSubmit(stop: Stop): Verdict {
-  return stop.kind === 'deadline'
-    ? {
-        outcome: 'timed_out',
-        reason: null,
-        error: { code: 'run_timed_out', message: 'the deadline passed before droid was ready; nothing was submitted', retryable: true },
-      }
-    : { outcome: 'cancelled', reason: null, error: null };
-}
-
-function diedMidTurn(err: Error): Verdict {
-  return { outcome: 'failed', reason: null, error: toErrorInfo(err, 'droid_exited') };
-}
-
 /**
- * How droid's `agent_turn_completed.reason` becomes our verdict. A missing
+ * How droid's `agent_turn_completed.reason` ends the turn. A missing
  * Factory login ends `model_authentication_failed` on droid 0.225.x but `error`
  * on 0.215.0; both send an `AuthenticationError` notification first, which is
  * what marks a generic `error` as an authentication failure.
  */
-export function fromReason(reason: string, collector: Pick<TurnCollector, 'droidErrors'>): Verdict {
-  // Own keys only: a reason such as `constructor` is not an outcome.
-  const outcome = Object.hasOwn(REASON_OUTCOMES, reason) ? REASON_OUTCOMES[reason] : undefined;
-  if (outcome) return { outcome, reason, error: null };
+export function droidStop(reason: string, collector: Pick<TurnCollector, 'droidErrors'>): TurnStop {
+  if (reason === 'completed' || reason === 'cancelled') return { kind: 'ended', end: reason };
   const authError = collector.droidErrors.some((e) => e.name === AUTHENTICATION_ERROR);
   if (reason === 'model_authentication_failed' || (reason === 'error' && authError)) {
-    return {
-      outcome: 'failed',
-      reason,
-      error: {
-        code: 'droid_auth_failed',
-        message: 'droid could not authenticate with the model provider; log the service user in to Factory (droid /login) or set FACTORY_API_KEY',
-        retryable: false,
-      },
-    };
+    const message = 'droid could not authenticate with the model provider; log the service user in to Factory (droid /login) or set FACTORY_API_KEY';
+    return { kind: 'failed', end: reason, error: { code: 'droid_auth_failed', message, retryable: false } };
   }
   const detail = collector.droidErrors.at(-1)?.text;
-  return {
-    outcome: 'failed',
-    reason,
-    error: { code: 'droid_turn_failed', message: `droid ended the turn with reason ${reason}${detail ? ` (${detail})` : ''}`, retryable: false },
-  };
+  const message = `droid ended the turn with reason ${reason}${detail ? ` (${detail})` : ''}`;
+  return { kind: 'failed', end: reason, error: { code: 'droid_turn_failed', message, retryable: false } };
 }

@@ -6,7 +6,7 @@
  */
 import { toErrorInfo } from '../../droid/errors.js';
 import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../shared/ipc.js';
-import { emptyFailure, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent } from '../shared/protocol.js';
+import { failedResult, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent } from '../shared/protocol.js';
 import { AHEAD_TITLE, WARM_IDLE_TITLE, WORKER_TITLE } from '../shared/worker-process.js';
 import { startEarly, warmSpawnPath, type EarlyDroid } from './early-droid.js';
 import { stopOrphanedGroup } from './orphan.js';
@@ -165,7 +165,7 @@ async function execute(rawSpec: unknown): Promise<void> {
     warm?.client.process.kill('SIGKILL');
     early?.started.kill('SIGKILL');
     const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
-    result = emptyFailure({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
+    result = failedResult({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
   } else {
     try {
       ({ result, release } = await runTurn(parsed.data, {
@@ -178,7 +178,7 @@ async function execute(rawSpec: unknown): Promise<void> {
         onReply: (event) => void send({ type: 'reply_event', event }),
       }, warm, early));
     } catch (err) {
-      result = emptyFailure(toErrorInfo(err));
+      result = failedResult(toErrorInfo(err));
     }
   }
   await send({ type: 'terminal', result });

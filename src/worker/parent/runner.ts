@@ -7,10 +7,9 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { CatalogModel } from '../../droid/client.js';
 import type { ProgressEvent } from '../../droid/turn-collector.js';
-import type { ErrorInfo } from '../../droid/errors.js';
 import type { TokenUsage } from '../../droid/notifications.js';
 import { parseWorkerMessage } from '../shared/ipc.js';
-import { emptyFailure, type ParentToWorker, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from '../shared/protocol.js';
+import { failedResult, stoppedResult, type ParentToWorker, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from '../shared/protocol.js';
 import { TextTail } from '../../util/text.js';
 import { epochMs } from '../../util/epoch.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
@@ -336,19 +335,9 @@ function withoutResult(how: string, watch: TurnWatch, spec: TurnSpec, stderrTail
   // After `started`, the prompt reached droid: the turn may have had effects. An invalid
   // message may have been that `started`, so in doubt the turn counts as submitted.
   const evidence = { submitted: watch.startedSession !== null || invalidMessages > 0, droidSessionId: watch.startedSession, stderrTail };
-  if (cancelRequested && backstop === 'cancel') {
-    // Killed by our own backstop after we asked it to stop: the stop was ours.
-    const error: ErrorInfo = {
-      code: 'interrupt_unconfirmed',
-      message: `droid did not confirm the interrupt in time; its process group was killed (worker ${how})`,
-      retryable: false,
-    };
-    return { ...emptyFailure(error, evidence), outcome: 'cancelled' };
-  }
-  if (backstop === 'deadline') {
-    const error: ErrorInfo = { code: 'run_timed_out', message: `turn exceeded its ${spec.timeoutMs} ms deadline; its process group was killed`, retryable: true };
-    return { ...emptyFailure(error, evidence), outcome: 'timed_out' };
-  }
+  // Killed by our own backstop after we asked it to stop: the stop was ours.
+  if (cancelRequested && backstop === 'cancel') return stoppedResult({ kind: 'interrupted', by: 'cancel', end: null, killed: how }, evidence);
+  if (backstop === 'deadline') return stoppedResult({ kind: 'interrupted', by: 'deadline', end: null, timeoutMs: spec.timeoutMs, killed: how }, evidence);
   const invalid = invalidMessages ? ` (it sent ${invalidMessages} invalid IPC message(s), see diagnostics)` : '';
-  return emptyFailure({ code: 'worker_failed', message: `the turn's worker exited (${how}) without a valid result${invalid}`, retryable: false }, evidence);
+  return failedResult({ code: 'worker_failed', message: `the turn's worker exited (${how}) without a valid result${invalid}`, retryable: false }, evidence);
 }

@@ -12,6 +12,7 @@ import { z } from 'zod';
 import type { ProgressEvent } from '../../droid/turn-collector.js';
 import { agree, catalogModel, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../../droid/schemas.js';
 import { head } from '../../util/text.js';
+import { judgeStop, turnStopSchema } from '../../shared/turn-stop.js';
 import { changeSet, contextStats, egressEvidence, type ChangeSet, type ContextStats } from '../../shared/evidence-types.js';
 import {
   START_STAGES,
@@ -43,6 +44,7 @@ const turnOutcome = z.enum(['succeeded', 'interrupted', 'cancelled', 'failed', '
 
 const turnResultSchema = z
   .object({
+    stop: turnStopSchema,
     outcome: turnOutcome,
     reason: z.string().nullable(),
     submitted: z.boolean(),
@@ -68,7 +70,9 @@ const turnResultSchema = z
   // A successful turn names its droid session and carries no error; anything else is not a success.
   .refine((r) => r.outcome !== 'succeeded' || (r.error === null && r.droidSessionId !== null && r.submitted), {
     message: 'a succeeded result must be submitted, name its droid session and carry no error',
-  });
+  })
+  // The controller records the stop: a verdict that is not the stop's is a broken worker, not a second opinion.
+  .refine((r) => judgeStop(r.stop, true).outcome === r.outcome, { message: "the result's outcome is not its stop's", path: ['outcome'] });
 
 const renameOutcome = z.object({ title: z.string().min(1), ok: z.boolean(), error: z.string().nullable() }).strict();
 

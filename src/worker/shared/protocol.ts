@@ -12,6 +12,7 @@ import type { TokenUsage } from '../../droid/notifications.js';
 import type { PermissionRecord, QuestionRecord } from '../../droid/permission-policy.js';
 import type { ProgressEvent, TranscriptEntry } from '../../droid/turn-collector.js';
 import type { ChangeSet, ContextStats, EgressEvidence } from '../../shared/evidence-types.js';
+import { judgeStop, type TurnOutcome, type TurnStop } from '../../shared/turn-stop.js';
 
 export const turnSpecSchema = z
   .object({
@@ -95,9 +96,12 @@ export const turnSpecSchema = z
 
 export type TurnSpec = z.infer<typeof turnSpecSchema>;
 
-export type TurnOutcome = 'succeeded' | 'interrupted' | 'cancelled' | 'failed' | 'timed_out';
+export type { TurnOutcome };
 
 export interface TurnResult {
+  /** Why the turn stopped: what the controller records it by (shared/turn-stop.ts). */
+  stop: TurnStop;
+  /** The stop as the worker judged it (`judgeStop`, a cancel counted as asked for); ipc.ts refuses a result whose outcome is not its stop's. */
   outcome: TurnOutcome;
   /** droid's `agent_turn_completed.reason`, or null when no terminal notification came. */
   reason: string | null;
@@ -207,24 +211,31 @@ export type ParentToWorker =
   | { type: 'skip_rename' }
   | { type: 'reply_decision'; id: string; approve: boolean };
 
-/** A result for a turn that produced no evidence at all (bad spec, dead worker). */
-export function emptyFailure(error: ErrorInfo, extra: Partial<TurnResult> = {}): TurnResult {
-  return {
-    outcome: 'failed',
-    reason: null,
-    submitted: false,
-    droidSessionId: null,
-    finalText: '',
-    partialText: '',
-    usage: null,
-    permissionsDeclined: [],
-    permissionsApproved: [],
-    questions: [],
-    transcript: [],
-    error,
-    diagnostics: [],
-    stderrTail: '',
-    durationMs: 0,
-    ...extra,
-  };
+/** What a result carries besides its stop and its verdict. */
+export type TurnEvidence = Omit<TurnResult, 'stop' | 'outcome' | 'reason' | 'error'>;
+
+const NO_EVIDENCE: TurnEvidence = {
+  submitted: false,
+  droidSessionId: null,
+  finalText: '',
+  partialText: '',
+  usage: null,
+  permissionsDeclined: [],
+  permissionsApproved: [],
+  questions: [],
+  transcript: [],
+  diagnostics: [],
+  stderrTail: '',
+  durationMs: 0,
+};
+
+/** A result whose verdict is its stop's, as the worker judges it; evidence absent is empty. */
+export function stoppedResult(stop: TurnStop, evidence: Partial<TurnEvidence> = {}): TurnResult {
+  const { outcome, reason, error } = judgeStop(stop, true);
+  return { ...NO_EVIDENCE, ...evidence, stop, outcome, reason, error };
+}
+
+/** A result for a turn that could not run or left no evidence (bad spec, dead worker, refused launch). */
+export function failedResult(error: ErrorInfo, evidence: Partial<TurnEvidence> = {}): TurnResult {
+  return stoppedResult({ kind: 'failed', error, end: null }, evidence);
 }

@@ -72,7 +72,7 @@ describe('SessionController', () => {
     expect(store.runs.get(queued.metadata.run)).toMatchObject({ state: 'cancelled', cancelReason: 'superseded' });
     expect(turns[0]!.cancelled).toBe(true);
     expect(steer.status.latestRun.state).toBe('queued');
-    turns[0]!.finish({ outcome: 'interrupted', reason: 'cancelled' });
+    turns[0]!.finish({ stop: { kind: 'ended', end: 'cancelled' } });
     await tick(20);
     expect(turns).toHaveLength(2);
     expect(turns[1]!.spec.prompt).toBe('steer');
@@ -88,7 +88,7 @@ describe('SessionController', () => {
     await controller.cancel(a.metadata.session);
     expect(turns[0]!.cancelled).toBe(true);
     expect(store.runs.get(q.metadata.run)).toMatchObject({ state: 'cancelled', cancelReason: 'cancelled' });
-    turns[0]!.finish({ outcome: 'interrupted', reason: 'cancelled' });
+    turns[0]!.finish({ stop: { kind: 'ended', end: 'cancelled' } });
     await controller.waitForSessions([a.metadata.session], 5);
     await controller.cancel(a.metadata.session);
     expect(store.runs.get(a.metadata.run)!.state).toBe('interrupted');
@@ -100,7 +100,7 @@ describe('SessionController', () => {
     const a = await create(controller, 'k1');
     await tick();
     const q = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'queued' });
-    turns[0]!.finish({ outcome: 'failed', reason: null, error: { code: 'droid_exited', message: 'gone', retryable: true } });
+    turns[0]!.finish({ stop: { kind: 'failed', end: null, error: { code: 'droid_exited', message: 'gone', retryable: true } } });
     await controller.waitForSessions([a.metadata.session], 5);
     expect(store.runs.get(q.metadata.run)).toMatchObject({
       state: 'cancelled',

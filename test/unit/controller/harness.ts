@@ -7,7 +7,8 @@ import type { CatalogModel } from '../../../src/droid/client.js';
 import { SessionController, type ControllerStore } from '../../../src/controller/controller.js';
 import { ControllerError } from '../../../src/shared/public-error.js';
 import type { RunRecord, RunResultFile, SessionRecord } from '../../../src/shared/records.js';
-import { emptyFailure, type TurnResult, type TurnSpec } from '../../../src/worker/shared/protocol.js';
+import { stoppedResult, type TurnEvidence, type TurnResult, type TurnSpec } from '../../../src/worker/shared/protocol.js';
+import type { TurnStop } from '../../../src/shared/turn-stop.js';
 import type { WorkerHandle, WorkerOptions } from '../../../src/worker/parent/runner.js';
 import type { Prestart } from '../../../src/worker/parent/prestart.js';
 
@@ -67,7 +68,8 @@ export interface FakeTurn {
   renameSkipped: boolean;
   /** The run's durable state when the worker was acknowledged (undefined: never). */
   stateAtAck: string | undefined;
-  finish(result: Partial<TurnResult>): void;
+  /** The worker's result: droid ended `completed` unless `stop` says otherwise. */
+  finish(result: Partial<TurnEvidence> & { stop?: TurnStop }): void;
   /** The worker and its group are gone (automatic on acknowledge unless holdExit). */
   exit(): void;
 }
@@ -116,7 +118,7 @@ export function setup(
       cancelled: false,
       renameSkipped: false,
       stateAtAck: undefined,
-      finish: (partial) => settle({ ...emptyFailure({ code: 'x', message: 'x', retryable: false }), error: null, outcome: 'succeeded', reason: 'completed', submitted: true, droidSessionId: 'droid-1', ...partial }),
+      finish: ({ stop = { kind: 'ended', end: 'completed' }, ...evidence }) => settle(stoppedResult(stop, { submitted: true, droidSessionId: 'droid-1', ...evidence })),
       exit: () => exited(),
     };
     turns.push(turn);

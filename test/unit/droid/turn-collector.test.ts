@@ -3,7 +3,14 @@ import { describe, expect, it } from 'vitest';
 import type { NotificationFrame } from '../../../src/droid/frames.js';
 import { sessionNotification } from '../../../src/droid/notifications.js';
 import { TurnCollector, type ProgressEvent } from '../../../src/droid/turn-collector.js';
-import { fromReason } from '../../../src/worker/child/run-turn.js';
+import { droidStop } from '../../../src/worker/child/run-turn.js';
+import { judgeStop } from '../../../src/shared/turn-stop.js';
+
+/** droid's end reason as the worker judges it: the stop it makes (droidStop), then its verdict. */
+function fromReason(reason: string, collector: TurnCollector) {
+  const { outcome, reason: end, error } = judgeStop(droidStop(reason, collector), true);
+  return { outcome, reason: end, error };
+}
 
 const FIXTURES = new URL('../../fixtures/droid-cli-0.225.2/', import.meta.url);
 /** Recorded on droid 0.215.0, the previous CLI version we support. */

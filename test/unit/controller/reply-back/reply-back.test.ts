@@ -161,7 +161,7 @@ describe('SessionController reply-back', () => {
     expect(await gate(live, 'call_4', send(A))).toBe(false);
     expect(await gate(live, 'call_5', send(B))).toBe(true);
     await controller.cancel(a.metadata.session);
-    live.finish({ outcome: 'interrupted', reason: 'cancelled' });
+    live.finish({ stop: { kind: 'ended', end: 'cancelled' } });
     await controller.waitForSessions([a.metadata.session], 5);
     expect(store.runs.get(retarget.metadata.run)!.state).toBe('cancelled');
     // Routing back to A later is a third route: rh-1 stays dead.
@@ -210,7 +210,7 @@ describe('SessionController reply-back', () => {
     expect(await gate(turns[0]!, 'call_1', send(A))).toBe(true);
     const stopping = controller.shutdown(1_000);
     expect(await gate(turns[0]!, 'call_2', send(A))).toBe(false);
-    turns[0]!.finish({ outcome: 'interrupted', reason: 'cancelled' });
+    turns[0]!.finish({ stop: { kind: 'ended', end: 'cancelled' } });
     await stopping;
   });
 

@@ -21,6 +21,7 @@ function bed() {
   const state = {
     deps: { liveUsageWriteMs: INTERVAL, log: { warn: () => undefined } },
     halted: false,
+    now: () => new Date(),
     reader: { invalidate: () => undefined },
     changed: () => undefined,
     run: () => run,

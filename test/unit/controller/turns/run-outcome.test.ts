@@ -9,13 +9,12 @@ import { terminalUpdate } from '../../../../src/controller/turns/run-outcome.js'
 import { launchLimit } from '../../../../src/controller/budget/budget-policy.js';
 import { NO_CEILINGS } from '../../../../src/shared/budget.js';
 import type { TokenUsage } from '../../../../src/shared/records.js';
-import { emptyFailure } from '../../../../src/worker/shared/protocol.js';
-import { budgetStopped } from '../../../../src/worker/child/budget-stop.js';
+import { failedResult, stoppedResult } from '../../../../src/worker/shared/protocol.js';
 import { runRecord, sessionRecord } from '../../../support/records.js';
 
 const usage = (inputTokens: number): TokenUsage => ({ inputTokens, outputTokens: 0, cacheCreationTokens: 0, cacheReadTokens: 0, thinkingTokens: 0, factoryCredits: null });
 const ctx = { cancelRequested: false, events: [], at: '2030-01-01T00:01:00.000Z' };
-const died = emptyFailure({ code: 'worker_failed', message: 'the worker exited', retryable: false }, { submitted: true });
+const died = failedResult({ code: 'worker_failed', message: 'the worker exited', retryable: false }, { submitted: true });
 
 describe('the terminal figure', () => {
   const live = runRecord({ sessionId: 's', seq: 1, state: 'running', endedAt: null, reason: null, hasResult: false, usage: usage(4_000), usageLive: true });
@@ -30,7 +29,7 @@ describe('the terminal figure', () => {
   });
 
   it("is droid's final figure when one came, which then is final", () => {
-    const done = { ...died, outcome: 'succeeded' as const, reason: 'completed', error: null, usage: usage(9_500) };
+    const done = stoppedResult({ kind: 'ended', end: 'completed' }, { ...died, usage: usage(9_500) });
     const ended = terminalUpdate(live, done, { ...ctx, running: usage(9_000) });
     expect(ended.usage).toEqual(usage(9_500));
     expect(ended.usageLive).toBeUndefined();
@@ -47,9 +46,9 @@ describe('the terminal figure', () => {
 describe('a budget stop droid never confirmed', () => {
   it('keeps budget_exceeded (spent, limit, unconfirmed) and needs attention as an unconfirmed interrupt', () => {
     const live = runRecord({ sessionId: 's', seq: 1, state: 'running', endedAt: null, reason: null, hasResult: false, usage: null });
-    const verdict = budgetStopped({ dimension: 'tokens', spent: 330, limit: 300 }, undefined);
+    const verdict = stoppedResult({ kind: 'interrupted', by: 'budget', end: null, reached: { dimension: 'tokens', spent: 330, limit: 300 } }, { ...died, usage: usage(330) });
     expect(verdict.error).toMatchObject({ code: 'budget_exceeded', message: expect.stringMatching(/330 tokens.*limit 300 tokens.*did not confirm the interrupt/) });
-    const ended = terminalUpdate(live, { ...died, ...verdict, usage: usage(330) }, ctx);
+    const ended = terminalUpdate(live, verdict, ctx);
     expect(ended).toMatchObject({ state: 'cancelled', cancelReason: 'interrupt_unconfirmed', needsAttention: true, error: { code: 'budget_exceeded' }, usageLive: true });
   });
 });

@@ -13,6 +13,29 @@ import { create, PARTIAL, setup, tick } from '../harness.js';
 const becomes = (state: string) => (change: { runs?: RunRecord[] }) => (change.runs ?? []).some((r) => r.state === state);
 
 describe('SessionController: one owner per turn, commit before memory', () => {
+  it('a commit tells listeners only once memory follows it: the cancelled turn has left the line, the started one is no longer in it', async () => {
+    const { controller, turns } = setup({ maxConcurrentRuns: 1 });
+    const a = await create(controller, 'k1');
+    await tick();
+    await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'queued behind a' });
+    expect(controller.capacity()).toMatchObject({ active: 1, queued: 1 });
+    const seen: Array<{ active: number; queued: number }> = [];
+    const stop = controller.onChange(() => seen.push(controller.capacity()));
+    await controller.cancel(a.metadata.session);
+    // The first change heard after the cancel's commit already shows the queued turn gone.
+    expect(seen[0]).toMatchObject({ queued: 0 });
+    turns[0]!.finish({ stop: { kind: 'interrupted', by: 'cancel', end: 'cancelled' } });
+    const b = await create(controller, 'k3', '/ok/b');
+    seen.length = 0;
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    // Every change heard once b committed `starting` shows it holding its claim, none as still queued.
+    expect(seen.length).toBeGreaterThan(0);
+    for (const c of seen) expect(c).toEqual(expect.objectContaining({ queued: 0 }));
+    stop();
+    turns[1]!.finish({});
+    expect(b.metadata.run).toBe(turns[1]!.spec.runId);
+  });
+
   it('a failed `starting` commit leaks no slot or lock: the turn stays queued, is retried, and others run meanwhile', async () => {
     const { controller, turns, store } = setup({ maxConcurrentRuns: 1 });
     store.failWhen = becomes('starting');
@@ -69,7 +92,7 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     await tick();
     const steer = await controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'steer', interrupt: true });
     expect(turns[0]!.cancelled).toBe(true);
-    turns[0]!.finish({ outcome: 'cancelled', reason: null, error: { code: 'interrupt_unconfirmed', message: 'killed', retryable: false } });
+    turns[0]!.finish({ stop: { kind: 'interrupted', by: 'cancel', end: null, killed: 'killed' } });
     await vi.waitFor(() => expect(turns).toHaveLength(2));
     expect(turns[1]!.spec.prompt).toBe('steer');
     expect(store.runs.get(a.metadata.run)).toMatchObject({ state: 'cancelled', cancelReason: 'interrupt_unconfirmed' });
@@ -121,7 +144,7 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     await tick();
     // Neither the cancel nor recording a's result waits for the catalog.
     await controller.cancel(a.metadata.session);
-    turns[0]!.finish({ outcome: 'interrupted', reason: 'cancelled' });
+    turns[0]!.finish({ stop: { kind: 'ended', end: 'cancelled' } });
     await vi.waitFor(() => expect(store.runs.get(a.metadata.run)!.state).toBe('interrupted'));
     release();
     await expect(pending).resolves.toMatchObject({ metadata: { replayed: false } });

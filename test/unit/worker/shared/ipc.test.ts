@@ -2,10 +2,10 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ProgressEvent } from '../../../../src/droid/turn-collector.js';
 import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../../../../src/worker/shared/ipc.js';
-import { emptyFailure, type TurnResult, type TurnSpec } from '../../../../src/worker/shared/protocol.js';
+import { failedResult, stoppedResult, type TurnResult, type TurnSpec } from '../../../../src/worker/shared/protocol.js';
 
 const success: TurnResult = {
-  ...emptyFailure({ code: 'unused', message: '', retryable: false }),
+  ...stoppedResult({ kind: 'ended', end: 'completed' }),
   outcome: 'succeeded',
   reason: 'completed',
   submitted: true,
@@ -56,7 +56,7 @@ describe('worker → controller messages', () => {
       { type: 'started', droidSessionId: 'd-1', submittedAt: new Date().toISOString() },
       ...events.map((event) => ({ type: 'progress', event })),
       { type: 'terminal', result: success },
-      { type: 'terminal', result: emptyFailure({ code: 'worker_failed', message: 'x', retryable: false }) },
+      { type: 'terminal', result: failedResult({ code: 'worker_failed', message: 'x', retryable: false }) },
       { type: 'terminal', result: { ...success, durationMs: -3 } }, // a clock stepped back loses no result
       { type: 'rename', outcome: { title: 'T', ok: false, error: 'refused' } },
     ];
@@ -99,6 +99,13 @@ describe('worker → controller messages', () => {
       { ...success, submitted: false },
     ];
     for (const result of bad) expect(problemOf({ type: 'terminal', result })).toContain('a succeeded result must be submitted');
+  });
+
+  it("refuses a result whose outcome is not its stop's: the controller records the stop, so a second verdict is a broken worker", () => {
+    const failed = { kind: 'failed', error: { code: 'droid_exited', message: 'gone', retryable: false }, end: null };
+    expect(problemOf({ type: 'terminal', result: { ...success, stop: failed } })).toMatch(/^type=terminal: result\.outcome: the result's outcome is not its stop's/);
+    expect(problemOf({ type: 'terminal', result: { ...success, stop: { kind: 'interrupted', by: 'cancel', end: null } } })).toMatch(/not its stop's/);
+    expect(problemOf({ type: 'terminal', result: { ...success, stop: { kind: 'teleported' } } })).toMatch(/result\.stop/);
   });
 
   it('never throws, and bounds the problem text, whatever arrives', () => {
