@@ -9,7 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { IdleServers, reusable } from '../../../../src/mcp/http/idle-servers.js';
 import type { HttpListener } from '../../../../src/mcp/http/listener.js';
@@ -202,11 +202,17 @@ describe('IdleServers', () => {
     pool.give(unclean, false);
     expect(pool.idle).toBe(0);
 
-    const initialized = new Server({ name: 't', version: '0' }, { capabilities: {} });
-    Object.assign(initialized, { _clientVersion: { name: 'c', version: '1' } });
+    const { InMemoryTransport } = await import('@modelcontextprotocol/sdk/inMemory.js');
+    // Initialized by a real client, then closed: it still remembers that client.
+    const initialized = make();
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await initialized.connect(serverSide);
+    const client = new Client({ name: 'c', version: '1' });
+    await client.connect(clientSide);
+    await client.close();
+    expect(initialized.transport).toBeUndefined();
     expect(reusable(initialized, true)).toBe(false);
 
-    const { InMemoryTransport } = await import('@modelcontextprotocol/sdk/inMemory.js');
     const connected = make();
     await connected.connect(InMemoryTransport.createLinkedPair()[1]);
     expect(reusable(connected, true)).toBe(false);
