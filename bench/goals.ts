@@ -1,5 +1,5 @@
 /**
- * The goals (issues 12, 19 and 38), as each benchmark measured them in this run, so
+ * The goals (issues 12, 19, 38 and 39), as each benchmark measured them in this run, so
  * `npm run bench` can end with one table of them (run-all.ts).
  */
 export interface GoalFigure {

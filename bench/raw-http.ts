@@ -1,6 +1,6 @@
 /**
- * An HTTP/1.1 client that costs as little as a client can, for the benches
- * that judge the server (issue 19 goal 5: "raw clients on both sides"): one
+ * An HTTP/1.1 client that costs as little as a client can, for the rows
+ * that measure the server alone (http-status.ts, no goal): one
  * keep-alive TCP socket per lane, the request bytes built once, one request
  * in flight per socket, and an answer read by its status line and
  * Content-Length alone. node:http's client parses and builds objects per

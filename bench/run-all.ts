@@ -25,7 +25,7 @@ const benches: Array<[string, () => Promise<unknown> | unknown]> = [
   ['find over 10k sessions (in process)', findSessions],
   ['stdio handshake: the floor, empty state, 100k runs', () => startup()],
   ['server at 10k sessions / 100k runs', sessionScale],
-  ['status over HTTP vs stdio', httpStatus],
+  ['status over HTTP, 16 clients', httpStatus],
   ['soak: 300 mixed turns, 8 sessions, 4 slots (mock droid)', () => soak([])],
   ['one long frame line', lineReader],
   ['changed-files evidence: added time per turn', evidence],
@@ -40,5 +40,5 @@ for (const [name, run] of benches) {
   await run();
 }
 
-console.log('\n== goals (issues 12, 19 and 38), as measured above ==');
+console.log('\n== goals (issues 12, 19, 38 and 39), as measured above ==');
 printGoals();

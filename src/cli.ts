@@ -26,7 +26,6 @@ import type { Config } from './config/schema.js';
 import { ContextGate } from './mcp/context-gate.js';
 import { relayedLog, type RelayedLog } from './mcp/log-relay.js';
 import { createMcpServer, loadCallPath } from './mcp/server.js';
-import { dispatchRequestsDirectly } from './mcp/request-entry.js';
 import { startupRefusal } from './mcp/startup-refusal.js';
 import { StoreError } from './store/errors.js';
 import type { Logger } from './util/logger.js';
@@ -154,7 +153,6 @@ async function serveStdio(config: Config): Promise<void> {
     go();
   };
   await server.connect(transport);
-  dispatchRequestsDirectly(server, transport);
   setTimeout(() => go(), HANDSHAKE_GRACE_MS);
 }
 

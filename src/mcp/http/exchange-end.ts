@@ -5,8 +5,8 @@
  * An AbortController per request did this before; its EventTarget, signal
  * and listener records were a tenth of an HTTP status call's CPU (0.079 ->
  * 0.071 ms with it gone, A/B runs taken in turn). An exchange has one waiter
- * at a time (the shared server, or a lent server's answers), so this is a
- * reason and a short list of listeners.
+ * at a time (its lent server's answers), so this is a reason and a short
+ * list of listeners.
  */
 export type EndListener = (reason: Error) => void;
 

@@ -1,11 +1,13 @@
 /**
  * One stateless MCP exchange over HTTP: the Streamable HTTP rules of the
  * spec for a POST (as the SDK's server transport applies them in stateless
- * JSON response mode), then the already-validated messages answered: a lone
- * tools/call, tools/list or ping by the shared server (shared-server.ts),
- * anything else by an MCP server lent by the idle servers (idle-servers.ts)
- * through a transport of the exchange's own (json-transport.ts), and that
- * server handed back closed.
+ * JSON response mode), then the already-validated messages answered by an
+ * MCP server lent to this exchange alone by the idle servers
+ * (idle-servers.ts), connected to a transport of the exchange's own
+ * (json-transport.ts), and that server handed back closed. Every message
+ * reaches the server through the SDK's own transport callback, so a caller's
+ * ids, cancellations and log level live on a connection no other caller's
+ * requests share.
  *
  * Every refusal is decided before a server is taken, so a refused request
  * runs nothing and changes nothing. Every failure comes back to the
@@ -18,13 +20,6 @@ import { untilEnded, type ExchangeEnd } from './exchange-end.js';
 import { isRequest, JsonExchangeTransport } from './json-transport.js';
 import type { ServerLender } from './idle-servers.js';
 import type { Refusal } from './listener-answers.js';
-import { answersAlone, type SharedServer } from './shared-server.js';
-
-/** Where an exchange's messages are answered: the shared server when it may (shared-server.ts), else a lent one. */
-export interface ExchangeServers {
-  shared: SharedServer;
-  lent: ServerLender;
-}
 
 export interface McpExchange {
   /** Absolute URL of the endpoint, as handlers see it in their request info. */
@@ -104,7 +99,7 @@ function admit(
   return { ok: true, requestIds };
 }
 
-export async function exchange(servers: ExchangeServers, request: McpExchange): Promise<McpOutcome> {
+export async function exchange(servers: ServerLender, request: McpExchange): Promise<McpOutcome> {
   const batch = Array.isArray(request.messages);
   const messages = Array.isArray(request.messages) ? request.messages : [request.messages];
   const admitted = admit(request.headers, messages);
@@ -125,13 +120,10 @@ export async function exchange(servers: ExchangeServers, request: McpExchange): 
       },
     },
   };
-  if (!Array.isArray(request.messages) && answersAlone(request.messages)) {
-    return { kind: 'answer', body: JSON.stringify(await servers.shared.answer(request.messages, extra, request.end)) };
-  }
-  return lentExchange(servers.lent, messages, admitted.requestIds, batch, extra, request.end);
+  return lentExchange(servers, messages, admitted.requestIds, batch, extra, request.end);
 }
 
-/** Everything else (initialize, notifications, batches, …) on a server lent to this exchange alone. */
+/** The exchange's messages on a server lent to it alone, connected to its own transport. */
 async function lentExchange(
   servers: ServerLender,
   messages: readonly JSONRPCMessage[],
@@ -140,6 +132,8 @@ async function lentExchange(
   extra: MessageExtraInfo,
   end: ExchangeEnd,
 ): Promise<McpOutcome> {
+  // Ended already (the client left while the body was read): nothing is taken, nothing runs.
+  if (end.reason !== undefined) throw end.reason;
   const server = servers.take();
   // The SDK keeps the level logging/setLevel sets on the server itself: such a server serves no other caller.
   const configured = messages.some((m) => 'method' in m && m.method === 'logging/setLevel');

@@ -1,9 +1,10 @@
 /**
- * MCP servers for the stateless HTTP transport, lent to one request at a
- * time and reused, so a request does not pay for building a server (its
- * handler table and JSON Schema validator) every time. A lone tools/call,
- * tools/list or ping is not lent one: the shared server answers it
- * (shared-server.ts).
+ * MCP servers for the stateless HTTP transport, lent to one exchange at a
+ * time (every exchange: a lone tools/call as much as an initialize or a
+ * batch) and reused, so an exchange does not pay for building a server (its
+ * handler table and JSON Schema validator) every time. Each is reached only
+ * through the SDK's own transport callback: nothing here depends on the
+ * SDK's private members.
  *
  * What is per request stays per request: each request gets a transport of
  * its own (json-transport.ts) and the server is connected to it alone

@@ -22,7 +22,7 @@ export function isRequest(message: JSONRPCMessage): message is Extract<JSONRPCMe
   return 'method' in message && 'id' in message;
 }
 
-export function isAnswer(message: JSONRPCMessage): message is JsonRpcAnswer {
+function isAnswer(message: JSONRPCMessage): message is JsonRpcAnswer {
   return 'result' in message || 'error' in message;
 }
 

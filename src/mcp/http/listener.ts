@@ -10,7 +10,6 @@ import { bearerAuth } from './auth.js';
 import { createPipeline, MCP_PATH, type HttpLog, type PipelineLimits } from './pipeline.js';
 import { hostAllowlist } from './host-allowlist.js';
 import { IdleServers } from './idle-servers.js';
-import { SharedServer } from './shared-server.js';
 import { createMcpServer } from '../server.js';
 import type { ToolContext } from '../tools.js';
 
@@ -44,7 +43,7 @@ export interface HttpListenerOptions {
   port: number;
   publicUrl?: string;
   limits?: Partial<HttpLimits>;
-  /** Builds the shared MCP server and those lent to requests (shared-server.ts, idle-servers.ts); a seam for tests that inject failures. */
+  /** Builds the MCP servers lent to exchanges (idle-servers.ts); a seam for tests that inject failures. */
   newServer?: (ctx: ToolContext, log: HttpLog) => McpServer;
 }
 
@@ -79,7 +78,7 @@ export async function startHttpListener(options: HttpListenerOptions): Promise<H
     authorize,
     hosts: hostAllowlist(port, options.publicUrl),
     limits,
-    servers: { shared: new SharedServer(makeServer), lent: new IdleServers(makeServer) },
+    servers: new IdleServers(makeServer),
     endpoint: url,
     log: options.log,
   });

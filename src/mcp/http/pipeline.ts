@@ -10,7 +10,8 @@ import type { AuthVerdict } from './auth.js';
 import { declaredTooLarge, readBody } from './body.js';
 import { parseEnvelope } from './envelope.js';
 import type { HostAllowlist } from './host-allowlist.js';
-import { exchange, type ExchangeServers } from './exchange.js';
+import type { ServerLender } from './idle-servers.js';
+import { exchange } from './exchange.js';
 import { ExchangeEnd } from './exchange-end.js';
 import { pollRound } from './poll-round.js';
 import { answer, internalError, refuse, type Refusal } from './listener-answers.js';
@@ -32,8 +33,8 @@ export interface PipelineOptions {
   authorize(authorization: string | undefined): AuthVerdict;
   hosts: HostAllowlist;
   limits: PipelineLimits;
-  /** The shared MCP server, and those lent to one request for its duration (stateless: nothing carries over). */
-  servers: ExchangeServers;
+  /** The MCP servers lent to one exchange for its duration (stateless: nothing carries over). */
+  servers: ServerLender;
   /** The endpoint URL handlers see in their request info. */
   endpoint: string;
   log: HttpLog;

@@ -9,8 +9,8 @@
  * the check phase that follows the poll (setImmediate: no timer), the
  * requests of one poll run back to back and their answers leave back to
  * back: 0.078-0.080 ms a call, 13.6-14.0k calls a second where it was
- * 6.6-7.3k (the bench's judged rounds). A request that arrives alone waits
- * for nothing but the end of that poll.
+ * 6.6-7.3k (raw clients, the judged rounds of issue 19). A request that
+ * arrives alone waits for nothing but the end of that poll.
  */
 
 /** Resolves once the current poll round is over; every caller in the same round shares one promise. */

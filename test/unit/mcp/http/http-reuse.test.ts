@@ -1,17 +1,15 @@
 /**
- * The HTTP transport answers lone tools/call, tools/list and ping requests on
- * one shared MCP server (src/mcp/http/shared-server.ts) and lends pooled
- * servers to every other exchange (src/mcp/http/idle-servers.ts). These tests
- * check that neither ever mixes requests up: concurrent clients using the
- * same JSON-RPC ids each get their own answers, a request cut off by its
- * client aborts only its own tool call, no caller's cancellation reaches
- * another caller's request, a server that a client initialized is never lent
- * again, and (through the newServer seam) that servers are in fact shared and
- * reused. No timing is asserted.
+ * The HTTP transport lends every exchange a pooled MCP server of its own
+ * (src/mcp/http/idle-servers.ts). These tests check that reuse never mixes
+ * requests up: concurrent clients using the same JSON-RPC ids each get their
+ * own answers, a request cut off by its client aborts only its own tool call,
+ * no caller's cancellation reaches another caller's request, a server that a
+ * client initialized or set a log level is never lent again, and (through the
+ * newServer seam) that servers are in fact reused. No timing is asserted.
  */
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { IdleServers, reusable } from '../../../../src/mcp/http/idle-servers.js';
 import type { HttpListener } from '../../../../src/mcp/http/listener.js';
@@ -116,7 +114,7 @@ describe('pooled MCP servers over HTTP', () => {
     expect(signals[1]!.aborted).toBe(false);
   });
 
-  it('answers lone tools/call, tools/list and ping on one shared server; lends others, reused, never one a client initialized or set a log level', async () => {
+  it('lends every exchange a pooled server, reused, never one a client initialized or set a log level', async () => {
     const h = await start();
     h.fake.override('status', (session: unknown) => ({ session }));
     for (let i = 0; i < 20; i++) {
@@ -125,29 +123,27 @@ describe('pooled MCP servers over HTTP', () => {
     }
     expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: rpc('tools/list', {}, 'list') })).status).toBe(200);
     expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: rpc('ping', undefined, 'ping') })).status).toBe(200);
-    // One server did it all (this fails if every request builds its own, or is lent one).
-    expect(h.built()).toBe(1);
-
     const batch = () => `[${toolCall('droid_get_session_status', { session: 'a' }, 1)},${toolCall('droid_get_session_status', { session: 'b' }, 2)}]`;
     for (let i = 0; i < 3; i++) expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: batch() })).status).toBe(200);
-    // Sequential batches: one lent server, handed back and lent again.
-    expect(h.built()).toBe(2);
+    // Sequential exchanges, lone or batched: one server, handed back and lent again (this fails if every exchange builds its own).
+    expect(h.built()).toBe(1);
 
     const init = rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'one-client', version: '1' } });
     const first = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: init });
     expect(first.status).toBe(200);
-    expect(h.built()).toBe(2);
-    const next = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: batch() });
+    // The initialize took the idle server.
+    expect(h.built()).toBe(1);
+    const next = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_get_session_status', { session: 'x' }, 1) });
     expect(next.status).toBe(200);
-    // The initialized server was dropped: the next lent exchange needed a new one.
-    expect(h.built()).toBe(3);
-    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_get_session_status', { session: 'x' }, 1) })).status).toBe(200);
-    expect(h.built()).toBe(3);
+    // The initialized server was dropped: the next exchange needed a new one.
+    expect(h.built()).toBe(2);
+    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: batch() })).status).toBe(200);
+    expect(h.built()).toBe(2);
 
     // A server told a log level keeps it: it is not lent to anyone after.
     expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: rpc('logging/setLevel', { level: 'debug' }) })).status).toBe(200);
-    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: batch() })).status).toBe(200);
-    expect(h.built()).toBe(4);
+    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_get_session_status', { session: 'y' }, 1) })).status).toBe(200);
+    expect(h.built()).toBe(3);
   });
 
   it("a caller's notifications/cancelled never reaches another caller's request, whatever id it names", async () => {
@@ -165,7 +161,7 @@ describe('pooled MCP servers over HTTP', () => {
     });
     const pending = rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_wait_for_sessions', { sessions: ['s1'], timeoutSeconds: 60 }, 3) });
     await started;
-    // Its own id, and every id the shared server may have given it.
+    // Its own id, and ids of other requests: each caller's notifications reach only its own lent server.
     for (const requestId of [3, ...Array.from({ length: 20 }, (_, i) => i)]) {
       const cancel = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason: 'not yours' } });
       expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: cancel })).status).toBe(202);
@@ -206,11 +202,17 @@ describe('IdleServers', () => {
     pool.give(unclean, false);
     expect(pool.idle).toBe(0);
 
-    const initialized = new Server({ name: 't', version: '0' }, { capabilities: {} });
-    Object.assign(initialized, { _clientVersion: { name: 'c', version: '1' } });
+    const { InMemoryTransport } = await import('@modelcontextprotocol/sdk/inMemory.js');
+    // Initialized by a real client, then closed: it still remembers that client.
+    const initialized = make();
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await initialized.connect(serverSide);
+    const client = new Client({ name: 'c', version: '1' });
+    await client.connect(clientSide);
+    await client.close();
+    expect(initialized.transport).toBeUndefined();
     expect(reusable(initialized, true)).toBe(false);
 
-    const { InMemoryTransport } = await import('@modelcontextprotocol/sdk/inMemory.js');
     const connected = make();
     await connected.connect(InMemoryTransport.createLinkedPair()[1]);
     expect(reusable(connected, true)).toBe(false);

@@ -6,11 +6,12 @@
  */
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import { createPipeline } from '../../../../src/mcp/http/pipeline.js';
 import { pollRound } from '../../../../src/mcp/http/poll-round.js';
-import type { ExchangeServers } from '../../../../src/mcp/http/exchange.js';
+import type { ServerLender } from '../../../../src/mcp/http/idle-servers.js';
 import type { Log } from '../../../../src/util/logger.js';
 
 const nextCheckPhase = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -55,16 +56,16 @@ function request(body: JSONRPCMessage | JSONRPCMessage[]): { req: IncomingMessag
 function pipelineOver(reached: string[]) {
   const lines: string[] = [];
   const log: Log = { info: (_o, msg) => lines.push(String(msg)), warn() {}, error: (_o, msg) => lines.push(String(msg)) };
-  const servers = {
-    shared: { answer: async () => (reached.push('shared'), { jsonrpc: '2.0', id: 1, result: {} }) },
-    lent: {
-      take: () => {
-        reached.push('lent');
-        throw new Error('a lent server was taken');
-      },
-      give() {},
+  // Every exchange is lent a server: one taken is recorded, and its tool answers an empty result.
+  const servers: ServerLender = {
+    take: () => {
+      reached.push('lent');
+      const server = new Server({ name: 'poll-round-test', version: '0' }, { capabilities: { tools: {} } });
+      server.setRequestHandler(CallToolRequestSchema, () => ({ content: [] }));
+      return server;
     },
-  } as unknown as ExchangeServers;
+    give() {},
+  };
   const handle = createPipeline({
     authorize: (authorization) => (authorization === 'Bearer ok' ? 'ok' : 'invalid'),
     hosts: { hostAllowed: () => true, originAllowed: () => true },
@@ -79,7 +80,7 @@ function pipelineOver(reached: string[]) {
 const statusCall: JSONRPCMessage = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'droid_get_session_status', arguments: {} } };
 
 describe('the HTTP pipeline and the poll round', () => {
-  it('runs nothing for a client that leaves before the round ends, not even a batch on a lent server', async () => {
+  it('runs nothing for a client that leaves before the round ends, alone or in a batch: no server is even taken', async () => {
     const reached: string[] = [];
     const { handle, lines } = pipelineOver(reached);
     // The response closed, or (a reset read in the same poll) only the socket destroyed: its 'close' comes after the round.
@@ -108,8 +109,8 @@ describe('the HTTP pipeline and the poll round', () => {
     const ended = new Promise<void>((resolve) => (res.end = ((chunk: string) => ((body += chunk ?? ''), resolve(), res)) as typeof res.end));
     handle(req, res);
     await ended;
-    expect(reached).toEqual(['shared']);
+    expect(reached).toEqual(['lent']);
     expect(res.statusCode).toBe(200);
-    expect(JSON.parse(body)).toEqual({ jsonrpc: '2.0', id: 1, result: {} });
+    expect(JSON.parse(body)).toEqual({ jsonrpc: '2.0', id: 1, result: { content: [] } });
   });
 });
