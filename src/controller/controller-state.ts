@@ -73,7 +73,9 @@ export class ControllerState {
   readonly turns = new Map<string, Turn>();
   readonly reader: SessionReader;
   readonly waits: SessionWaits;
-  readonly checkouts: SessionCheckouts = new SessionCheckouts(this);
+  readonly checkouts: SessionCheckouts;
+  readonly store: ControllerStore;
+  readonly log: Log;
   readonly now: () => Date;
   /** Orders state changes (commits and the checks they depend on); never I/O beyond the store. */
   private chain: Promise<unknown> = Promise.resolve();
@@ -81,8 +83,12 @@ export class ControllerState {
   /** Set when state could not be recorded: the controller refuses to continue. */
   private haltedWith: { error: ControllerError; shown: Map<string, RunRecord> } | null = null;
 
-  constructor(readonly deps: ControllerDeps) {
+  /** Each part of the controller is given the effects it uses (controller.ts); all share the store, the log and the clock. */
+  constructor(deps: ControllerDeps) {
+    this.store = deps.store;
+    this.log = deps.log;
     this.now = deps.now ?? (() => new Date());
+    this.checkouts = new SessionCheckouts(this, deps);
     this.reader = new SessionReader(
       deps.store,
       {
@@ -129,7 +135,7 @@ export class ControllerState {
    * are waits and listeners told, so none sees the record before memory.
    */
   async commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }, apply?: () => void): Promise<void> {
-    await this.deps.store.commit(change);
+    await this.store.commit(change);
     this.reader.noteCommitted(change);
     for (const run of change.runs ?? []) {
       const turn = this.turns.get(run.id);
@@ -147,7 +153,7 @@ export class ControllerState {
   }
 
   run(id: string): RunRecord {
-    const run = this.deps.store.runs.get(id);
+    const run = this.store.runs.get(id);
     if (!run) throw new Error(`internal: run ${id} missing`);
     return run;
   }
@@ -183,7 +189,7 @@ export class ControllerState {
     const unrecorded = { code: 'result_unrecorded', message: "the controller could not record this turn's result; its outcome is unknown", retryable: false };
     const shown = new Map(planCrashRecovery(inFlight, this.now()).runs.map((r) => [r.id, r.state === 'unknown' ? { ...r, error: unrecorded } : r]));
     this.haltedWith = { error, shown };
-    this.deps.log.error({ err: cause }, 'state could not be recorded; the controller refuses further work until restarted');
+    this.log.error({ err: cause }, 'state could not be recorded; the controller refuses further work until restarted');
     for (const turn of this.turns.values()) {
       turn.stopUnrequested();
       this.reader.invalidate(turn.sessionId);

@@ -52,9 +52,9 @@ export class SessionController {
     this.state = new ControllerState(deps);
     this.nextDroids = new NextTurnDroids(deps.nextTurnDroidIdleMs ?? NEXT_TURN_DROID_IDLE_MS, deps.maxConcurrentRuns, (runId) => this.state.turns.has(runId));
     // The queue selects, the owner admits, runs and releases: the queue needs the owner, never the reverse.
-    this.queue = new TurnQueue(this.state, new TurnOwner(this.state, new ReplyBack(this.state), this.nextDroids));
+    this.queue = new TurnQueue(this.state, new TurnOwner(this.state, new ReplyBack(this.state), this.nextDroids, deps), deps.maxConcurrentRuns);
     this.steering = new Steering(this.state);
-    this.acceptance = new TurnAcceptance(this.state, this.queue, this.steering, this.nextDroids);
+    this.acceptance = new TurnAcceptance(this.state, this.queue, this.steering, this.nextDroids, deps);
   }
 
   // ── queries ───────────────────────────────────────────────────────────
@@ -111,13 +111,13 @@ export class SessionController {
   async update(sessionId: string, update: SessionUpdate): Promise<SessionView> {
     const { state } = this;
     // Archiving a checkout session removes its checkout first, when nothing would be lost (checkouts.ts).
-    const check = (session: SessionRecord) => void applySessionUpdate(session, state.deps.store.runsBySession(session.id), update, state.now().toISOString());
+    const check = (session: SessionRecord) => void applySessionUpdate(session, state.store.runsBySession(session.id), update, state.now().toISOString());
     const removal = update.archived === true ? await state.checkouts.beginRemoval(sessionId, check, (claim) => this.queue.holdLock(claim)) : null;
     try {
       return await state.serialized(async () => {
         const session = state.session(sessionId);
         state.assertRunning();
-        const next = applySessionUpdate(session, state.deps.store.runsBySession(session.id), update, state.now().toISOString());
+        const next = applySessionUpdate(session, state.store.runsBySession(session.id), update, state.now().toISOString());
         await state.commit({ sessions: [removal?.checkout ? { ...next, checkout: removal.checkout } : next] });
         return state.reader.status(session.id);
       });

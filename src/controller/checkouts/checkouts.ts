@@ -47,19 +47,21 @@ export interface CheckoutIntent {
 
 /** What of the controller's shared state this needs (controller-state.ts gives it; no import back, so no cycle). */
 interface CheckoutsState {
-  readonly deps: {
-    sandbox: SandboxSpec;
-    droidEnv: Record<string, string>;
-    sandboxUnavailable: string | null;
-    worktrees?: CheckoutHost | null;
-    /** The workspace check of every tool: realpath, inside an approved root, a directory. */
-    resolveWorkspace(requested: string): Promise<string>;
-    store: { readonly sessions: ReadonlyMap<string, SessionRecord>; runsBySession(sessionId: string): RunRecord[] };
-    log: Log;
-  };
+  readonly store: { readonly sessions: ReadonlyMap<string, SessionRecord>; runsBySession(sessionId: string): RunRecord[] };
+  readonly log: Log;
   session(id: string): SessionRecord;
   serialized<T>(fn: () => Promise<T>): Promise<T>;
   commit(change: { sessions?: SessionRecord[] }): Promise<void>;
+}
+
+/** The host effects checkouts use. */
+export interface CheckoutDeps {
+  sandbox: SandboxSpec;
+  droidEnv: Record<string, string>;
+  sandboxUnavailable: string | null;
+  worktrees?: CheckoutHost | null;
+  /** The workspace check of every tool: realpath, inside an approved root, a directory. */
+  resolveWorkspace(requested: string): Promise<string>;
 }
 
 const OFF_ACTION = 'Omit isolation (or pass "none") to work in the workspace itself; the operator enables checkouts with "worktrees": {"directory": …} in the config.';
@@ -68,15 +70,18 @@ export class SessionCheckouts {
   /** Sessions whose checkout is being checked and removed right now. */
   private readonly removing = new Set<string>();
 
-  constructor(private readonly state: CheckoutsState) {}
+  constructor(
+    private readonly state: CheckoutsState,
+    private readonly deps: CheckoutDeps,
+  ) {}
 
   private get git(): GitHost {
-    return { sandbox: this.state.deps.sandbox, droidEnv: this.state.deps.droidEnv };
+    return { sandbox: this.deps.sandbox, droidEnv: this.deps.droidEnv };
   }
 
   /** Outside the chain, before anything is recorded: may this new session have a checkout, and from which repository. Null: no isolation. */
   async intent(isolation: Isolation | undefined, autonomy: Autonomy | undefined, workspace: string): Promise<CheckoutIntent | null> {
-    const host = this.state.deps.worktrees;
+    const host = this.deps.worktrees;
     // A session there could rewrite another session's checkout (its .git, which that session's turns bind writable).
     if (host && overlaps(workspace, host.directory)) {
       throw new ControllerError(
@@ -88,8 +93,8 @@ export class SessionCheckouts {
     if (isolation === undefined || isolation === 'none') return null;
     if (!host) throw new ControllerError('isolation_unavailable', 'this host does not make per-session checkouts (isolation: "worktree" is off)', OFF_ACTION);
     if (autonomy === 'off') throw readerRefusal();
-    if (this.state.deps.sandboxUnavailable !== null) {
-      throw new ControllerError('sandbox_unavailable', `the configured sandbox cannot run (${this.state.deps.sandboxUnavailable}), and checkouts are made inside it`, 'Fix the sandbox first (droid_list_workspaces policy.sandbox).');
+    if (this.deps.sandboxUnavailable !== null) {
+      throw new ControllerError('sandbox_unavailable', `the configured sandbox cannot run (${this.deps.sandboxUnavailable}), and checkouts are made inside it`, 'Fix the sandbox first (droid_list_workspaces policy.sandbox).');
     }
     const repo = await inspectRepository(this.git, workspace);
     if (!repo) {
@@ -103,7 +108,7 @@ export class SessionCheckouts {
   /** The controller writes the repository's branches and clones all of it: its top and git folder must be approved too. */
   private async unapproved(repo: Repository): Promise<string | null> {
     for (const [what, path] of [['top folder', repo.top], ['git folder', repo.gitDir]] as const) {
-      const resolved = await this.state.deps.resolveWorkspace(path).catch(() => null);
+      const resolved = await this.deps.resolveWorkspace(path).catch(() => null);
       if (resolved !== path) return `the repository's ${what} ${path} is not an approved directory (the workspace is inside a repository that starts above the approved roots, or its .git points elsewhere)`;
     }
     return null;
@@ -112,8 +117,8 @@ export class SessionCheckouts {
   /** In the chain, once the run's settings are resolved: the pending checkout of the new session. May refuse. */
   plan(intent: CheckoutIntent, sessionId: string, autonomy: Autonomy): CheckoutRecord {
     if (autonomy === 'off') throw readerRefusal();
-    const max = this.state.deps.worktrees?.maxCheckouts ?? 0;
-    if (liveCheckouts(this.state.deps.store.sessions.values()) >= max) {
+    const max = this.deps.worktrees?.maxCheckouts ?? 0;
+    if (liveCheckouts(this.state.store.sessions.values()) >= max) {
       throw new ControllerError(
         'checkout_limit_reached',
         `this host already has ${max} session checkouts, its limit (worktrees.maxCheckouts)`,
@@ -150,7 +155,7 @@ export class SessionCheckouts {
       const current = this.state.session(sessionId);
       await this.state.commit({ sessions: [{ ...current, checkout: made }] });
     });
-    this.state.deps.log.info({ session: sessionId, checkout: made.path, branch: made.branch, base: made.base }, 'session checkout made');
+    this.state.log.info({ session: sessionId, checkout: made.path, branch: made.branch, base: made.base }, 'session checkout made');
   }
 
   /** Whether `run` is a writer turn of a session with a checkout, whose branch comes back after it. */
@@ -163,10 +168,10 @@ export class SessionCheckouts {
     const checkout = this.state.session(run.sessionId).checkout!;
     try {
       const problem = await syncBranch(this.git, checkout);
-      if (problem !== null) this.state.deps.log.warn({ session: run.sessionId, branch: checkout.branch, problem }, 'the session branch could not be brought back into the repository; its commits stay in the checkout');
+      if (problem !== null) this.state.log.warn({ session: run.sessionId, branch: checkout.branch, problem }, 'the session branch could not be brought back into the repository; its commits stay in the checkout');
       return await commitsAhead(this.git, checkout, problem === null, problem ?? undefined);
     } catch (err) {
-      this.state.deps.log.warn({ err, run: run.id }, 'could not read the session branch after the turn');
+      this.state.log.warn({ err, run: run.id }, 'could not read the session branch after the turn');
       return null;
     }
   }
@@ -186,7 +191,7 @@ export class SessionCheckouts {
       if (!current || current.state === 'removed') return null;
       // The whole update is checked before anything is removed: bad input changes nothing.
       check(session);
-      if (this.removing.has(sessionId) || this.state.deps.store.runsBySession(sessionId).some((r) => isWorking(r.state))) throw busy('it has queued or running turns, or its checkout is being removed');
+      if (this.removing.has(sessionId) || this.state.store.runsBySession(sessionId).some((r) => isWorking(r.state))) throw busy('it has queued or running turns, or its checkout is being removed');
       // The checkout's writer lock for the check and the removal: no turn (of any session) in it meanwhile.
       release = lock({ sessionId, workspace: current.path, writer: true });
       if (!release) throw busy("another session's turn is queued or running in its checkout");
@@ -222,7 +227,7 @@ export class SessionCheckouts {
       );
     }
     await removeCheckout(checkout);
-    this.state.deps.log.info({ checkout: checkout.path, branch: checkout.branch }, 'session checkout removed; its branch stays');
+    this.state.log.info({ checkout: checkout.path, branch: checkout.branch }, 'session checkout removed; its branch stays');
   }
 }
 

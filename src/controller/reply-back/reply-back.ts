@@ -30,15 +30,15 @@ export class ReplyBack {
     if (!run.reply || TERMINAL_STATES.includes(run.state)) return false;
     const session = state.session(run.sessionId);
     const routeId = session.replyRouteId ?? null;
-    const verdict = decideReplyCall({ replyTo: session.replyTo, proven: provenHandles(state.deps.store.runsBySession(session.id), routeId) }, call.input);
-    state.deps.log.info({ run: run.id, approve: verdict.approve, ...(verdict.approve ? { action: verdict.action } : { code: verdict.code }) }, 'reply gate');
+    const verdict = decideReplyCall({ replyTo: session.replyTo, proven: provenHandles(state.store.runsBySession(session.id), routeId) }, call.input);
+    state.log.info({ run: run.id, approve: verdict.approve, ...(verdict.approve ? { action: verdict.action } : { code: verdict.code }) }, 'reply gate');
     if (verdict.approve) {
       if (verdict.action === 'send') turn.approveSend(call.toolUseId, routeId!);
       return true;
     }
     if (verdict.code === 'reply_misrouted') {
       await this.recordFailure(run, { code: 'reply_misrouted', message: verdict.reason, retryable: false }).catch((err) =>
-        state.deps.log.error({ err, run: run.id }, 'could not record a misrouted report; it was denied'),
+        state.log.error({ err, run: run.id }, 'could not record a misrouted report; it was denied'),
       );
     }
     return false;
@@ -56,7 +56,7 @@ export class ReplyBack {
     // Only the result of a send this gate approved in this turn proves anything.
     const routeId = turn.takeApprovedSend(event.toolUseId);
     if (routeId === undefined) {
-      this.state.deps.log.warn({ run: run.id }, 'reply result for a send the gate did not approve in this turn; ignored');
+      this.state.log.warn({ run: run.id }, 'reply result for a send the gate did not approve in this turn; ignored');
       return;
     }
     if (!event.ok) {

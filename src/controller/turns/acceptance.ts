@@ -18,7 +18,7 @@ import { AcceptanceBatches, type Staged } from './acceptance-batch.js';
 import type { Admission } from './admission.js';
 import type { CheckoutIntent, Isolation } from '../checkouts/checkouts.js';
 import type { SandboxSpec } from '../../sandbox/sandbox.js';
-import { workspaceChanged, type ControllerState } from '../controller-state.js';
+import { workspaceChanged, type ControllerDeps, type ControllerState } from '../controller-state.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { acceptBudget, withBudget, type BudgetInput } from '../budget/budget-acceptance.js';
 import { resolveLaunchSettings, type Requested } from './launch-settings.js';
@@ -108,6 +108,9 @@ interface StagedTurn extends Staged {
   stops: ReturnType<Steering['plan']>;
 }
 
+/** The host effects acceptance uses: the catalog, the workspace check, the launch policy, budgets and routing. */
+type AcceptanceDeps = Pick<ControllerDeps, 'models' | 'resolveWorkspace' | 'policy' | 'ceilings' | 'sandbox' | 'ampMcpUrl'>;
+
 export class TurnAcceptance {
   private readonly batches: AcceptanceBatches<Submitted, StagedTurn, Acceptance | Accepted>;
 
@@ -116,6 +119,7 @@ export class TurnAcceptance {
     private readonly queue: TurnQueue,
     private readonly steering: Steering,
     private readonly nextDroids: NextTurnDroids,
+    private readonly deps: AcceptanceDeps,
   ) {
     this.batches = new AcceptanceBatches<Submitted, StagedTurn, Acceptance | Accepted>(state, {
       clash: (earlier, later) => clashes(earlier.request, later.request),
@@ -127,12 +131,12 @@ export class TurnAcceptance {
   async create(input: CreateInput): Promise<Acceptance> {
     this.assertRoutable(input.replyTo);
     const schema = validOutputSchema(input.outputSchema);
-    const budget = acceptBudget(this.state.deps, 'session', input.budget);
+    const budget = acceptBudget(this.deps, 'session', input.budget);
     // I/O first, outside the chain: a slow catalog must not hold up anyone's cancel.
-    const workspace = await this.state.deps.resolveWorkspace(input.workspace);
+    const workspace = await this.deps.resolveWorkspace(input.workspace);
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
-    const network = sessionNetwork(input.network, this.state.deps.sandbox);
+    const network = sessionNetwork(input.network, this.deps.sandbox);
     const intent: Intent = {
       kind: 'create',
       target: workspace,
@@ -183,7 +187,7 @@ export class TurnAcceptance {
     const schema = validOutputSchema(input.outputSchema);
     const session = this.state.session(input.session);
     const interrupt = input.interrupt ?? false;
-    const budget = acceptBudget(this.state.deps, 'turn', input.budget);
+    const budget = acceptBudget(this.deps, 'turn', input.budget);
     const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: input.replyTo, title: null, labels: [], ...schemaIntent(schema), ...budget.intent };
     return this.accept({
       input,
@@ -195,10 +199,10 @@ export class TurnAcceptance {
         // The workspace is fixed for the session: it must still be approved and
         // still resolve to the same directory (no symlink swapped in since).
         const workspace = resolvedWorkspace(session);
-        if ((await this.state.deps.resolveWorkspace(workspace)) !== workspace) throw workspaceChanged();
+        if ((await this.deps.resolveWorkspace(workspace)) !== workspace) throw workspaceChanged();
       },
       basis: () => {
-        const runs = this.state.deps.store.runsBySession(session.id);
+        const runs = this.state.store.runsBySession(session.id);
         if (runs.some((r) => r.state === 'unknown')) {
           throw new ControllerError(
             'session_unknown_outcome',
@@ -228,7 +232,7 @@ export class TurnAcceptance {
     if (early) return early;
     this.state.assertRunning();
     if (request.confirm) await request.confirm();
-    const catalog = await this.state.deps.models();
+    const catalog = await this.deps.models();
     // In the chain, committed with the acceptances waiting beside it (acceptance-batch.ts).
     return this.report(await this.batches.submit({ request, catalog }));
   }
@@ -244,7 +248,7 @@ export class TurnAcceptance {
     // (a new session has no queued turns of its own). The batch's earlier turns are not in line yet.
     this.queue.assertRoom(intent.interrupt ? null : basis.sessionId, earlier.length);
     // A follow-up inherits what its session ran last; a new session starts from the host's defaults.
-    const settings = resolveLaunchSettings(input, basis.runs.at(-1)?.settings ?? null, this.state.deps.policy, catalog);
+    const settings = resolveLaunchSettings(input, basis.runs.at(-1)?.settings ?? null, this.deps.policy, catalog);
     const at = this.state.now().toISOString();
     // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
     const route = nextRoute(basis.route, input.replyTo, randomUUID).route;
@@ -278,7 +282,7 @@ export class TurnAcceptance {
   /** A route needs reply-back configured, and a conversation id. Checked before anything is recorded. */
   private assertRoutable(replyTo: string | null | undefined): void {
     if (replyTo === null || replyTo === undefined) return;
-    if (this.state.deps.ampMcpUrl === null) {
+    if (this.deps.ampMcpUrl === null) {
       throw new ControllerError(
         'reply_back_unavailable',
         'reply-back is not configured on this host',
@@ -293,7 +297,7 @@ export class TurnAcceptance {
   /** Same key and same intent: the original acceptance. Different: conflict. */
   private replay({ input, intent }: Request): Acceptance | undefined {
     const requestKey = input.requestKey;
-    const original = this.state.deps.store.runByRequestKey(requestKey);
+    const original = this.state.store.runByRequestKey(requestKey);
     if (!original) return undefined;
     const s = original.settings;
     const sameSettings =

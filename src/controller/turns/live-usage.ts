@@ -29,11 +29,11 @@ export class LiveUsage {
   /** Turns whose result came: a report after it (IPC order is not the chain's) is ignored, never pending again. */
   private readonly ended = new WeakSet<Turn>();
 
-  constructor(private readonly state: ControllerState) {}
-
-  private get intervalMs(): number {
-    return this.state.deps.liveUsageWriteMs ?? LIVE_USAGE_WRITE_MS;
-  }
+  constructor(
+    private readonly state: ControllerState,
+    /** A turn's running figure is made durable at most this often. */
+    private readonly intervalMs: number = LIVE_USAGE_WRITE_MS,
+  ) {}
 
   /** The worker reported a new running figure for `turn`. */
   report(turn: Turn, usage: TokenUsage): void {
@@ -72,6 +72,6 @@ export class LiveUsage {
         if (run.usage !== null && run.usageLive === true && sameUsage(run.usage, usage)) return;
         await state.commit({ runs: [{ ...run, usage, usageLive: true }] });
       })
-      .catch((err) => state.deps.log.warn({ err, run: turn.runId }, 'could not record the running usage; it is kept in memory and written with the result'));
+      .catch((err) => state.log.warn({ err, run: turn.runId }, 'could not record the running usage; it is kept in memory and written with the result'));
   }
 }

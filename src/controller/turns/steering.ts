@@ -40,7 +40,7 @@ export class Steering {
     return this.state.serialized(async () => {
       const session = this.state.session(sessionId);
       this.state.assertRunning();
-      const stops = this.plan(this.state.deps.store.runsBySession(session.id), 'cancel', this.state.now().toISOString());
+      const stops = this.plan(this.state.store.runsBySession(session.id), 'cancel', this.state.now().toISOString());
       if (stops.dropped.length || stops.stopping.length) await this.state.commit({ runs: [...stops.dropped, ...stops.stopping] }, () => this.apply(stops));
       return this.state.reader.status(session.id);
     });

@@ -23,17 +23,21 @@ import type { StartTimeline, WorkerHandle, WorkerOptions } from '../../worker/pa
 import { epochMs } from '../../util/epoch.js';
 import { failedResult, RENAME_SKIPPED, stoppedResult, type RenameOutcome } from '../../worker/shared/protocol.js';
 import { stopFields } from '../../shared/turn-stop.js';
-import { workspaceChanged, type ControllerState } from '../controller-state.js';
+import { workspaceChanged, type ControllerDeps, type ControllerState } from '../controller-state.js';
 import type { ReplyBack } from '../reply-back/reply-back.js';
 import { routeOf, withReply } from '../reply-back/reply-route.js';
 import { MAX_EVENTS, resultFile, terminalUpdate, type OwnedResult } from './run-outcome.js';
 import { resolvedWorkspace } from '../../worktree/plan.js';
 import type { Turn } from './turn.js';
 import type { TurnRunner } from './turn-queue.js';
-import { turnSpecFor } from './turn-spec.js';
+import { turnSpecFor, type TurnHost } from './turn-spec.js';
 import { LiveUsage } from './live-usage.js';
 import type { NextTurnDroids } from './next-turn-droids.js';
 import { budgetAtLaunch, budgetSpec } from '../budget/budget-launch.js';
+
+/** The host effects an owner uses: how turns are specified (TurnHost), started and checked before launch. */
+export type OwnerDeps = TurnHost &
+  Pick<ControllerDeps, 'startWorker' | 'prestartWorker' | 'resolveWorkspace' | 'sandboxUnavailable' | 'offerModels' | 'ceilings' | 'liveUsageWriteMs'>;
 
 const TERMINAL_WRITE_ATTEMPTS = 3;
 const TERMINAL_WRITE_BACKOFF_MS = 200;
@@ -47,8 +51,9 @@ export class TurnOwner implements TurnRunner {
     private readonly state: ControllerState,
     private readonly replies: ReplyBack,
     private readonly nextDroids: NextTurnDroids,
+    private readonly deps: OwnerDeps,
   ) {
-    this.liveUsage = new LiveUsage(state);
+    this.liveUsage = new LiveUsage(state, deps.liveUsageWriteMs);
   }
 
   /**
@@ -62,7 +67,7 @@ export class TurnOwner implements TurnRunner {
     try {
       await this.launch(turn);
     } catch (err) {
-      this.state.deps.log.error({ err, run: turn.runId }, 'turn owner failed');
+      this.state.log.error({ err, run: turn.runId }, 'turn owner failed');
     } finally {
       // Back in line (its `starting` commit failed): it keeps its place.
       if (!turn.inLine()) {
@@ -92,7 +97,7 @@ export class TurnOwner implements TurnRunner {
       // Not durable, so not started: back in line with memory as it was.
       const failedAt = this.state.now().getTime();
       turn.requeue(failedAt);
-      this.state.deps.log.error({ err, run: turn.runId, retryInMs: turn.retryAt - failedAt }, 'could not record the turn as starting; it stays queued and is retried');
+      this.state.log.error({ err, run: turn.runId, retryInMs: turn.retryAt - failedAt }, 'could not record the turn as starting; it stays queued and is retried');
       return;
     }
     if (!run) return;
@@ -118,12 +123,12 @@ export class TurnOwner implements TurnRunner {
       }
     }
     const extras = { ...(turn.outputSchema && { outputSchema: turn.outputSchema }), ...budgetSpec(this.state, run) };
-    const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.state.deps, extras);
+    const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.deps, extras);
     const reports = this.reports(turn, marks);
     const early = this.nextDroids.take(run.sessionId, run.id);
     let handle: WorkerHandle;
     try {
-      handle = this.state.deps.startWorker(spec, reports.options, early ?? undefined);
+      handle = this.deps.startWorker(spec, reports.options, early ?? undefined);
     } catch (err) {
       void early?.dispose();
       const error = { code: 'worker_spawn_failed', message: `could not start the turn's worker: ${(err as Error).message}`, retryable: true };
@@ -139,7 +144,7 @@ export class TurnOwner implements TurnRunner {
     crashPoint('terminal-received');
     // One line per refused destination per turn: what an operator may want to allow (network.allow).
     for (const r of result.egress?.refused ?? []) {
-      this.state.deps.log.warn({ session: run.sessionId, run: turn.runId, host: r.host, port: r.port, count: r.count, firstAt: r.firstAt }, `egress proxy refused ${r.host}:${r.port}: ${r.why}`);
+      this.state.log.warn({ session: run.sessionId, run: turn.runId, host: r.host, port: r.port, count: r.count, firstAt: r.firstAt }, `egress proxy refused ${r.host}:${r.port}: ${r.why}`);
     }
     await reports.started();
     const commits = this.state.checkouts.syncsAfter(run) ? await this.state.checkouts.afterTurn(run) : undefined;
@@ -160,7 +165,7 @@ export class TurnOwner implements TurnRunner {
    * made at launch).
    */
   private prepareNext(turn: Turn): void {
-    const { deps } = this.state;
+    const { deps } = this;
     const prestartWorker = deps.prestartWorker;
     if (!prestartWorker) return;
     const ready = async () => {
@@ -177,7 +182,7 @@ export class TurnOwner implements TurnRunner {
       .prepare(turn.sessionId, ready, boot)
       // The turn ended while that droid booted: its wait for the next turn starts now.
       .then(() => (turn.holdsClaim() ? undefined : this.nextDroids.idle(turn.sessionId)))
-      .catch((err: unknown) => deps.log.warn({ err, run: turn.runId }, "could not boot a droid for the session's next turn; that turn starts its own"));
+      .catch((err: unknown) => this.state.log.warn({ err, run: turn.runId }, "could not boot a droid for the session's next turn; that turn starts its own"));
   }
 
   /**
@@ -194,7 +199,7 @@ export class TurnOwner implements TurnRunner {
   /** Why an admitted turn may not start at all (nothing is submitted then), or null. */
   private async refusal(turn: Turn): Promise<ErrorInfo | null> {
     const session = this.state.session(turn.sessionId);
-    const { deps } = this.state;
+    const { deps } = this;
     // The workspace may have changed since acceptance (a symlink swapped in).
     const workspace = resolvedWorkspace(session);
     const moved = await deps.resolveWorkspace(workspace).then(
@@ -212,7 +217,7 @@ export class TurnOwner implements TurnRunner {
       const message = `the configured sandbox cannot run (${deps.sandboxUnavailable}); nothing was submitted. ${SANDBOX_ACTION}`;
       return { code: 'sandbox_unavailable', message, retryable: false };
     }
-    return budgetAtLaunch(this.state, this.state.run(turn.runId)).refused ?? null;
+    return budgetAtLaunch(this.state, this.state.run(turn.runId), this.deps.ceilings).refused ?? null;
   }
 
   /** Null when the run may not start (ended meanwhile, or the controller is stopping). */
@@ -225,7 +230,7 @@ export class TurnOwner implements TurnRunner {
       return null;
     }
     // The turn reports on the session's route as it is now (a retarget may have come since acceptance).
-    const { limit } = budgetAtLaunch(this.state, current);
+    const { limit } = budgetAtLaunch(this.state, current, this.deps.ceilings);
     const run: RunRecord = withReply({ ...current, state: 'starting', startedAt: this.state.now().toISOString(), ...(limit && { limit }) }, routeOf(this.state.session(current.sessionId)));
     await this.state.commit({ runs: [run] }, () => turn.start());
     return run;
@@ -234,7 +239,7 @@ export class TurnOwner implements TurnRunner {
   /** What the worker reports while it runs; `started` settles once droid's start is recorded (or could not be). */
   private reports(turn: Turn, marks: StartTimeline): { options: WorkerOptions; started: () => Promise<void> } {
     const { state } = this;
-    const log = state.deps.log;
+    const log = state.log;
     let started: Promise<void> = Promise.resolve();
     let nextPrepared = false;
     const options: WorkerOptions = {
@@ -252,7 +257,7 @@ export class TurnOwner implements TurnRunner {
         }
       },
       onUsage: (usage) => this.liveUsage.report(turn, usage),
-      onCatalog: (models, answeredAt) => state.deps.offerModels?.(models, answeredAt),
+      onCatalog: (models, answeredAt) => this.deps.offerModels?.(models, answeredAt),
       onRename: (outcome) => void state.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => log.error({ err }, 'rename record failed')),
       onInvalidMessage: (problem) => log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),
       onSessionCopy: (copy) => log.warn({ run: turn.runId, ...copy }, "some of droid's session files were not copied back from the turn's private sessions folder"),
@@ -270,7 +275,7 @@ export class TurnOwner implements TurnRunner {
     const next: RunRecord = run.state === 'starting' ? { ...run, state: 'running' } : run;
     const sessions = session.droidSessionId === droidSessionId ? [] : [{ ...session, droidSessionId }];
     await this.state.commit({ runs: [next], sessions });
-    this.state.deps.log.info({ session: run.sessionId, run: runId, start: startTimeline(stages) }, 'turn running: prompt submitted to droid');
+    this.state.log.info({ session: run.sessionId, run: runId, start: startTimeline(stages) }, 'turn running: prompt submitted to droid');
     crashPoint('started');
   }
 
@@ -282,7 +287,7 @@ export class TurnOwner implements TurnRunner {
       await this.state.commit({ sessions: [{ ...session, factoryTitle: outcome.title }] });
       return;
     }
-    const log = this.state.deps.log;
+    const log = this.state.log;
     if (outcome.error === RENAME_SKIPPED) log.info({ session: run.sessionId, run: runId }, 'Factory title left for a later turn: a follow-up was waiting');
     else log.warn({ session: run.sessionId, run: runId, error: outcome.error }, 'Factory title not applied; will retry on the next turn');
     const note = { at: this.state.now().toISOString(), kind: 'title_sync_failed', detail: `title not applied in Factory (retried next turn): ${outcome.error ?? 'unknown'}` };
@@ -305,16 +310,16 @@ export class TurnOwner implements TurnRunner {
         // A live run is ended by its owner alone, so its results file is written before the chain:
         // its fsyncs hold up no other transition (issue 38). A run still queued may be dropped meanwhile.
         const early = LIVE_STATES.includes(this.state.run(turn.runId).state);
-        if (early) await this.state.deps.store.writeResult(resultFile(turn.runId, result));
+        if (early) await this.state.store.writeResult(resultFile(turn.runId, result));
         await this.state.serialized(() => this.onTerminal(turn, result, !early));
         return true;
       } catch (err) {
         if (attempt >= TERMINAL_WRITE_ATTEMPTS) {
-          this.state.deps.log.error({ err, run: turn.runId, outcome: result.outcome }, 'could not record the turn result');
+          this.state.log.error({ err, run: turn.runId, outcome: result.outcome }, 'could not record the turn result');
           this.state.halt(err);
           return false;
         }
-        this.state.deps.log.warn({ err, run: turn.runId, attempt }, 'recording the turn result failed; retrying');
+        this.state.log.warn({ err, run: turn.runId, attempt }, 'recording the turn result failed; retrying');
         await sleep(TERMINAL_WRITE_BACKOFF_MS * attempt);
       }
     }
@@ -329,14 +334,14 @@ export class TurnOwner implements TurnRunner {
     if (TERMINAL_STATES.includes(run.state)) return;
     const session = state.session(run.sessionId);
     const at = state.now().toISOString();
-    if (writeFile) await state.deps.store.writeResult(resultFile(run.id, result));
+    if (writeFile) await state.store.writeResult(resultFile(run.id, result));
     const finished = terminalUpdate(run, result, { cancelRequested: turn.cancelRequested, events: turn.events, at, running: turn.usage });
     const changedRuns: RunRecord[] = [finished];
     // The queue never resumes work across a failure: later turns are dropped (the commit takes them out of the line).
     if (finished.state === 'failed' || finished.state === 'timed_out') {
       const predecessorFailure = { runId: run.id, state: finished.state, error: finished.error };
       const ended = stopFields({ kind: 'unsubmitted', by: 'predecessor_failed' }, false);
-      for (const next of state.deps.store.runsBySession(run.sessionId).filter((r) => r.state === 'queued' && r.id !== run.id)) {
+      for (const next of state.store.runsBySession(run.sessionId).filter((r) => r.state === 'queued' && r.id !== run.id)) {
         changedRuns.push({ ...next, ...ended, endedAt: at, predecessorFailure });
       }
     }
@@ -345,7 +350,7 @@ export class TurnOwner implements TurnRunner {
         ? [{ ...session, droidSessionId: result.droidSessionId, updatedAt: at }]
         : [{ ...session, updatedAt: at }];
     await state.commit({ runs: changedRuns, sessions });
-    state.deps.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
+    state.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
   }
 }
 

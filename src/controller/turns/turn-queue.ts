@@ -32,6 +32,8 @@ export class TurnQueue {
   constructor(
     private readonly state: ControllerState,
     private readonly runner: TurnRunner,
+    /** Turns holding a claim at once (config maxConcurrentRuns). */
+    private readonly maxConcurrentRuns: number,
   ) {}
 
   capacity() {
@@ -41,7 +43,7 @@ export class TurnQueue {
       if (turn.holdsClaim()) active++;
       else queued++;
     }
-    const maximum = this.state.deps.maxConcurrentRuns;
+    const maximum = this.maxConcurrentRuns;
     return { maximum, active, queued, available: Math.max(0, maximum - active) };
   }
 
@@ -74,7 +76,7 @@ export class TurnQueue {
     for (const other of turns.values()) if (other !== turn && other.sessionId === run.sessionId && other.holdsClaim()) other.skipRename();
     this.pump();
     const admission = this.admissionOf(turn, interrupting);
-    this.state.deps.log.info({ session: run.sessionId, run: run.id, action: admission.action, waitingFor: admission.waitingFor.length }, 'turn accepted');
+    this.state.log.info({ session: run.sessionId, run: run.id, action: admission.action, waitingFor: admission.waitingFor.length }, 'turn accepted');
     return { turn, admission };
   }
 
@@ -108,7 +110,7 @@ export class TurnQueue {
         queued.push({ runId: turn.runId, ...turn.claim, ready });
       }
     }
-    const capacity = this.state.deps.maxConcurrentRuns;
+    const capacity = this.maxConcurrentRuns;
     const admitted = new Set(selectRunnable(queued, held, capacity, [...this.locks]));
     for (const runId of admitted) {
       // Admitted before `own` returns: the next selection counts its claim.
@@ -142,6 +144,6 @@ export class TurnQueue {
       if (!t.holdsClaim()) ahead.push({ runId: t.runId, ...t.claim });
     }
     const stopping = new Set(interrupting.map((r) => r.id));
-    return explainQueued({ runId: turn.runId, ...turn.claim }, held, ahead, this.state.deps.maxConcurrentRuns, stopping, (id) => this.state.run(id).state);
+    return explainQueued({ runId: turn.runId, ...turn.claim }, held, ahead, this.maxConcurrentRuns, stopping, (id) => this.state.run(id).state);
   }
 }

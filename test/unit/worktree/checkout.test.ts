@@ -174,10 +174,10 @@ describe('the controller: who may have a checkout', () => {
       sandboxUnavailable: null,
       worktrees: over.worktrees === undefined ? { directory: dir, maxCheckouts: 2 } : over.worktrees,
       resolveWorkspace: (path: string) => resolveWorkspace(path, over.approved ?? [root]),
-      store: { sessions, runsBySession: () => [] },
-      log: { info: () => undefined, warn: () => undefined } as never,
     };
-    return new SessionCheckouts({ deps, session: (id) => sessions.get(id)!, serialized: (fn) => fn(), commit: async () => undefined });
+    const store = { sessions, runsBySession: () => [] };
+    const log = { info: () => undefined, warn: () => undefined } as never;
+    return new SessionCheckouts({ store, log, session: (id) => sessions.get(id)!, serialized: (fn) => fn(), commit: async () => undefined }, deps);
   }
   const refusal = (p: Promise<unknown> | (() => unknown)) =>
     (typeof p === 'function' ? Promise.resolve().then(p) : p).then(

@@ -19,7 +19,7 @@ function bed() {
   const writes: Array<TokenUsage | null> = [];
   let chain = Promise.resolve();
   const state = {
-    deps: { liveUsageWriteMs: INTERVAL, log: { warn: () => undefined } },
+    log: { warn: () => undefined },
     halted: false,
     now: () => new Date(),
     reader: { invalidate: () => undefined },
@@ -37,7 +37,7 @@ function bed() {
   } as unknown as ControllerState;
   let held: TokenUsage | null = null;
   const turn = { runId: run.id, sessionId: 's', recordUsage: (u: TokenUsage) => (held = u), get usage() { return held; } } as unknown as Turn;
-  const live = new LiveUsage(state);
+  const live = new LiveUsage(state, INTERVAL);
   const settle = async () => {
     await vi.advanceTimersByTimeAsync(0);
     await chain;
