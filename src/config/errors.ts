@@ -22,3 +22,8 @@ export class ConfigError extends Error {
     return `Fix ${what} as the message says, then start droid-mcp again`;
   }
 }
+
+/** A refusal of one key of the config file. */
+export function invalid(configPath: string, key: string, text: string): ConfigError {
+  return new ConfigError('config_invalid', `Invalid config ${configPath}: "${key}" ${text}`, key);
+}

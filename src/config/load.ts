@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { access, readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { access, readdir, realpath, stat } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
@@ -8,14 +8,12 @@ import { placementProblems } from './placement.js';
 import { ownPrograms, unconfinedIn, type UnconfinedProgram } from './unconfined-programs.js';
 import { checkWorktrees } from './worktrees.js';
 import { reachOf } from './network.js';
-import type { z } from 'zod';
-import { ConfigError } from './errors.js';
+import { ConfigError, invalid } from './errors.js';
+import { fromIssues, readConfigJson } from './read-config.js';
 import { errCode, sharedMode } from '../util/errno.js';
 import {
   AMP_MCP_URL,
   CONFIG_DEFAULTS,
-  CONFIG_KEYS,
-  REMOVED_KEYS,
   autonomyAtMost,
   configFileSchema,
   type Config,
@@ -58,6 +56,41 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
   if (!parsed.success) throw fromIssues(configPath, parsed.error.issues);
   const file = parsed.data;
 
+  const { maxAutonomy, defaultAutonomy, warmPoolSize } = checkCrossKeys(configPath, file);
+  const approvedDirectories = await resolveApprovedDirectories(configPath, file.approvedDirectories);
+  const stateDirectory = normalize(file.stateDirectory);
+  await checkStateDirectory(configPath, stateDirectory);
+  const tokenFile = file.tokenFile !== undefined ? normalize(file.tokenFile) : undefined;
+  await checkPlacement(configPath, { stateDirectory, tokenFile }, approvedDirectories, env);
+  const { droidPath, sandbox } = await resolveLaunched(configPath, file, platform, env, approvedDirectories);
+  return {
+    approvedDirectories,
+    stateDirectory,
+    droidPath,
+    transport: file.transport,
+    maxAutonomy,
+    defaultAutonomy,
+    ...(file.defaultModel !== undefined && { defaultModel: file.defaultModel }),
+    ...(file.reasoningEffort !== undefined && { reasoningEffort: file.reasoningEffort }),
+    excludeModelIds: [...new Set(file.excludeModelIds)],
+    maxConcurrentRuns: file.maxConcurrentRuns,
+    warmPoolSize,
+    runTimeoutMs: file.runTimeoutMs,
+    cancelGraceMs: file.cancelGraceMs,
+    ceilings: ceilingsOf(file),
+    modelCacheTtlMs: file.modelCacheTtlMs,
+    port: file.port,
+    ...(tokenFile !== undefined && { tokenFile }),
+    ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
+    ...(file.ampMcp !== undefined && { ampMcp: { url: file.ampMcp.url ?? AMP_MCP_URL } }),
+    ...{ sandbox, ...(await resolveWorktrees(configPath, file, approvedDirectories)) },
+    ...reachOf(file, (problem) => invalid(configPath, 'sandboxReadable', problem), { home: env.home, factoryDir: env.factoryDir, approvedDirectories, stateDirectory, tokenFile }),
+  };
+}
+
+/** The spend ceilings; an absent key is none. */
+/** The rules between keys that the schema checks one by one. */
+function checkCrossKeys(configPath: string, file: ConfigFile): { maxAutonomy: Config['maxAutonomy']; defaultAutonomy: Config['defaultAutonomy']; warmPoolSize: number } {
   const maxAutonomy = file.maxAutonomy;
   const defaultAutonomy = file.defaultAutonomy ?? maxAutonomy;
   if (!autonomyAtMost(defaultAutonomy, maxAutonomy)) {
@@ -92,38 +125,9 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
       `is ${warmPoolSize}, above maxConcurrentRuns ${file.maxConcurrentRuns}: more warm workers than turns that can run at once only cost memory. Lower warmPoolSize (0 disables the pool) or raise maxConcurrentRuns`,
     );
   }
-  const approvedDirectories = await resolveApprovedDirectories(configPath, file.approvedDirectories);
-  const stateDirectory = normalize(file.stateDirectory);
-  await checkStateDirectory(configPath, stateDirectory);
-  const tokenFile = file.tokenFile !== undefined ? normalize(file.tokenFile) : undefined;
-  await checkPlacement(configPath, { stateDirectory, tokenFile }, approvedDirectories, env);
-  const { droidPath, sandbox } = await resolveLaunched(configPath, file, platform, env, approvedDirectories);
-  return {
-    approvedDirectories,
-    stateDirectory,
-    droidPath,
-    transport: file.transport,
-    maxAutonomy,
-    defaultAutonomy,
-    ...(file.defaultModel !== undefined && { defaultModel: file.defaultModel }),
-    ...(file.reasoningEffort !== undefined && { reasoningEffort: file.reasoningEffort }),
-    excludeModelIds: [...new Set(file.excludeModelIds)],
-    maxConcurrentRuns: file.maxConcurrentRuns,
-    warmPoolSize,
-    runTimeoutMs: file.runTimeoutMs,
-    cancelGraceMs: file.cancelGraceMs,
-    ceilings: ceilingsOf(file),
-    modelCacheTtlMs: file.modelCacheTtlMs,
-    port: file.port,
-    ...(tokenFile !== undefined && { tokenFile }),
-    ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
-    ...(file.ampMcp !== undefined && { ampMcp: { url: file.ampMcp.url ?? AMP_MCP_URL } }),
-    ...{ sandbox, ...(await resolveWorktrees(configPath, file, approvedDirectories)) },
-    ...reachOf(file, (problem) => invalid(configPath, 'sandboxReadable', problem), { home: env.home, factoryDir: env.factoryDir, approvedDirectories, stateDirectory, tokenFile }),
-  };
+  return { maxAutonomy, defaultAutonomy, warmPoolSize };
 }
 
-/** The spend ceilings; an absent key is none. */
 function ceilingsOf(file: ConfigFile): Config['ceilings'] {
   return { maxTurnTokens: file.maxTurnTokens ?? null, maxTurnCredits: file.maxTurnCredits ?? null, maxSessionCredits: file.maxSessionCredits ?? null };
 }
@@ -235,83 +239,6 @@ function pathDirs(env: LoadConfigEnv): string[] {
 /** Absolute PATH entries joined with `name`. */
 function pathCandidates(env: LoadConfigEnv, name: string): string[] {
   return pathDirs(env).map((dir) => join(dir, name));
-}
-
-async function readConfigJson(configPath: string): Promise<unknown> {
-  if (typeof configPath !== 'string' || configPath === '' || !isAbsolute(configPath) || configPath.includes('\0')) {
-    throw new ConfigError(
-      'config_invalid',
-      `--config must be an absolute path to the JSON config file; got ${JSON.stringify(configPath)}. Pass --config /absolute/path/to/config.json`,
-      '--config',
-    );
-  }
-  let text: string;
-  try {
-    text = await readFile(configPath, 'utf8');
-  } catch (err) {
-    const code = errCode(err);
-    const why =
-      code === 'ENOENT'
-        ? 'does not exist'
-        : code === 'EISDIR'
-          ? 'is a directory, not a file'
-          : code === 'EACCES' || code === 'EPERM'
-            ? 'is not readable by this user'
-            : `cannot be read (${code ?? 'unknown error'})`;
-    throw new ConfigError(
-      'config_invalid',
-      `Config file ${configPath} ${why}. Pass --config with the absolute path of a readable JSON file (see config.example.json).`,
-      '--config',
-    );
-  }
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    const detail = err instanceof Error ? err.message : String(err);
-    throw new ConfigError(
-      'config_invalid',
-      `Config file ${configPath} is not valid JSON (${detail}). Fix the syntax; comments and trailing commas are not allowed.`,
-      '--config',
-    );
-  }
-}
-
-function keyName(path: readonly PropertyKey[]): string {
-  let out = '';
-  for (const part of path) {
-    if (typeof part === 'number') out += `[${part}]`;
-    else out += out === '' ? String(part) : `.${String(part)}`;
-  }
-  return out === '' ? '(top level)' : out;
-}
-
-function fromIssues(configPath: string, issues: readonly z.core.$ZodIssue[]): ConfigError {
-  const lines: { key: string; text: string }[] = [];
-  for (const issue of issues) {
-    const at = keyName(issue.path);
-    if (issue.code === 'unrecognized_keys') {
-      const parent = issue.path.map(String).join('.');
-      const allowed = CONFIG_KEYS[parent];
-      for (const unknown of issue.keys) {
-        const key = parent === '' ? unknown : `${parent}.${unknown}`;
-        const removed = REMOVED_KEYS[key];
-        const text =
-          removed ??
-          `is not a known setting; remove it${allowed ? ` (allowed${parent === '' ? '' : ` in ${parent}`}: ${allowed.join(', ')})` : ''}`;
-        lines.push({ key, text });
-      }
-    } else {
-      lines.push({ key: at, text: issue.message });
-    }
-  }
-  const first = lines[0] ?? { key: '(top level)', text: 'is invalid' };
-  const body =
-    lines.length === 1 ? `"${first.key}" ${first.text}` : lines.map((l) => `\n- "${l.key}" ${l.text}`).join('');
-  return new ConfigError('config_invalid', `Invalid config ${configPath}: ${body}`, first.key);
-}
-
-function invalid(configPath: string, key: string, text: string): ConfigError {
-  return new ConfigError('config_invalid', `Invalid config ${configPath}: "${key}" ${text}`, key);
 }
 
 async function resolveApprovedDirectories(configPath: string, dirs: readonly string[]): Promise<string[]> {

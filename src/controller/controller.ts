@@ -24,7 +24,8 @@
  * - State it cannot record stops it (`halt`): it never guesses.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TurnAcceptance, type Acceptance, type CreateInput, type SendInput } from './turns/acceptance.js';
+import { TurnAcceptance, type Acceptance } from './turns/acceptance.js';
+import type { CreateInput, SendInput } from './turns/turn-request.js';
 import { ControllerState, type ControllerDeps } from './controller-state.js';
 import type { FindFilters } from './sessions/find.js';
 import type { HistoryPage } from './sessions/history.js';

@@ -9,53 +9,24 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { NextTurnDroids } from './next-turn-droids.js';
-import { canonicalJson, checkOutputSchema } from '../../evidence/output-schema.js';
 import { ControllerError } from '../../shared/public-error.js';
 import { acceptedRun, type Budget, type RunRecord, type SessionRecord } from '../../shared/records.js';
 import { resolvedWorkspace, turnWorkspace } from '../../worktree/plan.js';
 import type { CatalogModel } from '../../droid/client.js';
 import { AcceptanceBatches, type Staged } from './acceptance-batch.js';
 import type { Admission } from './admission.js';
-import type { CheckoutIntent, Isolation } from '../checkouts/checkouts.js';
-import type { SandboxSpec } from '../../sandbox/sandbox.js';
+import type { CheckoutIntent } from '../checkouts/checkouts.js';
 import { workspaceChanged, type ControllerDeps, type ControllerState } from '../controller-state.js';
 import { fingerprint, type Intent } from './fingerprint.js';
-import { acceptBudget, withBudget, type BudgetInput } from '../budget/budget-acceptance.js';
-import { resolveLaunchSettings, type Requested } from './launch-settings.js';
+import { acceptBudget, withBudget } from '../budget/budget-acceptance.js';
+import { resolveLaunchSettings } from './launch-settings.js';
 import { normalizeLabels } from '../sessions/metadata.js';
 import { isConversationId, nextRoute, routeOf, withReply, type Route } from '../reply-back/reply-route.js';
 import type { Steering } from './steering.js';
 import type { Turn } from './turn.js';
 import type { TurnQueue } from './turn-queue.js';
 import type { SessionView } from '../sessions/views.js';
-
-export interface CreateInput extends Requested {
-  requestKey: string;
-  workspace: string;
-  prompt: string;
-  replyTo: string | null;
-  title?: string;
-  labels?: string[];
-  outputSchema?: Record<string, unknown>;
-  /** The session's total budget over all its turns. */
-  budget?: BudgetInput;
-  /** "worktree": the session gets its own checkout (checkouts.ts); omitted or "none": it works in the workspace. */
-  isolation?: Isolation;
-  /** Less network than the host's policy ("model-only"), or its own ("host", the default); "open" only where the host's is. */
-  network?: SessionNetwork;
-}
-
-export interface SendInput extends Requested {
-  requestKey: string;
-  session: string;
-  prompt: string;
-  interrupt?: boolean;
-  outputSchema?: Record<string, unknown>;
-  /** Omitted: keep the route; a conversation: retarget; null: detach. */
-  replyTo?: string | null;
-  /** This turn's own budget. */
-  budget?: BudgetInput;
-}
+import { isolationIntent, schemaIntent, sessionNetwork, validOutputSchema, type CreateInput, type SendInput } from './turn-request.js';
 
 export interface Acceptance {
   metadata: { session: string; run: string; requestKey: string; replayed: boolean };
@@ -333,53 +304,6 @@ export class TurnAcceptance {
       status: this.state.reader.status(run.sessionId),
     };
   }
-}
-
-/**
- * The caller's outputSchema, checked before anything else (size, depth, keys,
- * object root, compiles in ajv): a bad one is `invalid_arguments` with the
- * reason, and nothing is accepted or changed.
- */
-function validOutputSchema(schema: unknown): Record<string, unknown> | null {
-  if (schema === undefined) return null;
-  const check = checkOutputSchema(schema);
-  if (!check.ok) {
-    throw new ControllerError('invalid_arguments', check.reason, 'Pass outputSchema as a JSON Schema object with "type": "object" at its root, at most 32 KiB serialized, or omit it.');
-  }
-  return check.schema;
-}
-
-export type SessionNetwork = 'model-only' | 'host' | 'open';
-
-/**
- * What a session's network choice records: model-only, or nothing (the
- * host's policy). Never more than the host allows, like autonomy's ceiling.
- */
-export function sessionNetwork(asked: SessionNetwork | undefined, sandbox: SandboxSpec): 'model-only' | null {
-  const hostMode = sandbox.mode === 'off' ? 'unconfined' : sandbox.network?.mode === 'proxy' ? 'proxy' : 'open';
-  if (asked === 'open' && hostMode === 'proxy') {
-    throw new ControllerError(
-      'network_above_ceiling',
-      "network \"open\" is more than this host allows: its turns reach only the model endpoints and the operator's allow list, through a proxy",
-      'Omit network (or pass "host"), and ask the operator to add the hosts the work needs to "network": {"allow": [...]}.',
-    );
-  }
-  if (asked === 'model-only' && hostMode === 'unconfined') {
-    throw new ControllerError(
-      'network_unavailable',
-      'network "model-only" needs the turn sandbox, and this host runs turns without one ("sandbox": "off")',
-      'Omit network, or ask the operator to run turns in bubblewrap.',
-    );
-  }
-  return asked === 'model-only' ? 'model-only' : null;
-}
-
-function isolationIntent(isolation: Isolation | undefined): Pick<Intent, 'isolation'> {
-  return isolation === 'worktree' ? { isolation } : {};
-}
-
-function schemaIntent(schema: Record<string, unknown> | null): Pick<Intent, 'outputSchema'> {
-  return schema ? { outputSchema: canonicalJson(schema) } : {};
 }
 
 /**

@@ -139,6 +139,11 @@ export class TurnOwner implements TurnRunner {
     crashPoint('spawned');
     if (this.state.stopped || this.state.halted) turn.stopUnrequested();
 
+    await this.settleRun(turn, run, handle, reports.started);
+  }
+
+  /** The worker's result, recorded; the worker hears so only once it is durable, and the turn is over once its group is gone. */
+  private async settleRun(turn: Turn, run: RunRecord, handle: WorkerHandle, started: () => Promise<void>): Promise<void> {
     const result = await handle.result;
     this.liveUsage.forget(turn);
     crashPoint('terminal-received');
@@ -146,7 +151,7 @@ export class TurnOwner implements TurnRunner {
     for (const r of result.egress?.refused ?? []) {
       this.state.log.warn({ session: run.sessionId, run: turn.runId, host: r.host, port: r.port, count: r.count, firstAt: r.firstAt }, `egress proxy refused ${r.host}:${r.port}: ${r.why}`);
     }
-    await reports.started();
+    await started();
     const commits = this.state.checkouts.syncsAfter(run) ? await this.state.checkouts.afterTurn(run) : undefined;
     // Durable before the worker hears it was: then it may exit.
     const recorded = await this.recordTerminal(turn, commits === undefined ? result : { ...result, commits });

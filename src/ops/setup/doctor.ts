@@ -7,19 +7,13 @@
  */
 import { execFile } from 'node:child_process';
 import { readFile, realpath, stat } from 'node:fs/promises';
-import { createServer, connect } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
-import { ConfigError } from '../../config/errors.js';
 import { loadConfig, resolveDroid } from '../../config/load.js';
 import { unconfinedIn } from '../../config/unconfined-programs.js';
 import { looksFast, type ConfigFile } from '../../config/schema.js';
-import { readTokenFile } from '../../config/token.js';
 import { droidCatalogFetcher, visibleModels } from '../../controller/catalog/model-catalog.js';
 import type { CatalogModel } from '../../droid/client.js';
-import { HTTP_HOST } from '../../mcp/http/listener.js';
-import { StoreError } from '../../store/errors.js';
-import { inspectState, type StateSeen } from '../../store/inspect.js';
-import { errCode } from '../../util/errno.js';
 import { hostSandboxSpec, SANDBOX_ACTION, type SandboxSpec } from '../../sandbox/sandbox.js';
 import { networkConfigOf } from '../../config/network.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
@@ -28,18 +22,11 @@ import { command, CommandRefusal } from '../command.js';
 import { choices, suggestedDefault } from './default-model.js';
 import { readConfigFile } from '../config-file.js';
 import { checkCheckoutGit, checkCheckouts } from './doctor-checkouts.js';
+import { checkHttp, checkRoot, checkState, describe, fail, ok, warn, type Check } from './doctor-host.js';
+
+export type { Check, CheckStatus } from './doctor-host.js';
 import { out } from '../output.js';
 import { stringEnv } from '../../util/string-env.js';
-
-export type CheckStatus = 'ok' | 'warn' | 'fail';
-
-export interface Check {
-  name: string;
-  status: CheckStatus;
-  detail: string;
-  /** What to do about a warn or fail. */
-  action: string | null;
-}
 
 interface DoctorOptions {
   /** Environment of the service user (the controller inherits it): HOME, FACTORY_HOME_OVERRIDE, PATH. */
@@ -51,10 +38,6 @@ interface DoctorOptions {
 const FACTORY_API = { host: 'api.factory.ai', port: 443 };
 const VERSION_TIMEOUT_MS = 10_000;
 const REACH_TIMEOUT_MS = 3_000;
-
-const ok = (name: string, detail: string): Check => ({ name, status: 'ok', detail, action: null });
-const warn = (name: string, detail: string, action: string): Check => ({ name, status: 'warn', detail, action });
-const fail = (name: string, detail: string, action: string): Check => ({ name, status: 'fail', detail, action });
 
 export async function doctor(configPath: string, options: DoctorOptions = {}): Promise<Check[]> {
   const env = options.env ?? process.env;
@@ -145,28 +128,6 @@ function checkDefaultModel(file: ConfigFile, catalog: CatalogModel[] | null): Ch
   return ok('default model', `"${file.defaultModel}" (${model.displayName ?? 'no display name'}) is in the catalog and not Fast`);
 }
 
-/** HTTP only: the token file and the port. */
-async function checkHttp(file: ConfigFile, livePid: number | null): Promise<Check[]> {
-  const checks: Check[] = [];
-  if (file.tokenFile === undefined) {
-    checks.push(fail('token', 'transport is http but tokenFile is not set', 'Set "tokenFile" (droid-mcp init --http writes one).'));
-  } else {
-    try {
-      const token = await readTokenFile(file.tokenFile);
-      checks.push(ok('token', `${file.tokenFile} is private and holds ${token.length} characters`));
-    } catch (err) {
-      checks.push(fail('token', describe(err), 'Make a new token file as the message says, then restart the server.'));
-    }
-  }
-  checks.push(await checkPort(file.port, livePid));
-  return checks;
-}
-
-function describe(err: unknown): string {
-  if (err instanceof ConfigError) return err.message;
-  return err instanceof Error ? err.message : String(err);
-}
-
 function droidVersion(droidPath: string, env: NodeJS.ProcessEnv): Promise<string | null> {
   return new Promise((resolve) => {
     execFile(droidPath, ['--version'], { env, timeout: VERSION_TIMEOUT_MS, encoding: 'utf8' }, (err, stdout) => {
@@ -182,62 +143,6 @@ function droidVersion(droidPath: string, env: NodeJS.ProcessEnv): Promise<string
  * would give, word for word; a torn last journal line is what start-up
  * would drop. Nothing in the directory changes.
  */
-async function checkState(dir: string): Promise<{ check: Check; livePid: number | null }> {
-  const name = 'state directory';
-  let seen: StateSeen;
-  try {
-    seen = await inspectState(dir);
-  } catch (err) {
-    if (err instanceof StoreError) return { check: fail(name, `start-up would refuse it (${err.code}): ${err.problem}`, err.action), livePid: null };
-    return { check: fail(name, `${dir} cannot be inspected (${errCode(err) ?? describe(err)})`, 'Check the path and its parents.'), livePid: null };
-  }
-  if (!seen.exists) return { check: ok(name, `${dir} does not exist yet: the server creates it (mode 700) at first start`), livePid: null };
-  const { owner, lock } = seen;
-  const read = `${seen.sessions} session(s) and ${seen.runs} run(s) read as start-up reads them`;
-  if (lock.kind === 'live') {
-    const who = lock.pid === null ? 'a process that left no owner record' : `a live controller, pid ${lock.pid} (started ${owner?.startedAt ?? 'unknown'})`;
-    const stop = lock.pid === null ? 'stop it first' : `stop pid ${lock.pid} first`;
-    return { check: warn(name, `${dir} is private and held by ${who}; ${read}`, `A second server on it is refused (state_locked); ${stop} if this config is for a new one.`), livePid: lock.pid };
-  }
-  if (lock.kind === 'unresponsive') {
-    return { check: warn(name, `${dir} is private and held by pid ${lock.pid} (started ${owner?.startedAt ?? 'unknown'}), alive but unresponsive (${lock.why}); ${read}`, `Find out why pid ${lock.pid} does not answer (kill -CONT ${lock.pid} if it was stopped), or stop it; a start now would take the directory over while it lives.`), livePid: lock.pid };
-  }
-  const left = seen.inFlight.flatMap((s) => s.turns).length;
-  if (seen.tornTail || left > 0) {
-    const torn = seen.tornTail ? `its journal ends in a torn line (line ${seen.tornTail.line}, ${seen.tornTail.bytes} bytes, never acknowledged): start-up copies it to journal.torn-<time> and cuts it off` : '';
-    const inFlight = left > 0 ? `${left} turn(s) were left live or queued: start-up marks them unknown / queue_lost` : '';
-    return { check: warn(name, `${dir} is private; ${read}; ${[torn, inFlight].filter(Boolean).join('; ')}`, 'Nothing to fix before starting; afterwards inspect the sessions that need attention (droid-mcp status lists them now).'), livePid: null };
-  }
-  const how = lock.kind === 'dead' ? `its lock was left by ${lock.dead.pid ? `pid ${lock.dead.pid}, which is gone` : 'a process that is gone'}: the next start takes it over` : `free${owner ? ` (last owner pid ${owner.pid} stopped cleanly)` : ''}`;
-  return { check: ok(name, `${dir} is private (700) and ${how}; ${read}`), livePid: null };
-}
-
-async function checkRoot(dir: string): Promise<Check> {
-  const name = 'approved root';
-  let real: string;
-  try {
-    real = await realpath(dir);
-  } catch (err) {
-    return fail(name, `${dir} ${errCode(err) === 'ENOENT' ? 'does not exist' : `cannot be resolved (${errCode(err) ?? 'unknown error'})`}`, 'Create it, or remove it from approvedDirectories.');
-  }
-  if (!(await stat(real)).isDirectory()) return fail(name, `${dir} is not a directory`, 'List project root directories only.');
-  if (real !== dir) return warn(name, `${dir} resolves to ${real} (a symlink): sessions see the real path`, `List ${real} instead, so callers and the server agree on paths.`);
-  return ok(name, `${dir} exists, is a directory, canonical`);
-}
-
-function checkPort(port: number, livePid: number | null): Promise<Check> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', (err) => {
-      const code = errCode(err);
-      if (code === 'EADDRINUSE' && livePid !== null) resolve(warn('port', `${HTTP_HOST}:${port} is in use, presumably by the running controller pid ${livePid}`, 'Nothing, if that is this server.'));
-      else resolve(fail('port', `${HTTP_HOST}:${port} cannot be bound (${code ?? 'unknown error'})`, 'Stop what listens there, or choose another "port".'));
-    });
-    server.listen(port, HTTP_HOST, () => server.close(() => resolve(ok('port', `${HTTP_HOST}:${port} is free`))));
-  });
-}
-
-/** The sandbox check, and the sandbox doctor's own catalog droid runs in (a failing one: the catalog read fails too). */
 export async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ check: Check; spec: SandboxSpec; usable: boolean }> {
   const off: SandboxSpec = { mode: 'off' };
   const host = { ...file, network: networkConfigOf(file), sandboxReadable: file.sandboxReadable ?? [] };

@@ -112,18 +112,7 @@ interface TurnWatch {
 
 export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): WorkerHandle {
   const timeline = turnTimeline(turnSpec.timeoutMs, turnSpec.graceMs);
-  // Made first: a failure here throws before any process starts.
-  const { resumeId, confined, spec } = confineTurn(turnSpec, options.confined);
-  const stderr = new TextTail(16_000);
-  let child: ChildProcess;
-  try {
-    child = options.worker ?? forkWorker({ ...options, env: coldWorkerEnv(options.env ?? process.env, spec.replyBack !== undefined) });
-  } catch (err) {
-    void confined?.dispose();
-    throw err;
-  }
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (chunk: string) => stderr.push(chunk));
+  const { resumeId, confined, spec, child, stderr } = spawnTurnWorker(turnSpec, options);
   const pid = child.pid ?? -1;
 
   let settle!: (result: TurnResult) => void;
@@ -188,6 +177,23 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
       post({ type: 'skip_rename' });
     },
   };
+}
+
+/** The turn's folders, then its worker (the one given, else a cold one), its stderr kept; a failure leaves neither. */
+function spawnTurnWorker(turnSpec: TurnSpec, options: WorkerOptions): ReturnType<typeof confineTurn> & { child: ChildProcess; stderr: TextTail } {
+  // Made first: a failure here throws before any process starts.
+  const confinement = confineTurn(turnSpec, options.confined);
+  const stderr = new TextTail(16_000);
+  let child: ChildProcess;
+  try {
+    child = options.worker ?? forkWorker({ ...options, env: coldWorkerEnv(options.env ?? process.env, confinement.spec.replyBack !== undefined) });
+  } catch (err) {
+    void confinement.confined?.dispose();
+    throw err;
+  }
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => stderr.push(chunk));
+  return { ...confinement, child, stderr };
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sessionNetwork } from '../../../../src/controller/turns/acceptance.js';
+import { sessionNetwork } from '../../../../src/controller/turns/turn-request.js';
 import { fingerprint, type Intent } from '../../../../src/controller/turns/fingerprint.js';
 import type { SandboxSpec } from '../../../../src/sandbox/sandbox.js';
 
