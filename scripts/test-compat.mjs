@@ -5,7 +5,7 @@
 // repository's node_modules, and handed to the test bed via DROID_MCP_TEST_DROID.
 //
 //   npm run test:compat                      # wire + e2e on 0.215.0
-//   npm run test:compat -- test/e2e/http.test.ts   # only these files
+//   npm run test:compat -- test/e2e/mcp/http.test.ts   # only these files
 // Env: DROID_MCP_COMPAT_VERSION (default 0.215.0), DROID_MCP_COMPAT_CACHE
 // (default <os tmp>/droid-mcp-compat-cli-<version>).
 import { spawnSync } from 'node:child_process';

@@ -37,7 +37,7 @@ export const AUDIT_ARCH: Record<SeccompArch, number> = { x86_64: 0xc000003e, aar
 
 /**
  * Every call the filter decides, with its numbers (unistd tables; checked against libseccomp's
- * `scmp_sys_resolver` in test/wire/seccomp.test.ts). `null`: the call does
+ * `scmp_sys_resolver` in test/wire/sandbox/seccomp.test.ts). `null`: the call does
  * not exist on that architecture.
  */
 export const SYSCALLS = {

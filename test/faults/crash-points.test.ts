@@ -20,7 +20,7 @@ import { sessionFolderName } from '../../src/sandbox/session-copy.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadState } from '../../src/store/load.js';
 import type { CrashPointName } from '../../src/util/crash-point.js';
-import { makeContext, type E2EContext } from '../e2e/context.js';
+import { makeContext, type E2EContext } from '../support/e2e-context.js';
 import { startServer, type RunningServer } from '../support/mcp-server.js';
 import { script } from '../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../support/processes.js';
@@ -34,7 +34,7 @@ import {
   until,
   waitForDeath,
   type Acceptance,
-} from './harness.js';
+} from '../support/fault-harness.js';
 
 const ROUNDS = Number(process.env.FAULT_ROUNDS ?? 3);
 const T0 = Date.now();

@@ -13,7 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { privateDir, startServer, writeConfig, type RunningServer } from '../support/mcp-server.js';
 import { MOCK_DROID } from '../support/paths.js';
 import { turnPids, waitForNoProcesses } from '../support/processes.js';
-import { settle, status, until, type Acceptance, type RunView } from './harness.js';
+import { settle, status, until, type Acceptance, type RunView } from '../support/fault-harness.js';
 
 const GRACE_MS = 1_000;
 const TIMEOUT_MS = 3_000;

@@ -17,10 +17,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { script } from '../../src/testbed/scripted-model.js';
 import { TreeWatch, watchTree } from '../../src/testbed/tree-watch.js';
 import { WARM_IDLE_TITLE } from '../../src/worker/shared/worker-process.js';
-import { makeContext, type E2EContext } from '../e2e/context.js';
+import { makeContext, type E2EContext } from '../support/e2e-context.js';
 import { startServer, type RunningServer, type ToolOutcome } from '../support/mcp-server.js';
 import { pidsWithEnvTag, TAG_VAR, waitForNoProcesses } from '../support/processes.js';
-import { until } from './harness.js';
+import { until } from '../support/fault-harness.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const TAG = `faults-server-kill-${process.pid}-${Date.now()}`;

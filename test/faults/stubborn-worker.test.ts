@@ -18,7 +18,7 @@ import { startWorker } from '../../src/worker/parent/runner.js';
 import { privateDir } from '../support/mcp-server.js';
 import { MOCK_DROID } from '../support/paths.js';
 import { waitForNoProcesses } from '../support/processes.js';
-import { pidsWithCmdline, until } from './harness.js';
+import { pidsWithCmdline, until } from '../support/fault-harness.js';
 
 const STUBBORN = fileURLToPath(new URL('./fixtures/stubborn-worker.mjs', import.meta.url));
 const GRACE_MS = 1_000;

@@ -8,7 +8,7 @@
  * {cwd}` / `load_session`), not from its process cwd: measured on 0.225.2,
  * tools run in the session's cwd, its AGENTS.md, project skills and custom
  * droids are loaded from there, and droid even moves its own process into
- * that cwd (test/wire/warm-real-droid.test.ts). One thing is read from the
+ * that cwd (test/wire/worker/warm-real-droid.test.ts). One thing is read from the
  * process's cwd at start and never again: whether project custom droids
  * exist (the Task tool's description differs). So a warm droid is used only
  * when no `.factory` folder other than the user's own lies in the workspace
