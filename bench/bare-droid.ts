@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DroidClient } from '../src/droid/client.js';
-import type { DroidLaunch } from '../src/droid/launch.js';
+import type { DroidLaunch } from '../src/droid/start-droid.js';
 import { hostSandboxSpec, sandboxSpecFor } from '../src/sandbox/sandbox.js';
 import { attachEgress, egressEntries, type TurnEgress } from '../src/sandbox/egress/turn-egress.js';
 import { turnLaunch } from '../src/sandbox/turn-launch.js';

@@ -19,7 +19,7 @@ import {
   type QuestionRecord,
 } from './permission-policy.js';
 import { adoptDroid, spawnDroid, type DroidProcess, type SpawnDroidOptions } from './process.js';
-import type { StartedDroid } from './launch.js';
+import type { StartedDroid } from './start-droid.js';
 import { TurnCollector, type ProgressEvent, type UsageOptions } from './turn-collector.js';
 
 export interface CatalogModel {
@@ -176,7 +176,7 @@ export class DroidClient {
     return new DroidClient(spawnDroid(options));
   }
 
-  /** A client for a droid started earlier (droid/launch.ts startDroid). */
+  /** A client for a droid started earlier (droid/start-droid.ts startDroid). */
   static adopt(started: StartedDroid): DroidClient {
     return new DroidClient(adoptDroid(started));
   }

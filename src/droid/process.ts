@@ -6,7 +6,7 @@ import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { accessSync, constants, statSync } from 'node:fs';
 import { DroidConnection } from './connection.js';
 import { DroidError } from './errors.js';
-import { startDroid, type DroidLaunch, type StartedDroid } from './launch.js';
+import { startDroid, type DroidLaunch, type StartedDroid } from './start-droid.js';
 import { TextTail } from '../util/text.js';
 import { epochMs } from '../util/epoch.js';
 

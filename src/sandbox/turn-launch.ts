@@ -6,7 +6,7 @@
  * (worker/child/main.ts), and the worker computes it again and uses that
  * early droid only if both agree (worker/child/run-turn.ts).
  */
-import type { DroidLaunch } from '../droid/launch.js';
+import type { DroidLaunch } from '../droid/start-droid.js';
 import { DroidError } from '../droid/errors.js';
 import { factoryDirOf } from '../shared/host-paths.js';
 import { confinedEnv } from './bwrap-args.js';

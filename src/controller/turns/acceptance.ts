@@ -19,7 +19,7 @@ import type { CheckoutIntent } from '../checkouts/checkouts.js';
 import { workspaceChanged, type ControllerDeps, type ControllerState } from '../controller-state.js';
 import { fingerprint, type Intent } from './fingerprint.js';
 import { acceptBudget, withBudget } from '../budget/budget-acceptance.js';
-import { resolveLaunchSettings } from './launch-settings.js';
+import { resolveLaunchSettings } from './turn-settings.js';
 import { normalizeLabels } from '../sessions/metadata.js';
 import { isConversationId, nextRoute, routeOf, withReply, type Route } from '../reply-back/reply-route.js';
 import type { Steering } from './steering.js';

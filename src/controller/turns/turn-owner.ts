@@ -33,7 +33,7 @@ import type { TurnRunner } from './turn-queue.js';
 import { turnSpecFor, type TurnHost } from './turn-spec.js';
 import { LiveUsage } from './live-usage.js';
 import type { NextTurnDroids } from './next-turn-droids.js';
-import { budgetAtLaunch, budgetSpec } from '../budget/budget-launch.js';
+import { budgetAtLaunch, budgetSpec } from '../budget/turn-limit.js';
 
 /** The host effects an owner uses: how turns are specified (TurnHost), started and checked before launch. */
 export type OwnerDeps = TurnHost &

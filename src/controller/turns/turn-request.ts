@@ -9,7 +9,7 @@ import { ControllerError } from '../../shared/public-error.js';
 import type { BudgetInput } from '../budget/budget-acceptance.js';
 import type { Isolation } from '../checkouts/checkouts.js';
 import type { Intent } from './fingerprint.js';
-import type { Requested } from './launch-settings.js';
+import type { Requested } from './turn-settings.js';
 
 export interface CreateInput extends Requested {
   requestKey: string;

@@ -19,7 +19,7 @@ export interface TurnHost {
   ampMcpUrl: string | null;
 }
 
-/** What only the launch knows: the caller's output schema (memory only) and the turn's spend parts (budget-launch.ts). */
+/** What only the launch knows: the caller's output schema (memory only) and the turn's spend parts (turn-limit.ts). */
 export type TurnExtras = Partial<Pick<TurnSpec, 'outputSchema' | 'budget' | 'usageBaseline'>>;
 
 /**

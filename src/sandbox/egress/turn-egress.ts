@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { EgressListener } from '../../droid/launch.js';
+import type { EgressListener } from '../../droid/start-droid.js';
 import { DroidError } from '../../droid/errors.js';
 import type { EgressEvidence } from '../../shared/evidence-types.js';
 import { entryOfUrl, factoryEntries, modelEntries, parseAllowEntry, type AllowEntry } from '../../shared/egress-policy.js';

@@ -6,7 +6,7 @@
  * purpose: on a cold worker's path to spawning droid.
  */
 import { accessSync, constants, realpathSync, statSync } from 'node:fs';
-import { startDroid, type DroidLaunch, type StartedDroid } from '../../droid/launch.js';
+import { startDroid, type DroidLaunch, type StartedDroid } from '../../droid/start-droid.js';
 import { fromWireLaunch, launchOfRun } from '../shared/worker-process.js';
 
 export interface EarlyDroid {

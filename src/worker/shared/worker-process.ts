@@ -5,7 +5,7 @@
  * module is on a cold worker's path to spawning droid, and so is its
  * every import.
  */
-import type { DroidLaunch } from '../../droid/launch.js';
+import type { DroidLaunch } from '../../droid/start-droid.js';
 
 /**
  * Process title of a pool worker while it waits for a turn (ps, /proc/<pid>/cmdline):

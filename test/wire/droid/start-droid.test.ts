@@ -7,11 +7,11 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../support/paths.js';
 
-describe('droid/launch.ts', () => {
+describe('droid/start-droid.ts', () => {
   it('killing a droid whose spawn failed leaves the caller and its group alone', () => {
     // Its own process group, so a kill that escapes reaches only it.
     const script = `
-      import { startDroid } from '${REPO_ROOT}/dist/src/droid/launch.js';
+      import { startDroid } from '${REPO_ROOT}/dist/src/droid/start-droid.js';
       const started = startDroid({ droidPath: '/nonexistent/droid', env: {} });
       started.kill('SIGKILL');
       const end = await started.ended;
