@@ -45,7 +45,8 @@ export interface TurnHooks {
   onReply?(event: ReplyEvent): void;
 }
 
-type Stop = { kind: 'cancel' } | { kind: 'deadline' } | { kind: 'budget'; reached: Reached };
+/** What asks a running turn to stop: how it then ended is a TurnStop (shared/turn-stop.ts). */
+type StopAsked = { kind: 'cancel' } | { kind: 'deadline' } | { kind: 'budget'; reached: Reached };
 
 interface TurnState {
   client?: DroidClient;
@@ -99,7 +100,7 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
   let deadlineTimer: NodeJS.Timeout | undefined;
   let cancelledAt: number | null = null;
   void hooks.cancelled.then(() => (cancelledAt ??= Date.now()));
-  const stop = new Promise<Stop>((resolve) => {
+  const stop = new Promise<StopAsked>((resolve) => {
     deadlineTimer = setTimeout(() => resolve({ kind: 'deadline' }), spec.timeoutMs);
     void hooks.cancelled.then(() => resolve({ kind: 'cancel' }));
     void budget.hit.then((reached) => resolve({ kind: 'budget', reached }));
@@ -171,7 +172,7 @@ function evidence(state: TurnState) {
   };
 }
 
-async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<Stop>, warm?: WarmDroid, early?: EarlyDroid): Promise<TurnStop> {
+async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: Promise<StopAsked>, warm?: WarmDroid, early?: EarlyDroid): Promise<TurnStop> {
   const useWarm = warm !== undefined && warmFits(warm.spec, warmAlive(warm), spec) && (await startsAlike(warm, spec.workspace));
   // A warm droid the turn cannot use goes before anything else starts.
   if (warm && !useWarm) warm.client.process.kill('SIGKILL');
@@ -239,7 +240,7 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
 }
 
 /** How our interrupt ended, given droid's end reason once it confirmed (null: it never did). */
-function interruptStop(stop: Stop, end: string | null, timeoutMs: number, collector: Pick<TurnCollector, 'droidErrors'>): TurnStop {
+function interruptStop(stop: StopAsked, end: string | null, timeoutMs: number, collector: Pick<TurnCollector, 'droidErrors'>): TurnStop {
   if (stop.kind === 'deadline') return { kind: 'interrupted', by: 'deadline', end, timeoutMs };
   // After the budget interrupt droid's `completed` stands (the work was done before the interrupt landed).
   if (stop.kind === 'budget') return { kind: 'interrupted', by: 'budget', end, reached: stop.reached };
