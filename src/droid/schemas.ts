@@ -79,10 +79,3 @@ export const catalogModel = z.looseObject({
   isCustom: z.boolean().optional(),
 });
 export type CatalogModel = z.infer<typeof catalogModel>;
-
-// ---- compile-time proof that two descriptions agree (for the ones not yet inferred) ----
-// Identity of types (not mere assignability), so a missing optional field also fails.
-export type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-export function agree<T extends true>(): T | undefined {
-  return undefined;
-}
