@@ -26,7 +26,7 @@ export const autonomySchema = z.enum(AUTONOMY_LEVELS);
 export { errorInfo, permissionRecord, questionRecord, tokenUsage } from '../droid/schemas.js';
 
 /** Every state a run can be in; the order is the schema's, not the run index's codes. */
-export const RUN_STATES = ['queued', 'starting', 'running', 'cancelling', 'succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown'] as const;
+const RUN_STATES = ['queued', 'starting', 'running', 'cancelling', 'succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown'] as const;
 export const runState = z.enum(RUN_STATES);
 export type RunState = z.infer<typeof runState>;
 

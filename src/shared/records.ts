@@ -9,7 +9,6 @@ import type { RunRecord, RunState } from './record-schemas.js';
 
 // The droid-side shapes a record carries, so that the layers above the wire
 // client take them from here rather than from src/droid/.
-export { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
 export type { Autonomy } from '../droid/permission-policy.js';
 export type { ErrorInfo, PermissionRecord, QuestionRecord, TokenUsage, TranscriptEntry } from '../droid/schemas.js';
 export type { CheckoutRecord, CommitsAhead } from './checkout-types.js';
@@ -25,7 +24,6 @@ export type {
   RunState,
   SessionRecord,
 } from './record-schemas.js';
-export { RUN_STATES } from './record-schemas.js';
 
 export const STATE_VERSION = 1;
 
