@@ -99,7 +99,6 @@ export type SessionRecord = z.infer<typeof sessionRecordSchema>;
 
 /** A reply handle Amp returned to an approved own-route send, and the route it belongs to. */
 const replyHandleRecord = z.object({ handle: z.string().min(1), routeId: id }).strict();
-export type ReplyHandleRecord = z.infer<typeof replyHandleRecord>;
 
 /** What the controller observed of a routed turn reporting back (it never sends anything itself). */
 const runReply = z

@@ -17,7 +17,6 @@ export type {
   Budget,
   EffectiveSettings,
   ProgressRecord,
-  ReplyHandleRecord,
   RunRecord,
   RunReply,
   RunResultFile,
