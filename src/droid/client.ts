@@ -21,20 +21,9 @@ import {
 import { adoptDroid, spawnDroid, type DroidProcess, type SpawnDroidOptions } from './process.js';
 import type { StartedDroid } from './start-droid.js';
 import { TurnCollector, type ProgressEvent, type UsageOptions } from './turn-collector.js';
+import type { CatalogModel } from './schemas.js';
 
-export interface CatalogModel {
-  id: string;
-  displayName?: string;
-  shortDisplayName?: string;
-  modelProvider?: string;
-  supportedReasoningEfforts?: string[];
-  defaultReasoningEffort?: string;
-  deprecated?: boolean;
-  disabled?: boolean;
-  deprecationDate?: string;
-  isCustom?: boolean;
-  [key: string]: unknown;
-}
+export type { CatalogModel };
 
 export interface SessionSettings {
   modelId?: string;

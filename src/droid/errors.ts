@@ -2,6 +2,8 @@
  * Named failures of the droid wire client and worker. `code` is stable and
  * user-facing; `retryable` says whether the same request may succeed later.
  */
+import type { ErrorInfo } from './schemas.js';
+
 export type DroidErrorCode =
   | 'droid_not_found'
   | 'droid_spawn_failed'
@@ -59,12 +61,7 @@ export class DroidRpcError extends DroidError {
   }
 }
 
-/** A plain, serializable view of any error, safe to send over IPC. */
-export interface ErrorInfo {
-  code: string;
-  message: string;
-  retryable: boolean;
-}
+export type { ErrorInfo };
 
 export function toErrorInfo(err: unknown, fallback: DroidErrorCode = 'worker_failed'): ErrorInfo {
   if (err instanceof DroidError) return { code: err.code, message: err.message, retryable: err.retryable };

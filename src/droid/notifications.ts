@@ -1,16 +1,10 @@
 /** Typed views of the `droid.session_notification` payloads we act on. */
 import type { NotificationFrame } from './frames.js';
+import type { TokenUsage } from './schemas.js';
 
 const SESSION_NOTIFICATION = 'droid.session_notification';
 
-export interface TokenUsage {
-  inputTokens: number;
-  outputTokens: number;
-  cacheCreationTokens: number;
-  cacheReadTokens: number;
-  thinkingTokens: number;
-  factoryCredits: number | null;
-}
+export type { TokenUsage };
 
 export interface ContentBlock {
   type: string;

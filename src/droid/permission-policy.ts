@@ -4,6 +4,7 @@
  */
 import { summarize } from '../util/text.js';
 import { AMP_SERVER, isServerToolId, PUCK_LLM_ID } from './amp-tools.js';
+import type { PermissionRecord, QuestionRecord } from './schemas.js';
 
 /** Autonomy levels, least to most powerful; the index is the ordering. */
 export const AUTONOMY_LEVELS = ['off', 'low', 'medium', 'high'] as const;
@@ -13,16 +14,7 @@ const PROCEED_ONCE = 'proceed_once';
 const CANCEL = 'cancel';
 const SUMMARY_CHARS = 300;
 
-export interface PermissionRecord {
-  tool: string;
-  summary: string;
-}
-
-export interface QuestionRecord {
-  topic: string;
-  question: string;
-  options: string[];
-}
+export type { PermissionRecord, QuestionRecord };
 
 export interface PermissionDecision {
   selectedOption: string;

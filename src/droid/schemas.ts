@@ -1,19 +1,17 @@
 /**
- * Runtime schemas of the shapes droid's turns produce (errors, usage,
- * permission and question records, transcript entries, catalog entries). They live at the
- * bottom layer because two boundaries check them: worker ↔ controller IPC
- * (worker/shared/ipc.ts) and the state read back from disk (shared/record-schemas.ts).
- * The assertions at the bottom make the compiler fail if a schema and its
- * TypeScript type drift apart.
+ * The shapes droid's turns produce (errors, usage, permission and question
+ * records, transcript entries, progress events, catalog entries), each
+ * described once: the zod schema is the source and the type is inferred
+ * from it. They live at the bottom layer because two boundaries check them:
+ * worker ↔ controller IPC (worker/shared/ipc.ts) and the state read back
+ * from disk (shared/record-schemas.ts). The droid modules that make them
+ * re-export the types under the names they always had.
  */
 import { z } from 'zod';
-import type { CatalogModel } from './client.js';
-import type { ErrorInfo } from './errors.js';
-import type { TokenUsage } from './notifications.js';
-import type { PermissionRecord, QuestionRecord } from './permission-policy.js';
-import type { TranscriptEntry } from './turn-collector.js';
 
+/** A plain, serializable view of any error, safe to send over IPC. */
 export const errorInfo = z.object({ code: z.string().min(1), message: z.string(), retryable: z.boolean() }).strict();
+export type ErrorInfo = z.infer<typeof errorInfo>;
 
 const count = z.number().finite().nonnegative();
 export const tokenUsage = z
@@ -26,11 +24,15 @@ export const tokenUsage = z
     factoryCredits: count.nullable(),
   })
   .strict();
+export type TokenUsage = z.infer<typeof tokenUsage>;
 
 export const permissionRecord = z.object({ tool: z.string(), summary: z.string() }).strict();
+export type PermissionRecord = z.infer<typeof permissionRecord>;
 
 export const questionRecord = z.object({ topic: z.string(), question: z.string(), options: z.array(z.string()) }).strict();
+export type QuestionRecord = z.infer<typeof questionRecord>;
 
+/** What a turn produced, in order; never the user's prompt. */
 export const transcriptEntry = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('assistant'), text: z.string() }).strict(),
   z
@@ -45,6 +47,19 @@ export const transcriptEntry = z.discriminatedUnion('kind', [
     })
     .strict(),
 ]);
+export type TranscriptEntry = z.infer<typeof transcriptEntry>;
+
+/** What the worker reports of a running turn, as it happens. */
+export const progressEvent = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('assistant_text'), text: z.string() }).strict(),
+  /** Streaming text so far, throttled; the only history of a running turn. */
+  z.object({ kind: z.literal('assistant_partial'), text: z.string() }).strict(),
+  z.object({ kind: z.literal('tool_started'), tool: z.string(), input: z.string() }).strict(),
+  z.object({ kind: z.literal('tool_finished'), tool: z.string(), isError: z.boolean(), result: z.string() }).strict(),
+  z.object({ kind: z.literal('droid_error'), message: z.string() }).strict(),
+  z.object({ kind: z.literal('ignored_turn_end'), turnId: z.string(), reason: z.string() }).strict(),
+]);
+export type ProgressEvent = z.infer<typeof progressEvent>;
 
 /**
  * One entry of droid's model catalog (list_models; availableModels of
@@ -63,16 +78,4 @@ export const catalogModel = z.looseObject({
   deprecationDate: z.string().optional(),
   isCustom: z.boolean().optional(),
 });
-
-// ---- compile-time proof that the schemas and the types agree ----
-// Identity of types (not mere assignability), so a missing optional field also fails.
-export type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-export function agree<T extends true>(): T | undefined {
-  return undefined;
-}
-agree<Same<z.infer<typeof transcriptEntry>, TranscriptEntry>>();
-agree<Same<z.infer<typeof errorInfo>, ErrorInfo>>();
-agree<Same<z.infer<typeof tokenUsage>, TokenUsage>>();
-agree<Same<z.infer<typeof permissionRecord>, PermissionRecord>>();
-agree<Same<z.infer<typeof questionRecord>, QuestionRecord>>();
-agree<Same<z.infer<typeof catalogModel>, CatalogModel>>();
+export type CatalogModel = z.infer<typeof catalogModel>;

@@ -5,6 +5,7 @@
 import { textOf, type SessionNotification, type TokenUsage } from './notifications.js';
 import { sessionTotal, TurnUsageMeter, type RawUsage } from './turn-usage.js';
 import { head, summarize, tail } from '../util/text.js';
+import type { ProgressEvent, TranscriptEntry } from './schemas.js';
 
 const FINAL_TEXT_CHARS = 16_000;
 const FIELD_CHARS = 4_000;
@@ -12,37 +13,13 @@ const MAX_TRANSCRIPT_ENTRIES = 500;
 /** Streaming text reaches the controller at most this often. */
 const PARTIAL_EVERY_MS = 250;
 
-export interface ToolSpan {
-  kind: 'tool';
-  toolUseId: string;
-  name: string;
-  input: string;
-  status: 'open' | 'done' | 'aborted';
-  isError: boolean;
-  result?: string;
-}
-
-export interface AssistantText {
-  kind: 'assistant';
-  text: string;
-}
-
-/** What a turn produced, in order; never the user's prompt. */
-export type TranscriptEntry = AssistantText | ToolSpan;
+export type { ProgressEvent, TranscriptEntry };
+type ToolSpan = Extract<TranscriptEntry, { kind: 'tool' }>;
 
 export interface TurnEnd {
   reason: string;
   usage: TokenUsage | null;
 }
-
-export type ProgressEvent =
-  | { kind: 'assistant_text'; text: string }
-  /** Streaming text so far, throttled; the only history of a running turn. */
-  | { kind: 'assistant_partial'; text: string }
-  | { kind: 'tool_started'; tool: string; input: string }
-  | { kind: 'tool_finished'; tool: string; isError: boolean; result: string }
-  | { kind: 'droid_error'; message: string }
-  | { kind: 'ignored_turn_end'; turnId: string; reason: string };
 
 /** An `error` notification of this turn: droid's error class name (e.g. `AuthenticationError`) and its text. */
 export interface DroidErrorNote {

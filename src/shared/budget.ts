@@ -8,12 +8,9 @@
  * only for Factory-hosted models (never for BYOK custom models).
  */
 import type { TokenUsage } from '../droid/notifications.js';
+import type { Budget } from './record-schemas.js';
 
-/** A ceiling; null in a dimension: none. */
-export interface Budget {
-  maxTokens: number | null;
-  maxCredits: number | null;
-}
+export type { Budget };
 
 /** The operator's ceilings (config): per turn in tokens and credits, per session in credits; null: none. */
 export interface HostCeilings {

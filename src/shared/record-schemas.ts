@@ -1,27 +1,20 @@
 /**
- * Runtime schemas for everything the store reads back from disk. They mirror
- * `records.ts` field for field and are strict, so a record from another
- * version or a hand edit is refused instead of half-understood. The type
- * assertions at the bottom make the compiler fail if the two drift apart.
+ * The durable records of the controller, each described once: the zod schema
+ * here is the source, and the type (re-exported by records.ts, where callers
+ * take it) is inferred from it. Plain JSON: what is written is what is read
+ * back. Prompts are never part of any record.
+ *
+ * The schemas are strict, so a record from another version or a hand edit is
+ * refused instead of half-understood. Everything the store reads back from
+ * disk is checked against them; the start-up fast check
+ * (store/formats/record-guard.ts) and the interner (store/tables/record-interner.ts)
+ * are derived from them, so a new field is written here and nowhere else.
  */
 import { z } from 'zod';
-import { agree, errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry, type Same } from '../droid/schemas.js';
+import { AUTONOMY_LEVELS } from '../droid/permission-policy.js';
+import { errorInfo, permissionRecord, questionRecord, tokenUsage, transcriptEntry } from '../droid/schemas.js';
 import { changeSet, contextStats, egressEvidence } from './evidence-types.js';
-import type { Budget } from './budget.js';
 import { checkoutRecord, commitsAhead } from './checkout-types.js';
-import {
-  AUTONOMY_LEVELS,
-  RUN_STATES,
-  type CancelReason,
-  type EffectiveSettings,
-  type ProgressRecord,
-  type ReplyHandleRecord,
-  type RunRecord,
-  type RunReply,
-  type RunResultFile,
-  type RunState,
-  type SessionRecord,
-} from './records.js';
 
 const id = z.string().min(1);
 
@@ -32,9 +25,14 @@ export const autonomySchema = z.enum(AUTONOMY_LEVELS);
 
 export { errorInfo, permissionRecord, questionRecord, tokenUsage } from '../droid/schemas.js';
 
+/** Every state a run can be in; the order is the schema's, not the run index's codes. */
+const RUN_STATES = ['queued', 'starting', 'running', 'cancelling', 'succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown'] as const;
 export const runState = z.enum(RUN_STATES);
+export type RunState = z.infer<typeof runState>;
 
-const cancelReason = z.enum(['cancelled', 'superseded', 'queue_lost', 'predecessor_failed', 'interrupt_unconfirmed']);
+/** Why a run was cancelled without a terminal result from droid. */
+/** Why a run was cancelled without a terminal result from droid (turn-stop.ts decides it). */
+export const cancelReasonSchema = z.enum(['cancelled', 'superseded', 'queue_lost', 'predecessor_failed', 'interrupt_unconfirmed']);
 
 const effectiveSettings = z
   .object({
@@ -43,34 +41,53 @@ const effectiveSettings = z
     reasoningEffort: z.string().nullable(),
   })
   .strict();
+export type EffectiveSettings = z.infer<typeof effectiveSettings>;
 
 /** A stored ceiling: whole tokens, fractional credits, each positive or null (none). */
 export const budgetRecord = z
   .object({ maxTokens: z.number().int().positive().nullable(), maxCredits: z.number().positive().finite().nullable() })
   .strict();
+/** A ceiling; null in a dimension: none. */
+export type Budget = z.infer<typeof budgetRecord>;
 
 export const progressRecord = z.object({ at: z.string(), kind: z.string(), detail: z.string() }).strict();
+export type ProgressRecord = z.infer<typeof progressRecord>;
 
 export const sessionRecordSchema = z
   .object({
     id,
     createdAt: z.string(),
     updatedAt: z.string(),
+    /** Canonical (realpath) workspace, fixed for the session's life. */
     workspace: z.string(),
     title: z.string().nullable(),
     labels: z.array(z.string()),
     archived: z.boolean(),
+    /** Amp conversation the session reports to (`T-<uuid>`), or null: detached. */
     replyTo: z.string().nullable(),
-    // Optional: absent on detached sessions, including all written before reply-back.
+    /**
+     * The current reply route: a fresh id each time `replyTo` is set to a new
+     * conversation, so a retarget or detach invalidates every older reply
+     * handle for good. Present exactly when `replyTo` is not null; absent on
+     * detached sessions, which includes every session written before
+     * reply-back existed (those all have `replyTo: null`).
+     */
     replyRouteId: id.optional(),
+    /** droid's own session UUID: private, never leaves the controller. */
     droidSessionId: z.string().nullable(),
+    /** The newest accepted run. */
     headRunId: id,
+    /** Title known to be applied in Factory (for best-effort sync). */
     factoryTitle: z.string().nullable(),
-    // Optional: absent on sessions without a budget, including all written before budgets.
+    /** The caller's total budget over all the session's turns; absent: none (every session before budgets). */
     budget: budgetRecord.optional(),
-    // Optional: absent on sessions without a checkout, including all written before checkouts.
+    /**
+     * The session's own checkout (`isolation: "worktree"`). Absent: the session
+     * runs in `workspace` itself, which includes every session written before
+     * checkouts existed.
+     */
     checkout: checkoutRecord.optional(),
-    // Optional: absent on sessions with the host's network policy, including all written before issue 37.
+    /** The session asked for less network than the host allows (issue 37): only the model endpoints. Absent: the host's policy (every session before issue 37). */
     network: z.literal('model-only').optional(),
   })
   .strict()
@@ -79,25 +96,35 @@ export const sessionRecordSchema = z
     message: 'replyRouteId must be present exactly when replyTo is set',
     path: ['replyRouteId'],
   });
+export type SessionRecord = z.infer<typeof sessionRecordSchema>;
 
+/** A reply handle Amp returned to an approved own-route send, and the route it belongs to. */
 const replyHandleRecord = z.object({ handle: z.string().min(1), routeId: id }).strict();
 
+/** What the controller observed of a routed turn reporting back (it never sends anything itself). */
 const runReply = z
   .object({
+    /** The route the turn was accepted, then launched, under. */
     routeId: id,
+    /** Approved own-route sends that returned without error. */
     accepted: z.number().int().min(0),
+    /** Handles those sends returned; one is valid while its route is still the session's. */
     handles: z.array(replyHandleRecord),
+    /** The first failure: reply_misrouted, reply_send_failed, reply_gate_bypassed, …; null if none. */
     failure: errorInfo.nullable(),
   })
   .strict();
+export type RunReply = z.infer<typeof runReply>;
 
 export const runRecordSchema = z
   .object({
     id,
     sessionId: id,
+    /** 1-based position of the run in its session. */
     seq: z.number().int().min(1),
     kind: z.enum(['create', 'send']),
     requestKey: z.string().nullable(),
+    /** SHA-256 of the normalized intent (never the prompt itself). */
     fingerprint: z.string(),
     interrupt: z.boolean(),
     settings: effectiveSettings,
@@ -105,10 +132,12 @@ export const runRecordSchema = z
     acceptedAt: z.string(),
     startedAt: z.string().nullable(),
     endedAt: z.string().nullable(),
-    cancelReason: cancelReason.nullable(),
+    cancelReason: cancelReasonSchema.nullable(),
+    /** droid's terminal reason (`completed`, `cancelled`, …) when one came. */
     reason: z.string().nullable(),
     error: errorInfo.nullable(),
     usage: tokenUsage.nullable(),
+    /** Short tail of the final text, for previews and search. */
     preview: z.string(),
     needsAttention: z.boolean(),
     permissionsDeclined: z.array(permissionRecord),
@@ -117,22 +146,46 @@ export const runRecordSchema = z
       .object({ runId: id, state: runState, error: errorInfo.nullable() })
       .strict()
       .nullable(),
+    /** Last 20 progress events, each field bounded. */
     events: z.array(progressRecord),
+    /** Whether a full result file exists for this run. */
     hasResult: z.boolean(),
+    // The evidence fields are optional, so records written before them load
+    // unchanged; absent means "not recorded": an older record, a turn not
+    // ended yet, or one that never reached droid.
+    /**
+     * Absent when the turn asked for no outputSchema; the schema-valid
+     * object; or null when none was valid (see `error`).
+     */
     structuredOutput: z.record(z.string(), z.unknown()).nullable().optional(),
+    /** Files the turn changed; null = unknown (not a git work tree, or git failed). */
     changes: changeSet.nullable().optional(),
+    /** Context occupancy after the turn; null when droid did not say. */
     context: contextStats.nullable().optional(),
+    /** A checkout session's writer turn: its branch's commits ahead of the base; null when git could not tell. */
     commits: commitsAhead.nullable().optional(),
+    /** What the turn's egress proxy refused (issue 37). Absent: droid had the host's network, or the run predates it. */
     egress: egressEvidence.optional(),
-    // Optional: absent on detached turns, including all written before reply-back.
+    /**
+     * Reply-back of a routed turn. Absent: the turn is detached, which
+     * includes every run written before reply-back existed.
+     */
     reply: runReply.optional(),
-    // Optional, so runs written before budgets and live usage load unchanged.
+    /** The caller's budget for this turn (droid_send_message); absent: none given. Part of the fingerprint. */
     budget: budgetRecord.optional(),
+    /** The ceiling the turn ran under, worked out when it started; absent: none (or not started). */
     limit: budgetRecord.optional(),
+    /**
+     * Present (true) while `usage` is a running figure, not droid's final one:
+     * a live turn's last durable figure, which a crash leaves behind. Absent
+     * on every run written before live usage, all final.
+     */
     usageLive: z.literal(true).optional(),
   })
   .strict();
+export type RunRecord = z.infer<typeof runRecordSchema>;
 
+/** The per-run result file: the evidence kept beyond the record. */
 export const runResultFileSchema = z
   .object({
     runId: id,
@@ -140,9 +193,11 @@ export const runResultFileSchema = z
     transcript: z.array(transcriptEntry),
     permissionsApproved: z.array(permissionRecord),
     diagnostics: z.array(z.string()),
+    /** Bounded tail; private to the state directory, never shown by tools. */
     stderrTail: z.string(),
   })
   .strict();
+export type RunResultFile = z.infer<typeof runResultFileSchema>;
 
 /**
  * First line of `state.jsonl`. The record counts let a reader tell a complete
@@ -173,16 +228,3 @@ export function describeIssue(error: z.ZodError): string {
   const path = issue.path.length ? issue.path.map(String).join('.') : '(record)';
   return `${path}: ${issue.message}`;
 }
-
-// ---- compile-time proof that the schemas and records.ts agree ----
-// Identity of types (not mere assignability), so a missing optional field also fails.
-agree<Same<z.infer<typeof sessionRecordSchema>, SessionRecord>>();
-agree<Same<z.infer<typeof runRecordSchema>, RunRecord>>();
-agree<Same<z.infer<typeof runResultFileSchema>, RunResultFile>>();
-agree<Same<z.infer<typeof runState>, RunState>>();
-agree<Same<z.infer<typeof cancelReason>, CancelReason>>();
-agree<Same<z.infer<typeof effectiveSettings>, EffectiveSettings>>();
-agree<Same<z.infer<typeof progressRecord>, ProgressRecord>>();
-agree<Same<z.infer<typeof runReply>, RunReply>>();
-agree<Same<z.infer<typeof replyHandleRecord>, ReplyHandleRecord>>();
-agree<Same<z.infer<typeof budgetRecord>, Budget>>();

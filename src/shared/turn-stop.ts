@@ -17,6 +17,7 @@ import { z } from 'zod';
 import { errorInfo } from '../droid/schemas.js';
 import type { ErrorInfo } from '../droid/errors.js';
 import type { reached } from './budget.js';
+import { cancelReasonSchema } from './record-schemas.js';
 
 /** What a budget check found: the dimension reached, what was spent and the limit. */
 export type Reached = NonNullable<ReturnType<typeof reached>>;
@@ -56,8 +57,10 @@ export type TurnStop = z.infer<typeof turnStopSchema>;
 /** `lost`: the controller stopped while the turn was live, so nobody knows how it ended. */
 export type StopReason = TurnStop | { kind: 'lost' };
 
-export type TurnOutcome = 'succeeded' | 'interrupted' | 'cancelled' | 'failed' | 'timed_out';
-export type CancelReason = 'cancelled' | 'superseded' | 'queue_lost' | 'predecessor_failed' | 'interrupt_unconfirmed';
+/** How a turn ended, as its worker reports it (a run's terminal states but `unknown`). */
+export const turnOutcomeSchema = z.enum(['succeeded', 'interrupted', 'cancelled', 'failed', 'timed_out']);
+export type TurnOutcome = z.infer<typeof turnOutcomeSchema>;
+type CancelReason = z.infer<typeof cancelReasonSchema>;
 
 export interface Judged<S extends string = TurnOutcome> {
   /** The run's terminal state. */

@@ -1,247 +1,231 @@
 /**
  * Fast checks that a value parsed from a state file is a valid session or
  * run record, for start-up, where 100k records go through the zod schemas
- * of shared/record-schemas.ts and that check was a third of the time to ready.
+ * of shared/record-schemas.ts and that check was a third of the time to
+ * ready. Derived from those schemas, not written beside them: `deriveGuard`
+ * walks a schema's definition once and compiles it into plain type tests,
+ * so a field added to a schema is checked here with nothing else to write.
+ * The common checks (lengths, bounds, safe integers, prefixes) are read
+ * from their definitions; any other check (the session's route refinement)
+ * is zod's own, run on the value as is.
  *
- * They answer yes only for values the schemas accept unchanged (no schema
- * involved has defaults or transforms), and may answer no for a value the
- * schemas would accept: the loader then asks zod, which decides and words
- * the refusal. So these checks can make loading faster, never more lenient;
- * test/unit/store/formats/record-guard.test.ts checks that direction against the
- * schemas on generated and damaged records. Pure.
+ * Each object of a schema becomes one function of straight-line property
+ * tests (schema-code.ts): closures composed per field were half as fast as
+ * the hand-written checks this replaces, generated code is as fast.
+ *
+ * A guard answers yes only for values the schema accepts unchanged, and may
+ * answer no for a value the schema would accept (an object not made by
+ * JSON.parse, a key zod would strip, a part of a schema it does not know):
+ * the loader then asks zod, which decides and words the refusal. So these
+ * checks make loading faster, never more lenient;
+ * test/unit/store/formats/record-guard.test.ts checks that they agree with
+ * the schemas on arbitrary and damaged records. Pure.
  */
-import { AUTONOMY_LEVELS, RUN_STATES, type RunRecord, type SessionRecord } from '../../shared/records.js';
+import type { z } from 'zod';
+import { runRecordSchema, sessionRecordSchema, type RunRecord, type SessionRecord } from '../../shared/record-schemas.js';
+import { nodeOf, numeric, quoted, Refs } from './schema-code.js';
 
-type Obj = Record<string, unknown>;
+type Check = (v: unknown) => boolean;
+/** A part of a schema as a JavaScript test of the variable `x`; `ref` names a value the test reads or calls. */
+type Test = (ref: (value: unknown) => string) => string;
 
-const SESSION_KEYS = new Set([
-  'id',
-  'createdAt',
-  'updatedAt',
-  'workspace',
-  'title',
-  'labels',
-  'archived',
-  'replyTo',
-  'replyRouteId',
-  'droidSessionId',
-  'headRunId',
-  'factoryTitle',
-  'budget',
-]);
-
-const RUN_KEYS = new Set([
-  'id',
-  'sessionId',
-  'seq',
-  'kind',
-  'requestKey',
-  'fingerprint',
-  'interrupt',
-  'settings',
-  'state',
-  'acceptedAt',
-  'startedAt',
-  'endedAt',
-  'cancelReason',
-  'reason',
-  'error',
-  'usage',
-  'preview',
-  'needsAttention',
-  'permissionsDeclined',
-  'questions',
-  'predecessorFailure',
-  'events',
-  'hasResult',
-  'reply',
-  'budget',
-  'limit',
-  'usageLive',
-]);
-
-const STATES = new Set<string>(RUN_STATES);
-const CANCEL_REASONS = new Set(['cancelled', 'superseded', 'queue_lost', 'predecessor_failed', 'interrupt_unconfirmed']);
-const AUTONOMY = new Set<string>(AUTONOMY_LEVELS);
-const KINDS = new Set(['create', 'send']);
-
-export function isSessionRecord(v: unknown): v is SessionRecord {
-  if (!isPlain(v) || !onlyKeys(v, SESSION_KEYS)) return false;
-  const routeId = v['replyRouteId'];
-  return (
-    isId(v['id']) &&
-    typeof v['createdAt'] === 'string' &&
-    typeof v['updatedAt'] === 'string' &&
-    typeof v['workspace'] === 'string' &&
-    isStringOrNull(v['title']) &&
-    isStringList(v['labels']) &&
-    typeof v['archived'] === 'boolean' &&
-    isStringOrNull(v['replyTo']) &&
-    (routeId === undefined ? !('replyRouteId' in v) : isId(routeId)) &&
-    isStringOrNull(v['droidSessionId']) &&
-    isId(v['headRunId']) &&
-    isStringOrNull(v['factoryTitle']) &&
-    isOptional(v, 'budget', isBudget) &&
-    // The schema's refinement: a route exactly when there is a recipient.
-    (v['replyTo'] === null) === (routeId === undefined)
-  );
+interface Guard<T> {
+  /** Yes only if the schema accepts `v` as it is. */
+  accepts: (v: unknown) => v is T;
+  /** Where the schema has a part the guard cannot check (it answers no there): empty for a guard that covers it all. */
+  uncovered: readonly string[];
 }
 
-export function isRunRecord(v: unknown): v is RunRecord {
-  if (!isPlain(v) || !onlyKeys(v, RUN_KEYS)) return false;
-  const seq = v['seq'];
-  const reply = v['reply'];
-  const predecessor = v['predecessorFailure'];
-  return (
-    isId(v['id']) &&
-    isId(v['sessionId']) &&
-    Number.isSafeInteger(seq) &&
-    (seq as number) >= 1 &&
-    KINDS.has(v['kind'] as string) &&
-    isStringOrNull(v['requestKey']) &&
-    typeof v['fingerprint'] === 'string' &&
-    typeof v['interrupt'] === 'boolean' &&
-    isSettings(v['settings']) &&
-    STATES.has(v['state'] as string) &&
-    typeof v['acceptedAt'] === 'string' &&
-    isStringOrNull(v['startedAt']) &&
-    isStringOrNull(v['endedAt']) &&
-    (v['cancelReason'] === null || CANCEL_REASONS.has(v['cancelReason'] as string)) &&
-    isStringOrNull(v['reason']) &&
-    (v['error'] === null || isErrorInfo(v['error'])) &&
-    (v['usage'] === null || isUsage(v['usage'])) &&
-    typeof v['preview'] === 'string' &&
-    typeof v['needsAttention'] === 'boolean' &&
-    isListOf(v['permissionsDeclined'], isPermission) &&
-    isListOf(v['questions'], isQuestion) &&
-    (predecessor === null || isPredecessorFailure(predecessor)) &&
-    isListOf(v['events'], isEvent) &&
-    typeof v['hasResult'] === 'boolean' &&
-    (reply === undefined ? !('reply' in v) : isReply(reply)) &&
-    isOptional(v, 'budget', isBudget) &&
-    isOptional(v, 'limit', isBudget) &&
-    isOptional(v, 'usageLive', (x) => x === true)
-  );
+/** The guard of `schema`: its definition walked once, into plain checks. */
+function deriveGuard<T>(schema: z.ZodType<T>): Guard<T> {
+  const uncovered: string[] = [];
+  const check = toFunction(compile(schema, '(record)', uncovered));
+  return { accepts: check as (v: unknown) => v is T, uncovered };
 }
 
-/** An optional key: absent, or present with a valid value (present as undefined is not JSON). */
-function isOptional(v: Obj, key: string, valid: (x: unknown) => boolean): boolean {
-  return v[key] === undefined ? !(key in v) : valid(v[key]);
+const sessionGuard = deriveGuard(sessionRecordSchema);
+const runGuard = deriveGuard(runRecordSchema);
+
+export const isSessionRecord: (v: unknown) => v is SessionRecord = sessionGuard.accepts;
+export const isRunRecord: (v: unknown) => v is RunRecord = runGuard.accepts;
+
+/** Both record guards, for the test that they leave nothing of their schema to zod. */
+export const recordGuards = { session: sessionGuard, run: runGuard } as const;
+
+/** The type test of `schema`, then its checks, in zod's order. */
+function compile(schema: z.core.$ZodType, path: string, uncovered: string[]): Test {
+  const type = typeTest(nodeOf(schema), path, uncovered);
+  const checks = checksOf(schema).map(checkTest);
+  if (checks.length === 0) return type;
+  return (ref) => `(${[type(ref), ...checks.map((c) => c(ref))].join(' && ')})`;
 }
 
-function isBudget(v: unknown): boolean {
-  const tokens = isPlain(v) ? v['maxTokens'] : undefined;
-  const credits = isPlain(v) ? v['maxCredits'] : undefined;
-  return (
-    isPlain(v) &&
-    hasExactly(v, 2) &&
-    (tokens === null || (Number.isSafeInteger(tokens) && (tokens as number) > 0)) &&
-    (credits === null || (typeof credits === 'number' && Number.isFinite(credits) && credits > 0))
-  );
-}
-
-function isSettings(v: unknown): boolean {
-  return (
-    isPlain(v) &&
-    hasExactly(v, 3) &&
-    typeof v['model'] === 'string' &&
-    AUTONOMY.has(v['autonomy'] as string) &&
-    isStringOrNull(v['reasoningEffort'])
-  );
-}
-
-function isErrorInfo(v: unknown): boolean {
-  return isPlain(v) && hasExactly(v, 3) && isId(v['code']) && typeof v['message'] === 'string' && typeof v['retryable'] === 'boolean';
-}
-
-function isUsage(v: unknown): boolean {
-  return (
-    isPlain(v) &&
-    hasExactly(v, 6) &&
-    isCount(v['inputTokens']) &&
-    isCount(v['outputTokens']) &&
-    isCount(v['cacheCreationTokens']) &&
-    isCount(v['cacheReadTokens']) &&
-    isCount(v['thinkingTokens']) &&
-    (v['factoryCredits'] === null || isCount(v['factoryCredits']))
-  );
-}
-
-function isPermission(v: unknown): boolean {
-  return isPlain(v) && hasExactly(v, 2) && typeof v['tool'] === 'string' && typeof v['summary'] === 'string';
-}
-
-function isQuestion(v: unknown): boolean {
-  return isPlain(v) && hasExactly(v, 3) && typeof v['topic'] === 'string' && typeof v['question'] === 'string' && isStringList(v['options']);
-}
-
-function isEvent(v: unknown): boolean {
-  return isPlain(v) && hasExactly(v, 3) && typeof v['at'] === 'string' && typeof v['kind'] === 'string' && typeof v['detail'] === 'string';
-}
-
-function isPredecessorFailure(v: unknown): boolean {
-  return (
-    isPlain(v) &&
-    hasExactly(v, 3) &&
-    isId(v['runId']) &&
-    STATES.has(v['state'] as string) &&
-    (v['error'] === null || isErrorInfo(v['error']))
-  );
-}
-
-function isReply(v: unknown): boolean {
-  const accepted = v !== null && typeof v === 'object' ? (v as Obj)['accepted'] : undefined;
-  return (
-    isPlain(v) &&
-    hasExactly(v, 4) &&
-    isId(v['routeId']) &&
-    Number.isSafeInteger(accepted) &&
-    (accepted as number) >= 0 &&
-    isListOf(v['handles'], (h) => isPlain(h) && hasExactly(h, 2) && isId(h['handle']) && isId(h['routeId'])) &&
-    (v['failure'] === null || isErrorInfo(v['failure']))
-  );
-}
-
-/** A plain object as JSON.parse makes them (so no accessors, no odd prototype). */
-function isPlain(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
-}
-
-/** Every own key is one of `allowed` (the named checks then test each one's value). */
-function onlyKeys(v: Obj, allowed: ReadonlySet<string>): boolean {
-  for (const key of Object.keys(v)) if (!allowed.has(key)) return false;
-  return true;
+function typeTest(schema: z.core.$ZodTypes, path: string, uncovered: string[]): Test {
+  const def = schema._zod.def;
+  const gap = (): Test => {
+    uncovered.push(`${path}: ${def.type}`);
+    return () => 'false';
+  };
+  switch (def.type) {
+    case 'string':
+      return def.coerce ? gap() : () => 'typeof x === "string"';
+    case 'number':
+      // zod refuses NaN and ±Infinity; isFinite does too.
+      return def.coerce ? gap() : () => '(typeof x === "number" && Number.isFinite(x))';
+    case 'boolean':
+      return def.coerce ? gap() : () => 'typeof x === "boolean"';
+    case 'null':
+      return () => 'x === null';
+    case 'unknown':
+    case 'any':
+      return () => 'true';
+    case 'literal':
+    case 'enum': {
+      const values = schema._zod.values;
+      if (values === undefined) return gap();
+      const [only] = values;
+      if (values.size === 1 && isConstant(only)) return () => `x === ${constant(only)}`;
+      return (ref) => `${ref(values)}.has(x)`;
+    }
+    case 'optional': {
+      const inner = compile(def.innerType, path, uncovered);
+      return (ref) => `(x === undefined || ${inner(ref)})`;
+    }
+    case 'nullable': {
+      const inner = compile(def.innerType, path, uncovered);
+      return (ref) => `(x === null || ${inner(ref)})`;
+    }
+    case 'array': {
+      const item = toFunction(compile(def.element, `${path}[]`, uncovered));
+      const array: Check = (v) => {
+        if (!Array.isArray(v)) return false;
+        // Every index, holes included (`every` would skip them; zod reads each as undefined).
+        for (let i = 0; i < v.length; i++) if (!item(v[i])) return false;
+        return true;
+      };
+      return (ref) => `${ref(array)}(x)`;
+    }
+    case 'object': {
+      const object = objectCheck(def, path, uncovered);
+      return (ref) => `${ref(object)}(x)`;
+    }
+    case 'record': {
+      // Enumerated keys make a record exhaustive: not a shape the records use.
+      if (def.keyType._zod.values !== undefined) return gap();
+      const key = toFunction(compile(def.keyType, `${path} key`, uncovered));
+      const value = toFunction(compile(def.valueType, `${path}{}`, uncovered));
+      // zod drops a `__proto__` key: such a record is not accepted unchanged.
+      const record: Check = (v) => isPlain(v) && Reflect.ownKeys(v).every((k) => typeof k === 'string' && k !== '__proto__' && key(k) && value(v[k]));
+      return (ref) => `${ref(record)}(x)`;
+    }
+    case 'union': {
+      // A discriminated union picks its option by the discriminator's value, which no other option
+      // accepts: the same answer as trying them all.
+      const options = def.options.map((o, i) => toFunction(compile(o, `${path}|${i}`, uncovered)));
+      const union: Check = (v) => options.some((option) => option(v));
+      return (ref) => `${ref(union)}(x)`;
+    }
+    default:
+      // Transforms, defaults, pipes and the rest change or could change the value: zod decides.
+      return gap();
+  }
 }
 
 /**
- * Exactly `n` own keys. Used where every key is then checked by name: n keys
- * all of which are checked present (undefined fails every check) are exactly
- * the schema's keys.
+ * One function for an object schema: its prototype, each field's test in
+ * the schema's order, then its keys. No catchall: zod strips unknown keys
+ * (the value would change), so they are refused here, as a strict object
+ * refuses them; a loose one keeps them as they are.
  */
-function hasExactly(v: Obj, n: number): boolean {
-  return Object.keys(v).length === n;
+function objectCheck(def: z.core.$ZodObjectDef, path: string, uncovered: string[]): Check {
+  const keys = Object.keys(def.shape);
+  const fields = keys.map((k) => compile(def.shape[k]!, path === '(record)' ? k : `${path}.${k}`, uncovered));
+  const catchall = def.catchall?._zod.def.type;
+  const extraAllowed = catchall === 'unknown' || catchall === 'any';
+  if (catchall !== undefined && catchall !== 'never' && !extraAllowed) uncovered.push(`${path}: catchall ${catchall}`);
+  const refs = new Refs();
+  const ref = refs.ref;
+  const lines = [
+    'if (typeof v !== "object" || v === null || Object.getPrototypeOf(v) !== Object.prototype) return false;',
+    'let x;',
+    ...keys.map((k, i) => `x = v[${quoted(k)}]; if (!(${fields[i]!(ref)})) return false;`),
+    // For-in over a plain object: its own enumerable keys (Object.prototype has none).
+    ...(extraAllowed ? [] : [`for (const k in v) if (!${ref(new Set(keys))}.has(k)) return false;`]),
+    'return true;',
+  ];
+  return refs.generate(`function (v) {\n${lines.join('\n')}\n}`);
 }
 
-function isId(v: unknown): boolean {
-  return typeof v === 'string' && v.length >= 1;
+/** A test as a function of its own (the test, wrapped; an object's own function as it is). */
+function toFunction(test: Test): Check {
+  const refs = new Refs();
+  return refs.generate(`(x) => (${test(refs.ref)})`);
 }
 
-function isStringOrNull(v: unknown): boolean {
-  return v === null || typeof v === 'string';
+/** The checks zod runs on a value of `schema` once its type is right: a string format's own, then those added to it. */
+function checksOf(schema: z.core.$ZodType): z.core.$ZodCheck<unknown>[] {
+  const own = schema._zod.traits.has('$ZodCheck') ? [schema as unknown as z.core.$ZodCheck<unknown>] : [];
+  return [...own, ...((schema._zod.def.checks ?? []) as unknown as z.core.$ZodCheck<unknown>[])];
 }
 
-function isCount(v: unknown): boolean {
-  return typeof v === 'number' && Number.isFinite(v) && v >= 0;
+/**
+ * A check as a test. The common kinds are read from their definitions: what
+ * zod's check of that kind tests, without its payload. Their `when` is not
+ * asked: running a check zod would skip can only refuse more, never accept
+ * more. Any other kind runs zod's own check.
+ */
+function checkTest(check: z.core.$ZodCheck<unknown>): Test {
+  const def = check._zod.def as z.core.$ZodChecks['_zod']['def'];
+  switch (def.check) {
+    case 'min_length':
+      return () => `x.length >= ${numeric(def.minimum)}`;
+    case 'max_length':
+      return () => `x.length <= ${numeric(def.maximum)}`;
+    case 'greater_than':
+      if (typeof def.value === 'number' && Number.isFinite(def.value)) return () => `x ${def.inclusive ? '>=' : '>'} ${numeric(def.value as number)}`;
+      break;
+    case 'less_than':
+      if (typeof def.value === 'number' && Number.isFinite(def.value)) return () => `x ${def.inclusive ? '<=' : '<'} ${numeric(def.value as number)}`;
+      break;
+    case 'number_format':
+      if (def.format === 'safeint') return () => 'Number.isSafeInteger(x)';
+      break;
+    case 'string_format':
+      if (def.format === 'starts_with') return () => `x.startsWith(${quoted((def as z.core.$ZodCheckStartsWithDef).prefix)})`;
+      break;
+  }
+  const run = runCheck(check);
+  return (ref) => `${ref(run)}(x)`;
 }
 
-function isStringList(v: unknown): boolean {
-  if (!Array.isArray(v)) return false;
-  for (const item of v) if (typeof item !== 'string') return false;
-  return true;
+/** Runs zod's own check on a value, as zod does (its `when`, if any, decides whether it runs). */
+function runCheck(check: z.core.$ZodCheck<unknown>): Check {
+  // One payload per check, reused: checks are synchronous and never re-entered.
+  const payload: z.core.ParsePayload = { value: undefined, issues: [] };
+  const when = check._zod.def.when;
+  return (v) => {
+    payload.value = v;
+    payload.issues.length = 0;
+    if (when !== undefined && !when(payload)) return true;
+    const result = check._zod.check(payload);
+    if (result instanceof Promise) {
+      // An asynchronous refinement has no fast answer: zod decides (and reports it).
+      result.catch(() => undefined);
+      return false;
+    }
+    return payload.issues.length === 0;
+  };
 }
 
-function isListOf(v: unknown, item: (x: unknown) => boolean): boolean {
-  if (!Array.isArray(v)) return false;
-  for (const x of v) if (!item(x)) return false;
-  return true;
+function isConstant(v: unknown): v is string | boolean | number | null {
+  return typeof v === 'string' || typeof v === 'boolean' || v === null || (typeof v === 'number' && Number.isFinite(v));
+}
+
+function constant(v: string | boolean | number | null): string {
+  return typeof v === 'string' ? quoted(v) : String(v);
+}
+
+/** A plain object as JSON.parse makes them (so no accessors, no odd prototype). */
+function isPlain(v: unknown): v is Record<string | symbol, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && Object.getPrototypeOf(v) === Object.prototype;
 }

@@ -5,30 +5,38 @@
  * - every record and sub-object is built by one object literal in schema
  *   order, so all of a kind share one hidden class and keep their fields
  *   inline (objects made by JSON.parse or by the schema's copy are larger);
- * - repeated strings (times, models, states, kinds, workspaces, labels) are
- *   shared through a bounded cache, and a run's `sessionId` shares the
- *   session's own id string;
+ * - repeated strings (times, models, workspaces, labels, …) are shared
+ *   through a bounded cache, a value of an enumeration is the schema's own
+ *   string, and a run's `sessionId` shares the session's own id string;
  * - identical small objects (settings, errors, label lists) and every empty
  *   list are shared; that is safe because everything handed out is frozen.
  *
+ * The copies are derived from the record schemas (shared/record-schemas.ts),
+ * not written beside them: each object of a schema becomes one generated
+ * function (formats/schema-code.ts) that copies its fields in the schema's
+ * order, so a field added to a schema is copied with nothing written here.
+ * What this file says is only how fields are kept, by name (`KEEP`).
+ *
  * The copies are deep: nothing of the input is kept but its strings, so a
- * caller that changes its objects later changes nothing stored.
+ * caller that changes its objects later changes nothing stored. An optional
+ * field left undefined stays absent.
  */
-import type {
-  EffectiveSettings,
-  ErrorInfo,
-  PermissionRecord,
-  QuestionRecord,
-  ProgressRecord,
-  ReplyHandleRecord,
-  RunRecord,
-  RunReply,
-  SessionRecord,
-  TokenUsage,
-} from '../../shared/records.js';
+import type { z } from 'zod';
+import { runRecordSchema, sessionRecordSchema, type RunRecord, type SessionRecord } from '../../shared/record-schemas.js';
+import { nodeOf, quoted, Refs } from '../formats/schema-code.js';
 
-/** The one empty list every record shares. Typed mutable like the record fields, but frozen: no one can add to it. */
-const EMPTY = Object.freeze([]) as unknown as never[];
+/** How fields are kept, by name, wherever they appear in a record; every other string goes through the cache. */
+const KEEP = {
+  /** Strings unique to their record: kept as read, no cache slot spent on them. */
+  unique: new Set(['id', 'runId', 'requestKey', 'preview', 'droidSessionId', 'headRunId', 'handle']),
+  /** Small objects and lists that many records hold equal copies of: one frozen copy, shared. */
+  shared: new Set(['settings', 'error', 'failure', 'labels']),
+  /** A run's session: the session's own id string. */
+  sessionRef: 'sessionId',
+};
+
+/** The one empty list every record shares. Frozen: no one can add to it. */
+const EMPTY: readonly never[] = Object.freeze([]);
 
 export interface InternerOptions {
   /** Distinct strings remembered before the string cache starts over. */
@@ -39,163 +47,145 @@ export interface InternerOptions {
   sessionId?: (id: string) => string | undefined;
 }
 
+/** What generated copies call on the interner that runs them. */
+interface Pool {
+  str(s: string): string;
+  session(id: string): string;
+  shared<T>(key: string, copy: Copy<T>, value: T): T;
+}
+
+type Copy<T = unknown> = (value: T, pool: Pool) => T;
+/** A copy of some part, as generated code refers to it. */
+type AnyCopy = (value: never, pool: Pool) => unknown;
+/** A part of a schema as a JavaScript expression copying the variable named `x`; `ref` names a value the code uses. */
+type CopyCode = (x: string, ref: (value: unknown) => string) => string;
+
+const copySession = deriveCopy<SessionRecord>(sessionRecordSchema);
+const copyRun = deriveCopy<RunRecord>(runRecordSchema);
+
 export class RecordInterner {
   readonly #strings = new Map<string, string>();
-  readonly #objects = new Map<string, object>();
+  readonly #objects = new Map<string, unknown>();
+  readonly #pool: Pool;
 
-  constructor(private readonly options: InternerOptions) {}
+  constructor(private readonly options: InternerOptions) {
+    this.#pool = { str: (s) => this.#str(s), session: (id) => this.options.sessionId?.(id) ?? this.#str(id), shared: (key, copy, value) => this.#shared(key, copy, value) };
+  }
 
   session(s: SessionRecord): SessionRecord {
-    const title = s.title;
-    return Object.freeze<SessionRecord>({
-      id: s.id,
-      createdAt: this.#str(s.createdAt),
-      updatedAt: this.#str(s.updatedAt),
-      workspace: this.#str(s.workspace),
-      title,
-      labels: s.labels.length === 0 ? EMPTY : this.#shared('l' + JSON.stringify(s.labels), () => freezeList(s.labels, (l) => this.#str(l))),
-      archived: s.archived,
-      replyTo: s.replyTo === null ? null : this.#sessionId(s.replyTo),
-      // Optional: kept absent (undefined, so never written) when absent.
-      replyRouteId: s.replyRouteId === undefined ? undefined : this.#str(s.replyRouteId),
-      droidSessionId: s.droidSessionId,
-      headRunId: s.headRunId,
-      factoryTitle: s.factoryTitle !== null && s.factoryTitle === title ? title : s.factoryTitle,
-      ...(s.budget !== undefined ? { budget: Object.freeze({ ...s.budget }) } : {}),
-      // Optional: kept absent (undefined, so never written) when absent.
-      checkout: s.checkout === undefined ? undefined : Object.freeze({ ...s.checkout }),
-      ...(s.network !== undefined ? { network: s.network } : {}),
-    });
+    return copySession(s, this.#pool);
   }
 
   run(r: RunRecord): RunRecord {
-    return Object.freeze<RunRecord>({
-      id: r.id,
-      sessionId: this.#sessionId(r.sessionId),
-      seq: r.seq,
-      kind: this.#str(r.kind),
-      requestKey: r.requestKey,
-      fingerprint: this.#str(r.fingerprint),
-      interrupt: r.interrupt,
-      settings: this.#settings(r.settings),
-      state: this.#str(r.state),
-      acceptedAt: this.#str(r.acceptedAt),
-      startedAt: this.#maybeStr(r.startedAt),
-      endedAt: this.#maybeStr(r.endedAt),
-      cancelReason: this.#maybeStr(r.cancelReason),
-      reason: this.#maybeStr(r.reason),
-      error: this.#error(r.error),
-      usage: r.usage === null ? null : usage(r.usage),
-      preview: r.preview,
-      needsAttention: r.needsAttention,
-      permissionsDeclined: freezeList(r.permissionsDeclined, (p) => this.#permission(p)),
-      questions: freezeList(r.questions, (q) => this.#question(q)),
-      predecessorFailure:
-        r.predecessorFailure === null
-          ? null
-          : Object.freeze({ runId: r.predecessorFailure.runId, state: this.#str(r.predecessorFailure.state), error: this.#error(r.predecessorFailure.error) }),
-      events: freezeList(r.events, (e) => this.#event(e)),
-      hasResult: r.hasResult,
-      // Optional evidence: present only on runs that recorded it, so older runs keep their shape.
-      ...evidenceCopy(r),
-      ...costCopy(r),
-      // Optional: kept absent (undefined, so never written) when absent.
-      reply: r.reply === undefined ? undefined : this.#reply(r.reply),
-    });
+    return copyRun(r, this.#pool);
   }
 
-  #reply(r: RunReply): RunReply {
-    return Object.freeze<RunReply>({
-      routeId: this.#str(r.routeId),
-      accepted: r.accepted,
-      handles: freezeList(r.handles, (h) => Object.freeze<ReplyHandleRecord>({ handle: h.handle, routeId: this.#str(h.routeId) })),
-      failure: this.#error(r.failure),
-    });
-  }
-
-  #settings(s: EffectiveSettings): EffectiveSettings {
-    return this.#shared('s' + JSON.stringify([s.model, s.autonomy, s.reasoningEffort]), () =>
-      Object.freeze<EffectiveSettings>({ model: this.#str(s.model), autonomy: this.#str(s.autonomy), reasoningEffort: this.#maybeStr(s.reasoningEffort) }),
-    );
-  }
-
-  #error(e: ErrorInfo | null): ErrorInfo | null {
-    if (e === null) return null;
-    return this.#shared('e' + JSON.stringify([e.code, e.message, e.retryable]), () =>
-      Object.freeze<ErrorInfo>({ code: this.#str(e.code), message: this.#str(e.message), retryable: e.retryable }),
-    );
-  }
-
-  #event(e: ProgressRecord): ProgressRecord {
-    return Object.freeze<ProgressRecord>({ at: this.#str(e.at), kind: this.#str(e.kind), detail: this.#str(e.detail) });
-  }
-
-  #permission(p: PermissionRecord): PermissionRecord {
-    return Object.freeze<PermissionRecord>({ tool: this.#str(p.tool), summary: this.#str(p.summary) });
-  }
-
-  #question(q: QuestionRecord): QuestionRecord {
-    return Object.freeze<QuestionRecord>({ topic: this.#str(q.topic), question: this.#str(q.question), options: freezeList(q.options, (o) => this.#str(o)) });
-  }
-
-  #sessionId(id: string): string {
-    return this.options.sessionId?.(id) ?? this.#str(id);
-  }
-
-  #str<T extends string>(s: T): T {
+  #str(s: string): string {
     const known = this.#strings.get(s);
-    if (known !== undefined) return known as T;
+    if (known !== undefined) return known;
     // Starting over keeps the cache bounded; a string seen again is simply cached anew.
     if (this.#strings.size >= this.options.maxStrings) this.#strings.clear();
     this.#strings.set(s, s);
     return s;
   }
 
-  #maybeStr<T extends string>(s: T | null): T | null {
-    return s === null ? null : this.#str(s);
-  }
-
-  /** `make()`'s frozen result, shared by every caller with the same key. */
-  #shared<T extends object>(key: string, make: () => T): T {
+  /** The frozen copy of `value`, shared by every caller with the same key. */
+  #shared<T>(key: string, copy: Copy<T>, value: T): T {
     const known = this.#objects.get(key);
     if (known !== undefined) return known as T;
     if (this.#objects.size >= this.options.maxObjects) this.#objects.clear();
-    const made = make();
+    const made = copy(value, this.#pool);
     this.#objects.set(key, made);
     return made;
   }
 }
 
-function usage(u: TokenUsage): TokenUsage {
-  return Object.freeze<TokenUsage>({
-    inputTokens: u.inputTokens,
-    outputTokens: u.outputTokens,
-    cacheCreationTokens: u.cacheCreationTokens,
-    cacheReadTokens: u.cacheReadTokens,
-    thinkingTokens: u.thinkingTokens,
-    factoryCredits: u.factoryCredits,
-  });
+/** The copy of values of `schema`: its definition walked once. */
+function deriveCopy<T>(schema: z.ZodType<T>): Copy<T> {
+  return toFunction(copyCode(schema, '')) as Copy<T>;
 }
 
-/** The optional evidence fields of a run, deep-copied and frozen; only those present. */
-type EvidenceKey = 'structuredOutput' | 'changes' | 'context' | 'commits' | 'egress';
-function evidenceCopy(r: RunRecord): Pick<RunRecord, EvidenceKey> {
-  const out: Pick<RunRecord, EvidenceKey> = {};
-  if (r.structuredOutput !== undefined) out.structuredOutput = deepFrozenCopy(r.structuredOutput);
-  if (r.changes !== undefined) out.changes = deepFrozenCopy(r.changes);
-  if (r.commits !== undefined) out.commits = deepFrozenCopy(r.commits);
-  if (r.egress !== undefined) out.egress = deepFrozenCopy(r.egress);
-  if (r.context !== undefined) out.context = r.context === null ? null : Object.freeze({ used: r.context.used, limit: r.context.limit, fraction: r.context.fraction });
-  return out;
+/** How a value of `schema`, found under the field `key`, is copied. */
+function copyCode(schema: z.core.$ZodType, key: string): CopyCode {
+  const node = nodeOf(schema);
+  const def = node._zod.def;
+  switch (def.type) {
+    case 'string':
+      if (key === KEEP.sessionRef) return (x) => `c.session(${x})`;
+      return KEEP.unique.has(key) ? (x) => x : (x) => `c.str(${x})`;
+    case 'number':
+    case 'boolean':
+    case 'null':
+      return (x) => x;
+    case 'literal':
+    case 'enum': {
+      // The schema's own string for a value it allows (validated: it is one of them).
+      const own = new Map([...(node._zod.values ?? [])].map((v) => [v, v]));
+      return (x, ref) => `(${ref(own)}.get(${x}) ?? ${x})`;
+    }
+    case 'optional': {
+      const inner = copyCode(def.innerType, key);
+      return (x, ref) => `(${x} === undefined ? undefined : ${inner(x, ref)})`;
+    }
+    case 'nullable': {
+      const inner = copyCode(def.innerType, key);
+      return (x, ref) => `(${x} === null ? null : ${inner(x, ref)})`;
+    }
+    case 'array': {
+      const item = toFunction(copyCode(def.element, key));
+      const list: Copy<readonly unknown[]> = (v, pool) => freezeList(v, item, pool);
+      return shareable(key, list, (x) => `JSON.stringify(${x})`);
+    }
+    case 'object': {
+      const object = objectCopy(def);
+      const keys = Object.keys(def.shape);
+      return shareable(key, object, (x) => `JSON.stringify([${keys.map((k) => `${x}[${quoted(k)}]`).join(', ')}])`);
+    }
+    default:
+      // Records of any JSON, unions: a structural copy, frozen at every level.
+      return (x, ref) => `${ref(deepFrozenCopy)}(${x})`;
+  }
 }
 
-/** Budget, limit and the live-usage mark, each only when present (older runs keep their shape). */
-function costCopy(r: RunRecord): Pick<RunRecord, 'budget' | 'limit' | 'usageLive'> {
-  const out: Pick<RunRecord, 'budget' | 'limit' | 'usageLive'> = {};
-  if (r.budget !== undefined) out.budget = Object.freeze({ ...r.budget });
-  if (r.limit !== undefined) out.limit = Object.freeze({ ...r.limit });
-  if (r.usageLive !== undefined) out.usageLive = r.usageLive;
-  return out;
+/** A copy by `copy`, or for a shared field the one copy kept under the key `keyOf` makes. */
+function shareable(field: string, copy: AnyCopy, keyOf: (x: string) => string): CopyCode {
+  if (!KEEP.shared.has(field)) return (x, ref) => `${ref(copy)}(${x}, c)`;
+  return (x, ref) => `c.shared(${ref(`${field}\u0000`)} + ${keyOf(x)}, ${ref(copy)}, ${x})`;
+}
+
+/**
+ * One function for an object schema: an object literal of its fields in the
+ * schema's order, then each optional field that is present, then frozen.
+ */
+function objectCopy(def: z.core.$ZodObjectDef): AnyCopy {
+  // A loose object keeps its other keys too (none of the records is loose): copied whole.
+  if (def.catchall !== undefined && def.catchall._zod.def.type !== 'never') return deepFrozenCopy;
+  const refs = new Refs();
+  const keys = Object.keys(def.shape);
+  const optional = (k: string) => nodeOf(def.shape[k]!)._zod.def.type === 'optional';
+  const required = keys.filter((k) => !optional(k));
+  const lines = [
+    ...required.map((k, i) => `const a${i} = v[${quoted(k)}];`),
+    `const o = {${required.map((k, i) => `${quoted(k)}: ${copyCode(def.shape[k]!, k)(`a${i}`, refs.ref)}`).join(', ')}};`,
+    'let x;',
+    ...keys.filter(optional).map((k) => `x = v[${quoted(k)}]; if (x !== undefined) o[${quoted(k)}] = ${copyCode(def.shape[k]!, k)('x', refs.ref)};`),
+    'return Object.freeze(o);',
+  ];
+  return refs.generate(`function (v, c) {\n${lines.join('\n')}\n}`);
+}
+
+/** A copy as a function of its own. */
+function toFunction(code: CopyCode): Copy {
+  const refs = new Refs();
+  return refs.generate(`(x, c) => (${code('x', refs.ref)})`);
+}
+
+/** A frozen copy of `list` with each item copied; the shared empty list if there are none. */
+function freezeList(list: readonly unknown[], item: Copy, pool: Pool): readonly unknown[] {
+  if (list.length === 0) return EMPTY;
+  const out = new Array<unknown>(list.length);
+  for (let i = 0; i < list.length; i++) out[i] = item(list[i], pool);
+  return Object.freeze(out);
 }
 
 /** Plain JSON data only (validated records): a structural copy, frozen at every level. */
@@ -204,38 +194,3 @@ function deepFrozenCopy<T>(value: T): T {
   const copy: unknown = Array.isArray(value) ? value.map(deepFrozenCopy) : Object.fromEntries(Object.entries(value).map(([k, v]) => [k, deepFrozenCopy(v)]));
   return Object.freeze(copy) as T;
 }
-
-/** A frozen copy of `list` with each item mapped; the shared empty list if there are none. */
-function freezeList<T, U>(list: readonly T[], map: (item: T) => U): U[] {
-  if (list.length === 0) return EMPTY;
-  const out = new Array<U>(list.length);
-  for (let i = 0; i < list.length; i++) out[i] = map(list[i]!);
-  return Object.freeze(out) as U[];
-}
-
-// ---- compile-time proof that the copies above cannot drop a field ----
-// Object literals typed as the record already fail on a missing or unknown
-// field; an optional field would slip through, so there must be none except
-// the two reply-back fields (absent on records written before reply-back),
-// which the literals above name explicitly and the store tests round-trip.
-type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-type NoOptionalFields<T> = Same<Required<T>, T>;
-function noOptional<T extends true>(): T | undefined {
-  return undefined;
-}
-noOptional<NoOptionalFields<Omit<SessionRecord, 'replyRouteId' | 'budget' | 'checkout' | 'network'>>>();
-// The only optional run fields are reply, the evidence ones (evidenceCopy) and the cost ones (costCopy).
-type CostKey = 'budget' | 'limit' | 'usageLive';
-noOptional<NoOptionalFields<Omit<RunRecord, EvidenceKey | CostKey | 'reply'>>>();
-type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never }[keyof T];
-noOptional<Same<OptionalKeys<RunRecord>, EvidenceKey | CostKey | 'reply'>>();
-noOptional<Same<OptionalKeys<SessionRecord>, 'replyRouteId' | 'budget' | 'checkout' | 'network'>>();
-noOptional<NoOptionalFields<RunReply>>();
-noOptional<NoOptionalFields<ReplyHandleRecord>>();
-noOptional<NoOptionalFields<NonNullable<RunRecord['predecessorFailure']>>>();
-noOptional<NoOptionalFields<EffectiveSettings>>();
-noOptional<NoOptionalFields<ErrorInfo>>();
-noOptional<NoOptionalFields<TokenUsage>>();
-noOptional<NoOptionalFields<ProgressRecord>>();
-noOptional<NoOptionalFields<PermissionRecord>>();
-noOptional<NoOptionalFields<QuestionRecord>>();

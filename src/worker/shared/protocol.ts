@@ -1,18 +1,14 @@
 /**
- * The IPC contract between the controller and a per-turn worker. Validated on
- * both sides against the schemas in ipc.ts: a malformed message is reported
- * and ignored, never a guess.
+ * The IPC contract between the controller and a per-turn worker, described
+ * once: the zod schemas here are the source, and every message type is
+ * inferred from them. Both sides validate what they receive against them
+ * (ipc.ts): a malformed message is reported and ignored, never a guess.
  */
 import { z } from 'zod';
-import type { WireLaunch } from './worker-process.js';
 import { autonomySchema, budgetRecord, tokenUsage } from '../../shared/record-schemas.js';
-import type { CatalogModel } from '../../droid/client.js';
-import type { ErrorInfo } from '../../droid/errors.js';
-import type { TokenUsage } from '../../droid/notifications.js';
-import type { PermissionRecord, QuestionRecord } from '../../droid/permission-policy.js';
-import type { ProgressEvent, TranscriptEntry } from '../../droid/turn-collector.js';
-import type { ChangeSet, ContextStats, EgressEvidence } from '../../shared/evidence-types.js';
-import { judgeStop, type TurnOutcome, type TurnStop } from '../../shared/turn-stop.js';
+import { catalogModel, errorInfo, permissionRecord, progressEvent, questionRecord, transcriptEntry, type ErrorInfo } from '../../droid/schemas.js';
+import { changeSet, contextStats, egressEvidence } from '../../shared/evidence-types.js';
+import { judgeStop, turnOutcomeSchema, turnStopSchema, type TurnOutcome, type TurnStop } from '../../shared/turn-stop.js';
 
 export const turnSpecSchema = z
   .object({
@@ -98,63 +94,75 @@ export type TurnSpec = z.infer<typeof turnSpecSchema>;
 
 export type { TurnOutcome };
 
-export interface TurnResult {
-  /** Why the turn stopped: what the controller records it by (shared/turn-stop.ts). */
-  stop: TurnStop;
-  /** The stop as the worker judged it (`judgeStop`, a cancel counted as asked for); ipc.ts refuses a result whose outcome is not its stop's. */
-  outcome: TurnOutcome;
-  /** droid's `agent_turn_completed.reason`, or null when no terminal notification came. */
-  reason: string | null;
-  /** Whether the prompt reached droid (add_user_message answered). */
-  submitted: boolean;
-  droidSessionId: string | null;
-  finalText: string;
-  partialText: string;
-  usage: TokenUsage | null;
-  permissionsDeclined: PermissionRecord[];
-  permissionsApproved: PermissionRecord[];
-  questions: QuestionRecord[];
-  transcript: TranscriptEntry[];
-  error: ErrorInfo | null;
-  diagnostics: string[];
-  stderrTail: string;
-  durationMs: number;
-  /**
-   * Only when the turn carried an outputSchema: the object droid returned,
-   * valid against the schema by our own check; null when none was valid
-   * (the error then says why). Absent: no schema was asked for.
-   */
-  structuredOutput?: Record<string, unknown> | null;
-  /** Files the turn changed (evidence/change-set.ts); null: unknown (not a git work tree, or git failed). Absent: the turn was never submitted. */
-  changes?: ChangeSet | null;
-  /** Context occupancy after the turn; null when droid did not answer. Absent: the turn was never submitted. */
-  context?: ContextStats | null;
-  /** What the turn's egress proxy refused. Absent: droid had the host's network (or never started). */
-  egress?: EgressEvidence;
-}
+export const turnResultSchema = z
+  .object({
+    /** Why the turn stopped: what the controller records it by (shared/turn-stop.ts). */
+    stop: turnStopSchema,
+    /** The stop as the worker judged it (`judgeStop`, a cancel counted as asked for). */
+    outcome: turnOutcomeSchema,
+    /** droid's `agent_turn_completed.reason`, or null when no terminal notification came. */
+    reason: z.string().nullable(),
+    /** Whether the prompt reached droid (add_user_message answered). */
+    submitted: z.boolean(),
+    droidSessionId: z.string().min(1).nullable(),
+    finalText: z.string(),
+    partialText: z.string(),
+    usage: tokenUsage.nullable(),
+    permissionsDeclined: z.array(permissionRecord),
+    permissionsApproved: z.array(permissionRecord),
+    questions: z.array(questionRecord),
+    transcript: z.array(transcriptEntry),
+    error: errorInfo.nullable(),
+    diagnostics: z.array(z.string()),
+    stderrTail: z.string(),
+    // Wall-clock difference: a clock stepped back may make it negative, which is no reason to lose a result.
+    durationMs: z.number().finite(),
+    /**
+     * Only when the turn carried an outputSchema: the object droid returned,
+     * valid against the schema by our own check; null when none was valid
+     * (the error then says why). Absent: no schema was asked for.
+     */
+    structuredOutput: z.record(z.string(), z.unknown()).nullable().optional(),
+    /** Files the turn changed (evidence/change-set.ts); null: unknown (not a git work tree, or git failed). Absent: the turn was never submitted. */
+    changes: changeSet.nullable().optional(),
+    /** Context occupancy after the turn; null when droid did not answer. Absent: the turn was never submitted. */
+    context: contextStats.nullable().optional(),
+    /** What the turn's egress proxy refused. Absent: droid had the host's network (or never started). */
+    egress: egressEvidence.optional(),
+  })
+  .strict()
+  // A successful turn names its droid session and carries no error; anything else is not a success.
+  .refine((r) => r.outcome !== 'succeeded' || (r.error === null && r.droidSessionId !== null && r.submitted), {
+    message: 'a succeeded result must be submitted, name its droid session and carry no error',
+  })
+  // The controller records the stop: a verdict that is not the stop's is a broken worker, not a second opinion.
+  .refine((r) => judgeStop(r.stop, true).outcome === r.outcome, { message: "the result's outcome is not its stop's", path: ['outcome'] });
+export type TurnResult = z.infer<typeof turnResultSchema>;
 
 /** RenameOutcome.error when the title was left for a later turn because a follow-up waited. */
 export const RENAME_SKIPPED = 'left for a later turn: a follow-up of this session was waiting for its slot';
 
-export interface RenameOutcome {
-  title: string;
-  ok: boolean;
-  error: string | null;
-}
+const renameOutcome = z.object({ title: z.string().min(1), ok: z.boolean(), error: z.string().nullable() }).strict();
+export type RenameOutcome = z.infer<typeof renameOutcome>;
 
 /** A puck call droid asked permission for; the controller's reply gate answers. */
-export interface ReplyCall {
-  toolUseId: string;
-  /** The tool input from droid's permission request. */
-  input: unknown;
-}
+const replyCall = z
+  .object({
+    toolUseId: z.string().min(1),
+    /** The tool input from droid's permission request, judged by the controller's gate. */
+    input: z.unknown(),
+  })
+  .strict();
+export type ReplyCall = z.infer<typeof replyCall>;
 
 /** What the worker saw of puck calls after they ran. */
-export type ReplyEvent =
+const replyEvent = z.discriminatedUnion('kind', [
   /** An approved send came back: ok unless droid or Amp reported an error; the handle it proves, if any. */
-  | { kind: 'send_result'; toolUseId: string; ok: boolean; handle: string | null }
+  z.object({ kind: z.literal('send_result'), toolUseId: z.string().min(1), ok: z.boolean(), handle: z.string().min(1).nullable() }).strict(),
   /** A tool of the Amp server ran without the gate approving it (droid did not ask). */
-  | { kind: 'bypass'; tool: string; toolUseId: string };
+  z.object({ kind: z.literal('bypass'), tool: z.string(), toolUseId: z.string().min(1) }).strict(),
+]);
+export type ReplyEvent = z.infer<typeof replyEvent>;
 
 /**
  * What a pre-forked (warm) worker prepares before it knows its turn: a droid
@@ -163,53 +171,80 @@ export type ReplyEvent =
  * bubblewrap sandbox's binds must be fixed at spawn, before the workspace is
  * known, so a sandboxed droid is never pre-spawned).
  */
-export interface WarmDroidSpec {
-  droidPath: string;
-  droidEnv: Record<string, string>;
-  /** Process cwd of the warm droid: empty, private, used by no other worker. */
-  dir: string;
-}
+const warmDroidSpec = z
+  .object({
+    droidPath: z.string().min(1),
+    droidEnv: z.record(z.string(), z.string()),
+    /** Process cwd of the warm droid: empty, private, used by no other worker. */
+    dir: z.string().startsWith('/'),
+  })
+  .strict();
+export type WarmDroidSpec = z.infer<typeof warmDroidSpec>;
+
+/**
+ * The droid launch a cold worker may start before it has loaded itself, as
+ * the runner computed it (sandbox/turn-launch.ts); the seccomp program's
+ * bytes in base64. The worker uses that droid only if its own launch for
+ * the turn is the same (the `run` message is validated in full by then).
+ * worker-process.ts converts it, without zod (it is on a cold worker's path).
+ */
+const wireLaunch = z
+  .object({
+    droidPath: z.string().min(1),
+    env: z.record(z.string(), z.string()),
+    cwd: z.string().startsWith('/'),
+    launcher: z.object({ command: z.string().min(1), args: z.array(z.string()), fd3: z.base64(), egress: z.literal(true).optional() }).strict().optional(),
+  })
+  .strict();
+export type WireLaunch = z.infer<typeof wireLaunch>;
 
 /**
  * A turn's start, stage by stage, in the worker (epoch ms, sub-ms): where
  * the time between the controller's take and droid's first model request
  * goes. Logged by the controller and printed by bench/latency.ts.
  */
-export const START_STAGES = ['run_received', 'spec_received', 'droid_spawned', 'droid_first_byte', 'initialized', 'session_ready', 'before_snapshot', 'submit_sent', 'submit_answered'] as const;
-export type StartStage = (typeof START_STAGES)[number];
-export type StartMarks = Partial<Record<StartStage, number>>;
+const START_STAGES = ['run_received', 'spec_received', 'droid_spawned', 'droid_first_byte', 'initialized', 'session_ready', 'before_snapshot', 'submit_sent', 'submit_answered'] as const;
+const startMarks = z.partialRecord(z.enum(START_STAGES), z.number().finite());
+export type StartMarks = z.infer<typeof startMarks>;
 
-export type WorkerToParent =
-  | { type: 'started'; droidSessionId: string; submittedAt: string; stages?: StartMarks }
-  /** The models this turn's initialize_session or load_session answered with, and when: the controller's catalog may use them. */
-  | { type: 'catalog'; models: CatalogModel[]; answeredAt: string }
-  /** A warm worker is ready to take a turn (its droid, if any, is spawned). */
-  | { type: 'warm_ready' }
-  /** A warm worker's droid died (or could not start) before any turn: the pool drops it. */
-  | { type: 'warm_lost'; detail: string }
-  | { type: 'progress'; event: ProgressEvent }
+export const workerToParentSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('started'), droidSessionId: z.string().min(1), submittedAt: z.iso.datetime(), stages: startMarks.optional() }).strict(),
+  /**
+   * The models this turn's initialize_session or load_session answered with, and when: the controller's catalog may use them.
+   * Never empty: an empty list is no catalog (model-catalog.ts `offer`).
+   */
+  z.object({ type: z.literal('catalog'), models: z.array(catalogModel).min(1), answeredAt: z.iso.datetime() }).strict(),
+  z.object({ type: z.literal('progress'), event: progressEvent }).strict(),
   /** The turn's running usage changed (droid's session_token_usage_changed, turn-usage.ts). */
-  | { type: 'usage'; usage: TokenUsage }
-  | { type: 'terminal'; result: TurnResult }
-  | { type: 'rename'; outcome: RenameOutcome }
-  | { type: 'reply_call'; id: string; call: ReplyCall }
-  | { type: 'reply_event'; event: ReplyEvent };
+  z.object({ type: z.literal('usage'), usage: tokenUsage }).strict(),
+  z.object({ type: z.literal('terminal'), result: turnResultSchema }).strict(),
+  z.object({ type: z.literal('rename'), outcome: renameOutcome }).strict(),
+  z.object({ type: z.literal('reply_call'), id: z.string().min(1), call: replyCall }).strict(),
+  z.object({ type: z.literal('reply_event'), event: replyEvent }).strict(),
+  /** A warm worker is ready to take a turn (its droid, if any, is spawned). */
+  z.object({ type: z.literal('warm_ready') }).strict(),
+  /** A warm worker's droid died (or could not start) before any turn: the pool drops it. */
+  z.object({ type: z.literal('warm_lost'), detail: z.string() }).strict(),
+]);
+export type WorkerToParent = z.infer<typeof workerToParentSchema>;
 
-/** `skip_rename`: a follow-up waits for this turn's slot, so the Factory title is left for a later turn. */
-export type ParentToWorker =
-  | { type: 'run'; spec: TurnSpec; launch?: WireLaunch }
+export const parentToWorkerSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('run'), spec: turnSpecSchema, launch: wireLaunch.optional() }).strict(),
   /** Sent once, first, to a pool worker: prepare, then wait for `run`. */
-  | { type: 'warm'; droid: WarmDroidSpec | null }
+  z.object({ type: z.literal('warm'), droid: warmDroidSpec.nullable() }).strict(),
   /**
    * To a pool worker holding no droid, before its `run`: start this droid now
    * (a queued turn's, while the claim it waits for is being released); the
    * run's own launch decides whether it is used (run-turn.ts turnDroid).
    */
-  | { type: 'launch'; launch: WireLaunch }
-  | { type: 'cancel' }
-  | { type: 'ack' }
-  | { type: 'skip_rename' }
-  | { type: 'reply_decision'; id: string; approve: boolean };
+  z.object({ type: z.literal('launch'), launch: wireLaunch }).strict(),
+  z.object({ type: z.literal('cancel') }).strict(),
+  z.object({ type: z.literal('ack') }).strict(),
+  /** A follow-up waits for this turn's slot, so the Factory title is left for a later turn. */
+  z.object({ type: z.literal('skip_rename') }).strict(),
+  z.object({ type: z.literal('reply_decision'), id: z.string().min(1), approve: z.boolean() }).strict(),
+]);
+export type ParentToWorker = z.infer<typeof parentToWorkerSchema>;
 
 /** What a result carries besides its stop and its verdict. */
 export type TurnEvidence = Omit<TurnResult, 'stop' | 'outcome' | 'reason' | 'error'>;

@@ -6,6 +6,8 @@
  * every import.
  */
 import type { DroidLaunch } from '../../droid/start-droid.js';
+// Its type only: the schema (and zod) stay off this path.
+import type { WireLaunch } from './protocol.js';
 
 /**
  * Process title of a pool worker while it waits for a turn (ps, /proc/<pid>/cmdline):
@@ -21,18 +23,8 @@ export const AHEAD_TITLE = 'droid-mcp worker (ahead)';
 /** Argument of a worker forked for the pool: it is idle (WARM_IDLE_TITLE) from its first moment. */
 export const POOL_ARG = '--pool';
 
-/**
- * The droid launch a cold worker may start before it has loaded itself, as
- * the runner computed it (sandbox/turn-launch.ts); the seccomp program's
- * bytes in base64. The worker uses that droid only if its own launch for
- * the turn is the same (the `run` message is validated in full by then).
- */
-export interface WireLaunch {
-  droidPath: string;
-  env: Record<string, string>;
-  cwd: string;
-  launcher?: { command: string; args: string[]; fd3: string; egress?: true };
-}
+/** The droid launch as it crosses IPC; its schema, with what it means, is in protocol.ts. */
+export type { WireLaunch };
 
 export function toWireLaunch(launch: DroidLaunch): WireLaunch {
   const env: Record<string, string> = {};

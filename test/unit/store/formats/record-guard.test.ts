@@ -1,13 +1,18 @@
 /**
  * The fast record checks used at start-up (src/store/formats/record-guard.ts) may
  * speed loading up but never accept what the zod schemas refuse: checked on
- * valid records of every shape and on many damaged copies of them.
+ * valid records of every shape and on many damaged copies of them. Being
+ * derived from the schemas, they also agree with them both ways: on arbitrary
+ * records (test/support/schema-arbitrary.ts) and every mutation of every field.
  */
+import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isRunRecord, isSessionRecord } from '../../../../src/store/formats/record-guard.js';
+import type { z } from 'zod';
+import { isRunRecord, isSessionRecord, recordGuards } from '../../../../src/store/formats/record-guard.js';
 import { runRecordSchema, sessionRecordSchema } from '../../../../src/shared/record-schemas.js';
 import { runRecord, sessionRecord } from '../../../support/records.js';
+import { arbitraryOf } from '../../../support/schema-arbitrary.js';
 
 const error = { code: 'turn_failed', message: 'droid exited', retryable: true };
 const runs: unknown[] = [
@@ -104,6 +109,56 @@ describe.each([
         if (path.length === 0 && d.kind !== 'add') return;
         const value = damaged(bases[i], path, d);
         if (guard(value)) expect(schema.safeParse(value).success).toBe(true);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+});
+
+/** What the guard must answer: the schema accepts `value`, and as it is (nothing stripped or changed). */
+function acceptedUnchanged(schema: z.ZodType, value: unknown): boolean {
+  const parsed = schema.safeParse(value);
+  return parsed.success && isDeepStrictEqual(parsed.data, value);
+}
+
+/** A mutation of one field: gone, of another type (or out of bounds), or beside an unknown key. */
+const mutation: fc.Arbitrary<Damage> = fc.oneof(
+  fc.constant<Damage>({ kind: 'delete' }),
+  fc.constantFrom(0, -1, 1.5, 2 ** 53, '', 'x', '/x', null, true, false, [], {}, ['x'], { x: 1 }).map<Damage>((value) => ({ kind: 'set', value })),
+  fc.jsonValue({ maxDepth: 2 }).map<Damage>((value) => ({ kind: 'set', value })),
+  fc.record({ key: fc.string({ maxLength: 12 }), value: fc.jsonValue({ maxDepth: 1 }) }).map<Damage>(({ key, value }) => ({ kind: 'add', key, value })),
+);
+
+// The guards are derived from the schemas (record-guard.ts): these hold for every field a schema
+// has, including one added after these lines were written.
+describe.each([
+  ['run', runRecordSchema, recordGuards.run],
+  ['session', sessionRecordSchema, recordGuards.session],
+] as const)('derived %s record guard', (_kind, schema, guard) => {
+  const valid = arbitraryOf(schema).filter((v) => schema.safeParse(v).success);
+
+  it('covers every part of its schema (nothing is left to zod on a valid record)', () => {
+    expect(guard.uncovered).toEqual([]);
+  });
+
+  it('accepts every valid record, of arbitrary shape (so loading takes the fast path)', () => {
+    fc.assert(
+      fc.property(valid, (record) => {
+        expect(guard.accepts(record)).toBe(true);
+        expect(acceptedUnchanged(schema, record)).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('agrees with the schema on every mutation of every field: yes exactly when zod accepts it unchanged', () => {
+    const cases = valid.chain((record) => fc.tuple(fc.constant(record), fc.oneof(fc.constantFrom(...paths(record)), fc.constant([] as (string | number)[])), mutation));
+    fc.assert(
+      fc.property(cases, ([record, path, m]) => {
+        if (path.length === 0 && m.kind !== 'add') return;
+        // As the state files hold it: through JSON.
+        const value = JSON.parse(JSON.stringify(damaged(record, path, m))) as unknown;
+        expect(guard.accepts(value)).toBe(acceptedUnchanged(schema, value));
       }),
       { numRuns: 3000 },
     );
