@@ -26,7 +26,7 @@ import { epochMs } from '../src/util/epoch.js';
 import { forkWorker } from '../src/worker/parent/runner.js';
 import { coldWorkerEnv } from '../src/worker/parent/worker-env.js';
 import { killGroupAndWait } from '../src/worker/parent/process-group.js';
-import { POOL_ARG } from '../src/worker/shared/worker-process.js';
+import { POOL_ARG } from '../src/worker/contract/worker-process.js';
 import type { DroidBed } from '../test/support/droid-home.js';
 import { WORKER_ENTRY } from '../test/support/paths.js';
 import type { StageOffsets } from './turn-timeline.js';

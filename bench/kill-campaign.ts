@@ -33,7 +33,7 @@ import { writeConfig } from '../test/support/mcp-server.js';
 import { McpDriver } from '../src/testbed/mcp-driver.js';
 import { script } from '../src/testbed/scripted-model.js';
 import { TreeWatch, watchTree, type TreeReport, type WatchedProcess } from '../src/testbed/tree-watch.js';
-import { WARM_IDLE_TITLE } from '../src/worker/shared/worker-process.js';
+import { WARM_IDLE_TITLE } from '../src/worker/contract/worker-process.js';
 import { processesTagged } from '../src/testbed/processes.js';
 
 const DEFAULT_ROUNDS = 30;

@@ -27,7 +27,7 @@ const LAYERS = [
   ['store/tables'],
   ['store'],
   ['config'],
-  ['sandbox', 'worker/shared'],
+  ['sandbox', 'worker/contract'],
   ['evidence', 'worktree'],
   ['worker/child', 'worker/parent'],
   ['controller'],

@@ -22,7 +22,7 @@ import { StateStore } from './store/store.js';
 import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/parent/warm-pool.js';
 import { prestartWorker, type Prestart } from './worker/parent/prestart.js';
 import { markAhead, stateKeyOf, sweepAhead, unmarkAhead } from './worker/parent/ahead-marks.js';
-import type { TurnSpec } from './worker/shared/protocol.js';
+import type { TurnSpec } from './worker/contract/protocol.js';
 import { OWNER_MARK_VAR, ownerMark, stopMarkedProcesses } from './worker/parent/predecessor.js';
 import type { Logger } from './util/logger.js';
 import { DroidVersionProbe, readDroidVersion } from './droid/version.js';

@@ -20,7 +20,7 @@ import { planCrashRecovery } from '../store/recovery.js';
 import type { Log } from '../util/logger.js';
 import type { WorkerHandle, WorkerOptions } from '../worker/parent/runner.js';
 import type { Prestart } from '../worker/parent/prestart.js';
-import type { TurnSpec } from '../worker/shared/protocol.js';
+import type { TurnSpec } from '../worker/contract/protocol.js';
 import type { HostCeilings } from '../shared/budget.js';
 import { SessionCheckouts, type CheckoutHost } from './checkouts/checkouts.js';
 import type { LaunchDefaults } from './turns/turn-settings.js';

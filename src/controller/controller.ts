@@ -35,7 +35,7 @@ import { Steering } from './turns/steering.js';
 import { TurnOwner } from './turns/turn-owner.js';
 import { TurnQueue } from './turns/turn-queue.js';
 import { NextTurnDroids } from './turns/next-turn-droids.js';
-import { NEXT_TURN_DROID_IDLE_MS } from '../worker/shared/timeline.js';
+import { NEXT_TURN_DROID_IDLE_MS } from '../worker/contract/timeline.js';
 import type { SessionRecord } from '../shared/records.js';
 import type { ModelUsage, UsageScope, UsageSummary } from './sessions/usage.js';
 import type { SessionView } from './sessions/views.js';

@@ -70,7 +70,7 @@ export interface ContextStatsResult {
 
 export interface InitializeResult {
   sessionId: string;
-  /** droid's catalog (docs/PROTOCOL-NOTES.md part 4); not checked here: worker/shared/ipc.ts does before it leaves the worker. */
+  /** droid's catalog (docs/PROTOCOL-NOTES.md part 4); not checked here: worker/contract/ipc.ts does before it leaves the worker. */
   availableModels?: unknown;
   settings?: ReportedSettings;
 }
@@ -136,7 +136,7 @@ const MAX_DECISIONS = 50;
 /**
  * Closing droid: close_session is answered in milliseconds by a healthy droid;
  * after stdin EOF droid lingers ~6 s (cloud sync, measured), so a short exit
- * wait is followed by SIGKILL. Part of the turn timeline (worker/shared/timeline.ts).
+ * wait is followed by SIGKILL. Part of the turn timeline (worker/contract/timeline.ts).
  */
 export const SHUTDOWN_BUDGET = { closeMs: 500, exitWaitMs: 300 } as const;
 

@@ -3,7 +3,7 @@
  * records, transcript entries, progress events, catalog entries), each
  * described once: the zod schema is the source and the type is inferred
  * from it. They live at the bottom layer because two boundaries check them:
- * worker ↔ controller IPC (worker/shared/ipc.ts) and the state read back
+ * worker ↔ controller IPC (worker/contract/ipc.ts) and the state read back
  * from disk (shared/record-schemas.ts). The droid modules that make them
  * re-export the types under the names they always had.
  */

@@ -10,7 +10,7 @@ import { changesSince, snapshotTree, type Launcher } from './git.js';
 import { niced } from '../util/nice.js';
 import { judgeStructuredOutput, type JsonObject } from './output-schema.js';
 import type { ContextStats } from '../shared/evidence-types.js';
-import type { TurnResult, TurnSpec } from '../worker/shared/protocol.js';
+import type { TurnResult, TurnSpec } from '../worker/contract/protocol.js';
 import { namesPathOutside, type TreeState } from './change-set.js';
 
 /** Most time one snapshot (before or after) may take; a slower repository reads as unknown. */

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { script } from '../../src/testbed/scripted-model.js';
 import { TreeWatch, watchTree } from '../../src/testbed/tree-watch.js';
-import { WARM_IDLE_TITLE } from '../../src/worker/shared/worker-process.js';
+import { WARM_IDLE_TITLE } from '../../src/worker/contract/worker-process.js';
 import { makeContext, type E2EContext } from '../support/e2e-context.js';
 import { startServer, type RunningServer, type ToolOutcome } from '../support/mcp-server.js';
 import { pidsWithEnvTag, TAG_VAR, waitForNoProcesses } from '../support/processes.js';

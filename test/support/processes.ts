@@ -3,7 +3,7 @@
 // /proc finds whatever outlived the test, however it was started.
 import { readFileSync } from 'node:fs';
 import { processesTagged, waitUntilNoneTagged } from '../../src/testbed/processes.js';
-import { AHEAD_TITLE, POOL_ARG, WARM_IDLE_TITLE } from '../../src/worker/shared/worker-process.js';
+import { AHEAD_TITLE, POOL_ARG, WARM_IDLE_TITLE } from '../../src/worker/contract/worker-process.js';
 
 export const TAG_VAR = 'DROID_MCP_TEST_TAG';
 

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { CatalogModel } from '../../src/droid/client.js';
 import type { ProgressEvent } from '../../src/droid/turn-collector.js';
 import type { TokenUsage } from '../../src/droid/notifications.js';
-import type { RenameOutcome, TurnResult, TurnSpec } from '../../src/worker/shared/protocol.js';
+import type { RenameOutcome, TurnResult, TurnSpec } from '../../src/worker/contract/protocol.js';
 import { forkWorker, startWorker, type WorkerHandle } from '../../src/worker/parent/runner.js';
 import { afterAll, beforeAll } from 'vitest';
 import { makeDroidBed, type DroidBed } from './droid-home.js';

@@ -5,7 +5,7 @@
  */
 import { NO_CEILINGS, type Budget, type HostCeilings } from '../../shared/budget.js';
 import type { ErrorInfo, RunRecord, TokenUsage } from '../../shared/records.js';
-import type { TurnSpec } from '../../worker/shared/protocol.js';
+import type { TurnSpec } from '../../worker/contract/protocol.js';
 import { launchLimit } from './budget-policy.js';
 import type { ControllerState } from '../controller-state.js';
 import { summarizeUsage } from '../sessions/usage.js';

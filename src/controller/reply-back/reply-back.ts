@@ -4,7 +4,7 @@
  * Called in the serial chain, so each answer is ordered with route changes.
  */
 import { TERMINAL_STATES, type RunRecord, type RunReply } from '../../shared/records.js';
-import type { ReplyCall, ReplyEvent } from '../../worker/shared/protocol.js';
+import type { ReplyCall, ReplyEvent } from '../../worker/contract/protocol.js';
 import type { ControllerState } from '../controller-state.js';
 import { decideReplyCall } from './reply-gate.js';
 import { provenHandles } from './reply-route.js';

@@ -4,7 +4,7 @@
  */
 import type { ProgressEvent } from '../../droid/turn-collector.js';
 import type { CommitsAhead, ProgressRecord, RunRecord, RunResultFile, TokenUsage } from '../../shared/records.js';
-import type { TurnResult } from '../../worker/shared/protocol.js';
+import type { TurnResult } from '../../worker/contract/protocol.js';
 import { head, tail } from '../../util/text.js';
 import { hasChanges } from '../../shared/evidence-types.js';
 import { judgeStop } from '../../shared/turn-stop.js';

@@ -21,7 +21,7 @@ import { LIVE_STATES, TERMINAL_STATES, type ErrorInfo, type RunRecord } from '..
 import { crashPoint } from '../../util/crash-point.js';
 import type { StartTimeline, WorkerHandle, WorkerOptions } from '../../worker/parent/runner.js';
 import { epochMs } from '../../util/epoch.js';
-import { failedResult, RENAME_SKIPPED, stoppedResult, type RenameOutcome } from '../../worker/shared/protocol.js';
+import { failedResult, RENAME_SKIPPED, stoppedResult, type RenameOutcome } from '../../worker/contract/protocol.js';
 import { stopFields } from '../../shared/turn-stop.js';
 import { workspaceChanged, type ControllerDeps, type ControllerState } from '../controller-state.js';
 import type { ReplyBack } from '../reply-back/reply-back.js';

@@ -3,7 +3,7 @@
  * run records plus host settings in, one TurnSpec out.
  */
 import type { RunRecord, SessionRecord } from '../../shared/records.js';
-import type { TurnSpec } from '../../worker/shared/protocol.js';
+import type { TurnSpec } from '../../worker/contract/protocol.js';
 import type { SandboxSpec } from '../../sandbox/sandbox.js';
 import { egressLaunchOfThisServer } from '../../sandbox/egress/netns.js';
 import { alsoReadableOf, alsoWritableOf, turnWorkspace } from '../../worktree/plan.js';

@@ -4,7 +4,7 @@
  */
 import type { DroidClient } from '../../droid/client.js';
 import { toErrorInfo } from '../../droid/errors.js';
-import { RENAME_SKIPPED, type RenameOutcome } from '../shared/protocol.js';
+import { RENAME_SKIPPED, type RenameOutcome } from '../contract/protocol.js';
 
 export async function applyTitle(client: DroidClient, title: string, windowMs: number, skip?: AbortSignal): Promise<RenameOutcome> {
   const skipped: RenameOutcome = { title, ok: false, error: RENAME_SKIPPED };

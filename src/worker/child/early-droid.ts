@@ -7,7 +7,7 @@
  */
 import { accessSync, constants, realpathSync, statSync } from 'node:fs';
 import { startDroid, type DroidLaunch, type StartedDroid } from '../../droid/start-droid.js';
-import { fromWireLaunch, launchOfRun } from '../shared/worker-process.js';
+import { fromWireLaunch, launchOfRun } from '../contract/worker-process.js';
 
 export interface EarlyDroid {
   started: StartedDroid;

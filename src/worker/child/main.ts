@@ -11,7 +11,7 @@
  *
  * Only Node built-ins and a few small modules are imported here, by design.
  */
-import { AHEAD_TITLE, POOL_ARG, WARM_IDLE_TITLE } from '../shared/worker-process.js';
+import { AHEAD_TITLE, POOL_ARG, WARM_IDLE_TITLE } from '../contract/worker-process.js';
 import { fileURLToPath } from 'node:url';
 import { startEarly, type EarlyDroid } from './early-droid.js';
 import { loadWithCodeCache } from './load-worker.js';

@@ -23,7 +23,7 @@ import { stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { DroidClient } from '../../droid/client.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
-import type { TurnSpec, WarmDroidSpec } from '../shared/protocol.js';
+import type { TurnSpec, WarmDroidSpec } from '../contract/protocol.js';
 
 export interface WarmDroid {
   readonly spec: WarmDroidSpec;

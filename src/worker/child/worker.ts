@@ -5,14 +5,14 @@
  * order, with the droid the entry may have started already (`early`).
  */
 import { toErrorInfo } from '../../droid/errors.js';
-import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../shared/ipc.js';
-import { failedResult, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent } from '../shared/protocol.js';
-import { AHEAD_TITLE, WARM_IDLE_TITLE, WORKER_TITLE } from '../shared/worker-process.js';
+import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../contract/ipc.js';
+import { failedResult, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent } from '../contract/protocol.js';
+import { AHEAD_TITLE, WARM_IDLE_TITLE, WORKER_TITLE } from '../contract/worker-process.js';
 import { startEarly, warmSpawnPath, type EarlyDroid } from './early-droid.js';
 import { stopOrphanedGroup } from './orphan.js';
 import { runTurn } from './run-turn.js';
 import { spawnWarmDroid, type WarmDroid } from './warm-droid.js';
-import { ACK_WAIT_MS } from '../shared/timeline.js';
+import { ACK_WAIT_MS } from '../contract/timeline.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 

@@ -14,7 +14,7 @@
  * launch, or a droid that died meanwhile, is killed and droid starts anew.
  */
 import { rmSync } from 'node:fs';
-import type { TurnSpec } from '../shared/protocol.js';
+import type { TurnSpec } from '../contract/protocol.js';
 import { killGroupAndWait } from './process-group.js';
 import { earlyLaunch, emptyConfinedTurn, forkWorker, withFolders, type ConfinedTurn, type WorkerOptions } from './runner.js';
 import { coldWorkerEnv } from './worker-env.js';

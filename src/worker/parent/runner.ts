@@ -8,17 +8,17 @@ import { fileURLToPath } from 'node:url';
 import type { CatalogModel } from '../../droid/client.js';
 import type { ProgressEvent } from '../../droid/turn-collector.js';
 import type { TokenUsage } from '../../droid/notifications.js';
-import { parseWorkerMessage } from '../shared/ipc.js';
-import { failedResult, stoppedResult, type ParentToWorker, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from '../shared/protocol.js';
+import { parseWorkerMessage } from '../contract/ipc.js';
+import { failedResult, stoppedResult, type ParentToWorker, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from '../contract/protocol.js';
 import { TextTail } from '../../util/text.js';
 import { epochMs } from '../../util/epoch.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
-import { turnTimeline } from '../shared/timeline.js';
+import { turnTimeline } from '../contract/timeline.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
 import { makeTurnTmp, type TurnTmp } from '../../sandbox/turn-paths.js';
 import { emptySessionCopy, type SessionCopy, type SessionCopyResult } from '../../sandbox/session-copy.js';
 import { turnLaunch } from '../../sandbox/turn-launch.js';
-import { toWireLaunch, type WireLaunch } from '../shared/worker-process.js';
+import { toWireLaunch, type WireLaunch } from '../contract/worker-process.js';
 import { coldWorkerEnv } from './worker-env.js';
 
 /** The worker every turn forks: its entry, which the build bundles into CommonJS in place (scripts/bundle.mjs). */
@@ -75,7 +75,7 @@ export function forkWorker(options: Pick<WorkerOptions, 'env' | 'workerEntry'> =
   });
 }
 
-/** Stage name → epoch ms (worker/shared/protocol.ts START_STAGES, plus the runner's `worker_ready`). */
+/** Stage name → epoch ms (worker/contract/protocol.ts START_STAGES, plus the runner's `worker_ready`). */
 export type StartTimeline = Readonly<Record<string, number>>;
 
 export interface WorkerHandle {

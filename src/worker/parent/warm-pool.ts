@@ -27,10 +27,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TextTail } from '../../util/text.js';
-import { parseWorkerMessage } from '../shared/ipc.js';
+import { parseWorkerMessage } from '../contract/ipc.js';
 import { killGroupAndWait } from './process-group.js';
-import type { TurnSpec, WarmDroidSpec } from '../shared/protocol.js';
-import { POOL_ARG } from '../shared/worker-process.js';
+import type { TurnSpec, WarmDroidSpec } from '../contract/protocol.js';
+import { POOL_ARG } from '../contract/worker-process.js';
 import { forkWorker, startWorker, type ConfinedTurn, type WorkerHandle, type WorkerOptions } from './runner.js';
 import { sweepWarmFolders, WARM_DIR_PREFIX } from './warm-folders.js';
 

@@ -7,7 +7,7 @@ import type { CatalogModel } from '../../../src/droid/client.js';
 import { SessionController, type ControllerStore } from '../../../src/controller/controller.js';
 import { ControllerError } from '../../../src/shared/public-error.js';
 import type { RunRecord, RunResultFile, SessionRecord } from '../../../src/shared/records.js';
-import { stoppedResult, type TurnEvidence, type TurnResult, type TurnSpec } from '../../../src/worker/shared/protocol.js';
+import { stoppedResult, type TurnEvidence, type TurnResult, type TurnSpec } from '../../../src/worker/contract/protocol.js';
 import type { TurnStop } from '../../../src/shared/turn-stop.js';
 import type { WorkerHandle, WorkerOptions } from '../../../src/worker/parent/runner.js';
 import type { Prestart } from '../../../src/worker/parent/prestart.js';

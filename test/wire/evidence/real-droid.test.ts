@@ -13,7 +13,7 @@ import { gitRepo } from '../../support/git-repo.js';
 import { script } from '../../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from '../../support/wire-harness.js';
-import type { TurnSpec } from '../../../src/worker/shared/protocol.js';
+import type { TurnSpec } from '../../../src/worker/contract/protocol.js';
 import { snapshotTree } from '../../../src/evidence/git.js';
 
 let workspace: string;

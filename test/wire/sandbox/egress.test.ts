@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { hostSandboxSpec } from '../../../src/sandbox/sandbox.js';
-import type { TurnSpec } from '../../../src/worker/shared/protocol.js';
+import type { TurnSpec } from '../../../src/worker/contract/protocol.js';
 import { script } from '../../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from '../../support/wire-harness.js';

@@ -24,7 +24,7 @@ import { SYSCALLS, seccompArchOf } from '../../../src/sandbox/seccomp.js';
 import { sessionFolderName } from '../../../src/sandbox/session-copy.js';
 import { sandboxSpecFor } from '../../../src/sandbox/sandbox.js';
 import { privateTmpRoot } from '../../../src/sandbox/turn-paths.js';
-import type { TurnSpec } from '../../../src/worker/shared/protocol.js';
+import type { TurnSpec } from '../../../src/worker/contract/protocol.js';
 import type { CheckoutRecord } from '../../../src/shared/checkout-types.js';
 import { inspectRepository, makeCheckout } from '../../../src/worktree/checkout.js';
 import { plannedCheckout } from '../../../src/worktree/plan.js';

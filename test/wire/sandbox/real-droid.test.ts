@@ -16,7 +16,7 @@ import { startPooledWorker } from '../../../src/worker/parent/warm-pool.js';
 import { WORKER_ENTRY } from '../../support/paths.js';
 import { groupRunning } from '../../../src/worker/parent/process-group.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from '../../support/wire-harness.js';
-import type { TurnSpec } from '../../../src/worker/shared/protocol.js';
+import type { TurnSpec } from '../../../src/worker/contract/protocol.js';
 import { sandboxLauncher } from '../../../src/sandbox/sandbox.js';
 import { prepareTurnPaths } from '../../../src/sandbox/turn-paths.js';
 import { handFd3 } from '../../../src/util/child-fd3.js';

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tokensOf } from '../../../src/shared/budget.js';
-import type { TurnSpec } from '../../../src/worker/shared/protocol.js';
+import type { TurnSpec } from '../../../src/worker/contract/protocol.js';
 import { waitForNoProcesses } from '../../support/processes.js';
 import { STEP_TOKENS, usageSteps } from '../../support/usage-steps.js';
 import { baseSpec, newTag, realDroidSpec, runWorkerTurn, useRealDroid } from '../../support/wire-harness.js';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProgressEvent } from '../../../src/droid/turn-collector.js';
-import type { TurnResult } from '../../../src/worker/shared/protocol.js';
+import type { TurnResult } from '../../../src/worker/contract/protocol.js';
 import { forkWorker, startWorker } from '../../../src/worker/parent/runner.js';
 import { WORKER_ENTRY } from '../../support/paths.js';
 import { waitForNoProcesses } from '../../support/processes.js';

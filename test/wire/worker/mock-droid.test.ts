@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { pidsWithEnvTag, waitForNoProcesses } from '../../support/processes.js';
-import { RENAME_SKIPPED, type TurnSpec } from '../../../src/worker/shared/protocol.js';
+import { RENAME_SKIPPED, type TurnSpec } from '../../../src/worker/contract/protocol.js';
 import { warmPoolOn } from '../../support/warm-pool.js';
 import { baseSpec, newTag, runWorkerTurn } from '../../support/wire-harness.js';
 import { until } from '../../support/fault-harness.js';
-import { turnTimeline } from '../../../src/worker/shared/timeline.js';
+import { turnTimeline } from '../../../src/worker/contract/timeline.js';
 
 
 let tag: string;

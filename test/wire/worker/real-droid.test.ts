@@ -11,8 +11,8 @@ import { DroidClient } from '../../../src/droid/client.js';
 import { prose, script } from '../../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../../support/processes.js';
 import { newTag, realDroidSpec, runWorkerTurn, useRealDroid } from '../../support/wire-harness.js';
-import type { TurnSpec } from '../../../src/worker/shared/protocol.js';
-import { turnTimeline } from '../../../src/worker/shared/timeline.js';
+import type { TurnSpec } from '../../../src/worker/contract/protocol.js';
+import { turnTimeline } from '../../../src/worker/contract/timeline.js';
 
 let workspace: string;
 let tag: string;

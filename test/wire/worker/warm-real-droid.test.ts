@@ -18,7 +18,7 @@ import type { RecordedRequest } from '../../../src/testbed/model-server.js';
 import { pidsWithEnvTag, waitForNoProcesses } from '../../support/processes.js';
 import { WORKER_ENTRY } from '../../support/paths.js';
 import { baseSpec, newTag, runWorkerTurn } from '../../support/wire-harness.js';
-import type { TurnResult, TurnSpec } from '../../../src/worker/shared/protocol.js';
+import type { TurnResult, TurnSpec } from '../../../src/worker/contract/protocol.js';
 import { startPooledWorker, WarmPool } from '../../../src/worker/parent/warm-pool.js';
 import { killGroupAndWait, runningMembers } from '../../../src/worker/parent/process-group.js';
 

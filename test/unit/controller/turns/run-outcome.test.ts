@@ -9,7 +9,7 @@ import { terminalUpdate } from '../../../../src/controller/turns/run-outcome.js'
 import { launchLimit } from '../../../../src/controller/budget/budget-policy.js';
 import { NO_CEILINGS } from '../../../../src/shared/budget.js';
 import type { TokenUsage } from '../../../../src/shared/records.js';
-import { failedResult, stoppedResult } from '../../../../src/worker/shared/protocol.js';
+import { failedResult, stoppedResult } from '../../../../src/worker/contract/protocol.js';
 import { runRecord, sessionRecord } from '../../../support/records.js';
 
 const usage = (inputTokens: number): TokenUsage => ({ inputTokens, outputTokens: 0, cacheCreationTokens: 0, cacheReadTokens: 0, thinkingTokens: 0, factoryCredits: null });

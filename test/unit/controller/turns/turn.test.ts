@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { Turn } from '../../../../src/controller/turns/turn.js';
 import type { WorkerHandle } from '../../../../src/worker/parent/runner.js';
-import type { TurnResult } from '../../../../src/worker/shared/protocol.js';
+import type { TurnResult } from '../../../../src/worker/contract/protocol.js';
 
 function worker() {
   const calls = { cancel: 0, acknowledge: 0, skipRename: 0 };

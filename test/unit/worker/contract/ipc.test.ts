@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ProgressEvent } from '../../../../src/droid/turn-collector.js';
-import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../../../../src/worker/shared/ipc.js';
-import { failedResult, stoppedResult, type TurnResult, type TurnSpec } from '../../../../src/worker/shared/protocol.js';
+import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../../../../src/worker/contract/ipc.js';
+import { failedResult, stoppedResult, type TurnResult, type TurnSpec } from '../../../../src/worker/contract/protocol.js';
 
 const success: TurnResult = {
   ...stoppedResult({ kind: 'ended', end: 'completed' }),
