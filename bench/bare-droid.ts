@@ -42,7 +42,7 @@ export const marker = (what: string) => `${what}-${Math.random().toString(36).sl
 export async function modelRequestWith(bed: DroidBed, marker: string, timeoutMs = 60_000): Promise<number> {
   const end = Date.now() + timeoutMs;
   const requests = bed.model.requests;
-  for (let seen = 0; ; ) {
+  for (let seen = 0; ;) {
     for (; seen < requests.length; seen++) {
       const request = requests[seen]!;
       if (request.messages.some((m) => m.role === 'user' && messageText(m).includes(marker))) return request.at;
@@ -126,7 +126,11 @@ function confinedLaunch(bed: DroidBed, ws: string, bwrapPath: string, confineNet
   };
   try {
     const host = confineNetwork
-      ? hostSandboxSpec(bwrapPath, { stateDirectory: state, approvedDirectories: [dirname(ws)], network: { mode: 'proxy', allow: [] }, sandboxReadable: [] }, bed.home.env)
+      ? hostSandboxSpec(
+          bwrapPath,
+          { stateDirectory: state, approvedDirectories: [dirname(ws)], network: { mode: 'proxy', allow: [] }, sandboxReadable: [] },
+          bed.home.env,
+        )
       : sandboxSpecFor(bwrapPath, state, null);
     const sandbox = { ...host, sessionsCopy: sessions.dir, turnTmp: tmp.turnTmp };
     return { launch: turnLaunch({ droidPath: bed.droidPath, droidEnv: bed.home.env, workspace: ws, autonomy: 'off', sandbox }).droid, dispose };

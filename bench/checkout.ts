@@ -28,7 +28,12 @@ const RUNS = 5;
 const BWRAP = '/usr/bin/bwrap';
 const ENV = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
 
-const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'core.hooksPath=/dev/null', '-c', 'user.name=b', '-c', 'user.email=b@b', '-c', 'gc.auto=0', ...args], { cwd, env: ENV, encoding: 'utf8' }).trim();
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync('git', ['-c', 'core.hooksPath=/dev/null', '-c', 'user.name=b', '-c', 'user.email=b@b', '-c', 'gc.auto=0', ...args], {
+    cwd,
+    env: ENV,
+    encoding: 'utf8',
+  }).trim();
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
 function median(values: number[]): number {
@@ -112,7 +117,9 @@ export async function main(): Promise<void> {
     const dir = join(root, 'checkouts');
     mkdirSync(dir, { mode: 0o700 });
     mkdirSync(join(root, 'home', '.factory'), { recursive: true });
-    console.log(`repository: ${git(repo, 'ls-files').split('\n').length} files, work tree + .git ${mib((await diskUsage(repo)).bytes)} (.git ${mib((await diskUsage(gitDir)).bytes)}); median of ${RUNS}: time, disk of what one checkout adds`);
+    console.log(
+      `repository: ${git(repo, 'ls-files').split('\n').length} files, work tree + .git ${mib((await diskUsage(repo)).bytes)} (.git ${mib((await diskUsage(gitDir)).bytes)}); median of ${RUNS}: time, disk of what one checkout adds`,
+    );
     const droidEnv = { HOME: join(root, 'home') };
     const hosts: Array<[string, GitHost]> = [['sandbox off', { sandbox: { mode: 'off' }, droidEnv }]];
     if (existsSync(BWRAP)) hosts.unshift(['in bwrap', { sandbox: sandboxSpecFor(BWRAP, join(root, 'state'), null), droidEnv }]);

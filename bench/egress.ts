@@ -38,8 +38,12 @@ export async function main(runs = 8): Promise<void> {
       }
     }
     const added = median(rows.after) - median(rows.before);
-    console.log(`turn start, bwrap before issue 37 (host network, / readable): ${median(rows.before).toFixed(0)} ms median (${spread(rows.before)}, ${runs} runs)`);
-    console.log(`turn start, bwrap with its own network namespace, proxy and covered reads: ${median(rows.after).toFixed(0)} ms median (${spread(rows.after)}, ${runs} runs)`);
+    console.log(
+      `turn start, bwrap before issue 37 (host network, / readable): ${median(rows.before).toFixed(0)} ms median (${spread(rows.before)}, ${runs} runs)`,
+    );
+    console.log(
+      `turn start, bwrap with its own network namespace, proxy and covered reads: ${median(rows.after).toFixed(0)} ms median (${spread(rows.after)}, ${runs} runs)`,
+    );
     console.log(`added by issue 37: ${added.toFixed(0)} ms (goal: at most 30 ms) -> ${added <= 30 ? 'met' : 'NOT met'}`);
   } finally {
     await bed.cleanup();

@@ -81,7 +81,16 @@ export async function main(): Promise<void> {
     mkdirSync(factoryDir, { recursive: true });
     const sandboxed = (workspace: string): Launcher | null =>
       existsSync(BWRAP)
-        ? sandboxLauncher(BWRAP, { workspace: { path: workspace, writable: false }, factoryDir, factoryEntries: [], sessionsCopy: null, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] })
+        ? sandboxLauncher(BWRAP, {
+            workspace: { path: workspace, writable: false },
+            factoryDir,
+            factoryEntries: [],
+            sessionsCopy: null,
+            turnTmp,
+            runtimeDir: null,
+            hiddenDirs: [],
+            hiddenFiles: [],
+          })
         : null;
     const rows: Array<[string, string, Launcher | null]> = [
       ['not a git work tree, unconfined', plain, null],
@@ -94,7 +103,9 @@ export async function main(): Promise<void> {
     console.log(`median of ${RUNS} (ms): before-snapshot (overlaps droid start-up) | after-snapshot + diff (added to every turn)`);
     for (const [row, [name, workspace, launcher]] of rows.entries()) {
       const m = await measure(workspace, launcher, row);
-      console.log(`  ${name.padEnd(40)} before ${m.before.toFixed(1).padStart(7)}  after ${m.after.toFixed(1).padStart(7)}  (paths seen: ${m.changed ?? 'null'})`);
+      console.log(
+        `  ${name.padEnd(40)} before ${m.before.toFixed(1).padStart(7)}  after ${m.after.toFixed(1).padStart(7)}  (paths seen: ${m.changed ?? 'null'})`,
+      );
     }
   } finally {
     rmSync(root, { recursive: true, force: true });

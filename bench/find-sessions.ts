@@ -57,7 +57,9 @@ function seed(): { sessions: SessionRecord[]; runs: Map<string, RunRecord[]> } {
       const last = seq === RUNS_PER_SESSION;
       const state: RunState = last && rand() < 0.05 ? 'running' : last && rand() < 0.02 ? 'unknown' : 'succeeded';
       // Previews are bounded to 2,000 characters upstream; most are shorter.
-      const preview = Array.from({ length: 20 + Math.floor(rand() * 250) }, () => pick(WORDS)).join(' ').slice(0, 2_000);
+      const preview = Array.from({ length: 20 + Math.floor(rand() * 250) }, () => pick(WORDS))
+        .join(' ')
+        .slice(0, 2_000);
       list.push(
         runRecord({
           sessionId: id,

@@ -103,7 +103,12 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
   // The state directory never inside an approved root (config/placement.ts).
   const approved = join(root, 'approved');
   mkdirSync(approved);
-  const config = writeConfig(root, { approvedDirectories: [approved], stateDirectory: join(root, 'state'), droidPath: bed.droidPath, defaultModel: bed.modelId });
+  const config = writeConfig(root, {
+    approvedDirectories: [approved],
+    stateDirectory: join(root, 'state'),
+    droidPath: bed.droidPath,
+    defaultModel: bed.modelId,
+  });
   const mcp = await startServer(config, bed.home.env);
   try {
     const samples = new Map<Kind, Sample[]>(KINDS.map((k) => [k, []]));
@@ -136,7 +141,9 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       const s = samples.get(kind)!;
       const ms = median(s.map((x) => x.ms));
       const said = [...new Set(s.map((x) => x.said))].join(', ');
-      console.log(`  ${kind.label.padEnd(52)} ${ms.toFixed(0).padStart(6)} ms   ratio ${(ms / b).toFixed(2)}   (${spread(s.map((x) => x.ms))}; acceptance said: ${said})`);
+      console.log(
+        `  ${kind.label.padEnd(52)} ${ms.toFixed(0).padStart(6)} ms   ratio ${(ms / b).toFixed(2)}   (${spread(s.map((x) => x.ms))}; acceptance said: ${said})`,
+      );
     }
     const judged = median(samples.get(KINDS[0]!)!.map((x) => x.ms));
     recordGoal({
@@ -146,7 +153,10 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       met: judged / b <= 1,
     });
     console.log("the follow-up's start, stage by stage (the server's stages from its log):");
-    printTimelines([{ label: 'bare droid', runs: bareStages }, ...KINDS.map((k) => ({ label: k.label, runs: samples.get(k)!.flatMap((x) => (x.stages ? [x.stages] : [])) }))]);
+    printTimelines([
+      { label: 'bare droid', runs: bareStages },
+      ...KINDS.map((k) => ({ label: k.label, runs: samples.get(k)!.flatMap((x) => (x.stages ? [x.stages] : [])) })),
+    ]);
   } finally {
     await mcp.close();
     await bed.cleanup();

@@ -240,7 +240,12 @@ const leanHttpRow = (bed: Bed, port: number, token: string, pid: number | undefi
 async function openRawHttpLanes(bed: Bed, port: number, token: string): Promise<{ call(lane: number): Promise<void>; close(): void }> {
   const lanes = await Promise.all(
     Array.from({ length: CONCURRENCY }, (_, lane) => {
-      const body = JSON.stringify({ jsonrpc: '2.0', id: lane + 1, method: 'tools/call', params: { name: 'droid_get_session_status', arguments: { session: bed.session } } });
+      const body = JSON.stringify({
+        jsonrpc: '2.0',
+        id: lane + 1,
+        method: 'tools/call',
+        params: { name: 'droid_get_session_status', arguments: { session: bed.session } },
+      });
       return rawHttpLane(port, postBytes(port, '/mcp', { ...statusHeaders(token), 'content-type': 'application/json' }, body));
     }),
   );
@@ -311,7 +316,11 @@ async function judgedRound(bed: Bed, round: number): Promise<Figures[]> {
       await measureWindow(CONCURRENCY, call, undefined, { warmupMs: WARMUP_MS, measureMs: 0 });
       const runs: Figures[] = [];
       for (let run = 1; run <= RUNS; run++) {
-        runs.push(figuresOf(`http, ${CONCURRENCY} SDK clients, round ${round} run ${run}`, [await measureWindow(CONCURRENCY, call, pid, { warmupMs: 0, measureMs: RUN_MS })]));
+        runs.push(
+          figuresOf(`http, ${CONCURRENCY} SDK clients, round ${round} run ${run}`, [
+            await measureWindow(CONCURRENCY, call, pid, { warmupMs: 0, measureMs: RUN_MS }),
+          ]),
+        );
       }
       return runs;
     } finally {

@@ -108,7 +108,13 @@ async function poolReady(server: Server): Promise<void> {
 async function createSession(mcp: McpDriver, approved: string, name: string, marker: string): Promise<{ session: string } | { refused: string }> {
   const ws = join(approved, name);
   mkdirSync(ws, { recursive: true });
-  const created = await mcp.call('droid_create_session', { requestKey: `create-${name}`, workspace: ws, prompt: `${marker} ${script({ text: 'done' })}`, autonomy: 'off', replyTo: null });
+  const created = await mcp.call('droid_create_session', {
+    requestKey: `create-${name}`,
+    workspace: ws,
+    prompt: `${marker} ${script({ text: 'done' })}`,
+    autonomy: 'off',
+    replyTo: null,
+  });
   if (created.isError) return { refused: created.text.slice(0, 300) };
   return { session: (created.structured as { metadata: { session: string } }).metadata.session };
 }
@@ -173,7 +179,13 @@ async function oneRound(bed: DroidBed, root: string, approved: string, previous:
   if (probe) await next.mcp.ok('droid_wait_for_sessions', { sessions: [probe.session], timeoutSeconds: 60 });
   const after = [...bed.model.requests, ...bed.model.titleRequests].filter((r) => r.at > killAt && JSON.stringify(r.messages).includes(marker));
   const gap = admitted !== null && tree.lastAlive !== null ? admitted - tree.lastAlive : null;
-  const nextNote = !probe ? `create refused: ${'refused' in created ? created.refused : ''}` : admitted === null ? 'no admission seen' : tree.lastAlive === null ? 'nothing ran after the kill' : `admitted ${gap} ms after the last old process`;
+  const nextNote = !probe
+    ? `create refused: ${'refused' in created ? created.refused : ''}`
+    : admitted === null
+      ? 'no admission seen'
+      : tree.lastAlive === null
+        ? 'nothing ran after the kill'
+        : `admitted ${gap} ms after the last old process`;
   return {
     round: {
       round,
@@ -222,14 +234,22 @@ function printSummary(rounds: readonly Round[]): void {
   for (const r of withSurvivors) for (const p of r.tree.aliveAtBound) kinds.set(p.kind, (kinds.get(p.kind) ?? 0) + 1);
   const reached = rounds.filter((r) => r.requestsAfterKill > 0);
   const count = (pick: (r: Round) => boolean) => rounds.filter(pick).length;
-  console.log(`kill campaign: ${rounds.length} rounds (${count((r) => r.pool)} pool, ${count((r) => !r.pool)} cold; ${count((r) => r.catalogRead)} with a catalog read), kill 10–120 ms after create`);
+  console.log(
+    `kill campaign: ${rounds.length} rounds (${count((r) => r.pool)} pool, ${count((r) => !r.pool)} cold; ${count((r) => r.catalogRead)} with a catalog read), kill 10–120 ms after create`,
+  );
   console.log(`  rounds with a process alive 1 s after the kill: ${withSurvivors.length} (${[...kinds].map(([k, n]) => `${k} ×${n}`).join(', ') || 'none'})`);
   console.log(`  longest survival after the kill: ${Math.max(0, ...rounds.map((r) => r.tree.maxSurvivalMs))} ms`);
-  console.log(`  rounds whose killed turn reached the model after the kill: ${reached.length} (${reached.reduce((n, r) => n + r.requestsAfterKill, 0)} requests)`);
+  console.log(
+    `  rounds whose killed turn reached the model after the kill: ${reached.length} (${reached.reduce((n, r) => n + r.requestsAfterKill, 0)} requests)`,
+  );
   console.log(`  next start admitted a turn while an old process ran: ${rounds.filter((r) => r.violation).length} rounds`);
   const notes = new Map<string, number>();
   for (const r of rounds) {
-    const key = r.nextNote.startsWith('admitted') ? (r.violation ? 'admitted before the old tree was gone' : 'admitted after the old tree was gone') : r.nextNote;
+    const key = r.nextNote.startsWith('admitted')
+      ? r.violation
+        ? 'admitted before the old tree was gone'
+        : 'admitted after the old tree was gone'
+      : r.nextNote;
     notes.set(key, (notes.get(key) ?? 0) + 1);
   }
   console.log(`  next start: ${[...notes].map(([k, n]) => `${k} ×${n}`).join(', ')}`);

@@ -270,11 +270,28 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       const ms = median(samples);
       recordGoal({ name: `${goalName} (no goal)`, measured: `${ms.toFixed(0)} ms = ${(ms / b).toFixed(2)}x`, goal: '-', met: true });
     };
-    unjudged('idle droid, driven directly: initialize → first model request', floors.idle, 'the floor: an idle droid driven directly', 'the floor of a warm path');
-    unjudged('bare cold droid, a cold Node worker starting beside it', floors.besideNode, 'bare droid with a cold Node worker beside it', 'a worker start overlapping droid');
-    if (floors.bwrap.length > 0) unjudged("bare cold droid in the project's bwrap line", floors.bwrap, "bare droid in the project's bwrap line", "the default path's floor");
+    unjudged(
+      'idle droid, driven directly: initialize → first model request',
+      floors.idle,
+      'the floor: an idle droid driven directly',
+      'the floor of a warm path',
+    );
+    unjudged(
+      'bare cold droid, a cold Node worker starting beside it',
+      floors.besideNode,
+      'bare droid with a cold Node worker beside it',
+      'a worker start overlapping droid',
+    );
+    if (floors.bwrap.length > 0)
+      unjudged("bare cold droid in the project's bwrap line", floors.bwrap, "bare droid in the project's bwrap line", "the default path's floor");
     const judged = (name: string, ms: number, limit: number, retired?: string) =>
-      recordGoal({ name, measured: `${ms.toFixed(0)} ms = ${(ms / b).toFixed(2)}x`, goal: `<= ${limit.toFixed(2)}x bare ${b.toFixed(0)} ms`, met: ms / b <= limit, ...(retired && { retired }) });
+      recordGoal({
+        name,
+        measured: `${ms.toFixed(0)} ms = ${(ms / b).toFixed(2)}x`,
+        goal: `<= ${limit.toFixed(2)}x bare ${b.toFixed(0)} ms`,
+        met: ms / b <= limit,
+        ...(retired && { retired }),
+      });
     for (const v of variants) {
       const limit = turnStartGoal(v);
       row(`server create, ${v.label}`, v.create, `≤ ${limit.toFixed(2)}${turnStartRetired(v) ? ', retired' : ''}`);
@@ -289,7 +306,9 @@ export async function main(runs = DEFAULT_RUNS): Promise<void> {
       const on = variants.find((v) => v.sandbox === 'bwrap' && v.pool === pool);
       if (!off || !on) continue;
       const [a, c] = [median(off.create), median(on.create)];
-      console.log(`  sandbox cost per turn start, pool ${pool ? 'on' : 'off'}: bwrap ${c.toFixed(0)} ms vs off ${a.toFixed(0)} ms = ${(c / a).toFixed(2)}x (+${(c - a).toFixed(0)} ms)`);
+      console.log(
+        `  sandbox cost per turn start, pool ${pool ? 'on' : 'off'}: bwrap ${c.toFixed(0)} ms vs off ${a.toFixed(0)} ms = ${(c / a).toFixed(2)}x (+${(c - a).toFixed(0)} ms)`,
+      );
     }
     console.log(`follow-up: droid_send_message on an idle session → its first model request, median of ${runs}`);
     for (const v of variants.filter((x) => x.sandbox === 'off')) {

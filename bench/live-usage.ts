@@ -65,7 +65,13 @@ async function settle(server: RunningServer, session: string): Promise<View> {
 /** One turn: journal lines it added, usage reports seen (distinct running figures polled), and a mid-turn status. */
 async function oneTurn(server: RunningServer, stateDir: string, workspace: string, usage: boolean, key: string) {
   const before = journalLines(stateDir);
-  const a = await server.ok<{ metadata: { session: string } }>('droid_create_session', { requestKey: key, replyTo: null, autonomy: 'high', workspace, prompt: prompt(workspace, usage) });
+  const a = await server.ok<{ metadata: { session: string } }>('droid_create_session', {
+    requestKey: key,
+    replyTo: null,
+    autonomy: 'high',
+    workspace,
+    prompt: prompt(workspace, usage),
+  });
   let midTurn: View | undefined;
   const figures = new Set<string>();
   for (let v = await status(server, a.metadata.session); v.agentState === 'working'; v = await status(server, a.metadata.session)) {
@@ -92,7 +98,9 @@ export async function main(): Promise<void> {
     const on = await oneTurn(server, stateDir, workspace, true, 'bench-usage-on');
     const off = await oneTurn(server, stateDir, workspace, false, 'bench-usage-off');
     console.log(`turn of ${STEPS} model steps, ~${(STEPS * STEP_MS) / 1000} s:`);
-    console.log(`  live usage on:  ${on.writes} durable writes (journal lines) for the turn, ${on.reports} running figures seen; one write per report would add ${STEPS + 1}`);
+    console.log(
+      `  live usage on:  ${on.writes} durable writes (journal lines) for the turn, ${on.reports} running figures seen; one write per report would add ${STEPS + 1}`,
+    );
     console.log(`  live usage off: ${off.writes} durable writes for the turn`);
     console.log(`  extra writes from live usage: ${on.writes - off.writes} (first figure at once, then at most one per 10 s)`);
     console.log('status of the running turn (latestRun):');

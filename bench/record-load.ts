@@ -82,7 +82,9 @@ export async function main(rounds = DEFAULT_ROUNDS): Promise<void> {
     for (let r = 0; r < rounds; r++) {
       for (const how of r % 2 === 0 ? (['whole', 'index'] as const) : (['index', 'whole'] as const)) loads[how].push(loadOnce(dir, how));
     }
-    const lines = readFileSync(join(dir, STATE_FILE), 'utf8').split('\n').slice(1 + SESSIONS, 1 + SESSIONS + SESSIONS * RUNS_PER_SESSION);
+    const lines = readFileSync(join(dir, STATE_FILE), 'utf8')
+      .split('\n')
+      .slice(1 + SESSIONS, 1 + SESSIONS + SESSIONS * RUNS_PER_SESSION);
     const records = () => lines.map((line) => recordOfLine(JSON.parse(line), 'run'));
     const guard = timed(records, rounds, (values) => {
       for (const v of values) if (!isRunRecord(v)) throw new Error('the guard refused a seeded run');
@@ -105,14 +107,21 @@ function report(loads: Record<'whole' | 'index', Load[]>, checks: { guard: numbe
   console.log(`${SESSIONS} sessions, ${SESSIONS * RUNS_PER_SESSION} runs; load in a fresh process (median of ${rounds}; CPU, wall, heap after loading):`);
   for (const how of ['whole', 'index'] as const) {
     const label = how === 'whole' ? 'whole snapshot (every run validated and interned)' : 'through the run index (sessions only)';
-    console.log(`  ${label.padEnd(52)} CPU ${m(how, 'cpuMs').toFixed(0).padStart(6)} ms   wall ${m(how, 'wallMs').toFixed(0).padStart(6)} ms   heap ${m(how, 'heapMb').toFixed(0).padStart(4)} MB`);
+    console.log(
+      `  ${label.padEnd(52)} CPU ${m(how, 'cpuMs').toFixed(0).padStart(6)} ms   wall ${m(how, 'wallMs').toFixed(0).padStart(6)} ms   heap ${m(how, 'heapMb').toFixed(0).padStart(4)} MB`,
+    );
   }
   console.log(`the ${SESSIONS * RUNS_PER_SESSION} run records, parsed (CPU, median of ${rounds}):`);
   console.log(`  checked by the derived guard ${checks.guard.toFixed(0).padStart(6)} ms`);
   console.log(`  checked by zod alone         ${checks.zod.toFixed(0).padStart(6)} ms   (the guard saves ${(checks.zod - checks.guard).toFixed(0)} ms)`);
   console.log(`  copied by the interner       ${checks.intern.toFixed(0).padStart(6)} ms`);
   recordGoal({ name: 'load 100k runs, whole snapshot: CPU (no goal)', measured: `${m('whole', 'cpuMs').toFixed(0)} ms`, goal: '-', met: true });
-  recordGoal({ name: '  of which zod alone would add, beyond the guard (no goal)', measured: `${(checks.zod - checks.guard).toFixed(0)} ms`, goal: '-', met: true });
+  recordGoal({
+    name: '  of which zod alone would add, beyond the guard (no goal)',
+    measured: `${(checks.zod - checks.guard).toFixed(0)} ms`,
+    goal: '-',
+    met: true,
+  });
 }
 
 if (process.argv[1] === SELF) {

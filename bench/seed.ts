@@ -74,7 +74,15 @@ export async function seedResults(dir: string, sessionId: string, runsPerSession
       runId,
       finalText: `Turn ${seq} done.`,
       transcript: [
-        { kind: 'tool', toolUseId: `call_${seq}`, name: 'Read', input: '{"file_path":"src/parser.ts"}', status: 'done', isError: false, result: 'export function parse() {}' },
+        {
+          kind: 'tool',
+          toolUseId: `call_${seq}`,
+          name: 'Read',
+          input: '{"file_path":"src/parser.ts"}',
+          status: 'done',
+          isError: false,
+          result: 'export function parse() {}',
+        },
         { kind: 'assistant', text: `Turn ${seq} done.` },
       ],
       permissionsApproved: [],

@@ -48,7 +48,9 @@ function cpuMs(pid: number): number {
 }
 
 function residentMb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'))!;
   return Number(line.replace(/\D+/g, '')) / 1024;
 }
 
@@ -74,7 +76,7 @@ async function rawCallable(entry: string, args: string[], readyLine?: string): P
   const client = await openRawStdio(entry, args, { ...process.env } as Record<string, string>, readyLine);
   return {
     pid: client.pid,
-    ok: async <T,>(name: string, args?: Record<string, unknown>) => (await rawToolCall(client, name, args ?? {})).result!.structuredContent as T,
+    ok: async <T>(name: string, args?: Record<string, unknown>) => (await rawToolCall(client, name, args ?? {})).result!.structuredContent as T,
     close: () => client.close(),
   };
 }
@@ -92,7 +94,7 @@ async function startFloor(answerFile: string, toolsFile: string, kind: ClientKin
   await client.connect(transport);
   return {
     pid: transport.pid!,
-    ok: async <T,>(name: string, args?: Record<string, unknown>) => (await client.callTool({ name, arguments: args ?? {} })).structuredContent as T,
+    ok: async <T>(name: string, args?: Record<string, unknown>) => (await client.callTool({ name, arguments: args ?? {} })).structuredContent as T,
     close: () => client.close(),
   };
 }
@@ -227,7 +229,11 @@ function report(s: { empty: Startup; whole: Startup; indexed: Startup }, rows: R
   const ms = (v: number) => v.toFixed(2).padStart(7);
   const cells = (f: Series) => `first ${ms(f.first)}   p50 ${ms(f.p50)}   p99 ${ms(f.p99)}   max ${ms(f.max)} ms   CPU ${ms(f.cpuPerCall)} ms`;
   for (const kind of ['sdk', 'raw'] as const) {
-    console.log(kind === 'sdk' ? ' driven by the MCP SDK client:' : ' driven by the raw client (raw-stdio.ts: JSON lines, no schema checks), which the goals are judged on:');
+    console.log(
+      kind === 'sdk'
+        ? ' driven by the MCP SDK client:'
+        : ' driven by the raw client (raw-stdio.ts: JSON lines, no schema checks), which the goals are judged on:',
+    );
     for (const { label, f, floor } of rows.filter((r) => r.kind === kind)) {
       console.log(`  ${label.padEnd(44)} ${cells(f)}`);
       console.log(`  ${'  its floor'.padEnd(44)} ${cells(floor)}`);
@@ -247,7 +253,12 @@ function report(s: { empty: Startup; whole: Startup; indexed: Startup }, rows: R
   p99Goal('droid_find_sessions', GOALS.findP99Ms);
   p99Goal('droid_read_session', GOALS.readP99Ms);
   const rss = Math.max(s.indexed.rssMb, ...rows.map((r) => r.rssMb ?? 0));
-  recordGoal({ name: 'resident memory at ready, 100k runs (largest of the starts)', measured: `${rss.toFixed(0)} MB`, goal: `<= ${GOALS.readyRssMb} MB`, met: rss <= GOALS.readyRssMb });
+  recordGoal({
+    name: 'resident memory at ready, 100k runs (largest of the starts)',
+    measured: `${rss.toFixed(0)} MB`,
+    goal: `<= ${GOALS.readyRssMb} MB`,
+    met: rss <= GOALS.readyRssMb,
+  });
   // Issue 19 retired it: issue 12 measured an empty state directory alone at 622-636 ms to ready. Its goal 3 judges what a client waits for instead (startup.ts).
   recordGoal({
     name: 'spawn -> ready, 100k runs through the index (issue 12)',

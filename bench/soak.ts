@@ -77,7 +77,9 @@ export interface Latency {
 
 function latencyOf(samples: readonly number[]): Latency {
   const sorted = [...samples].sort((a, b) => a - b);
-  return sorted.length === 0 ? { calls: 0, p50: 0, p99: 0, max: 0 } : { calls: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.at(-1)! };
+  return sorted.length === 0
+    ? { calls: 0, p50: 0, p99: 0, max: 0 }
+    : { calls: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.at(-1)! };
 }
 
 /** Goal (issue 38): a create or send only records intent durably; under load it waits on nothing slow. */
@@ -140,7 +142,9 @@ function pick(r: number): RoundKind {
 }
 
 function residentMb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'))!;
   return Number(line.replace(/\D+/g, '')) / 1024;
 }
 
@@ -213,7 +217,15 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
 
     const samples: Sample[] = [];
     const t0 = performance.now();
-    const sample = (label: string) => samples.push({ label, atMs: performance.now() - t0, accepted: acceptedRuns.size, rssMb: residentMb(pid), fds: openFds(pid), ahead: aheadWorkers(tag).length });
+    const sample = (label: string) =>
+      samples.push({
+        label,
+        atMs: performance.now() - t0,
+        accepted: acceptedRuns.size,
+        rssMb: residentMb(pid),
+        fds: openFds(pid),
+        ahead: aheadWorkers(tag).length,
+      });
     const acceptedRuns = new Map<string, RoundKind>();
     const rounds: Record<RoundKind, number> = { normal: 0, queued: 0, steer: 0, cancel: 0, timeout: 0 };
     let queuedAtAcceptance = 0;
@@ -227,12 +239,16 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
       if (o.isError) throw new Error(`tool call failed: ${o.text}`);
       return o.structured as unknown as Acceptance;
     };
-    const status = async (session: string) => (await ok<{ status: { latestRun: RunView; agentState: string } }>('droid_get_session_status', { session })).status;
+    const status = async (session: string) =>
+      (await ok<{ status: { latestRun: RunView; agentState: string } }>('droid_get_session_status', { session })).status;
     const settle = async (session: string) => {
       // Far beyond any round here (the longest is a deadline plus its grace): a stuck turn fails the soak, it does not hang it.
       const end = Date.now() + 10 * timeoutMs + 120_000;
       for (;;) {
-        const w = await ok<{ timedOut: boolean; sessions: Array<{ latestRun: RunView }> }>('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 30 });
+        const w = await ok<{ timedOut: boolean; sessions: Array<{ latestRun: RunView }> }>('droid_wait_for_sessions', {
+          sessions: [session],
+          timeoutSeconds: 30,
+        });
         if (!w.timedOut) return;
         if (Date.now() > end) throw new Error(`session ${session} still working: ${JSON.stringify(w.sessions[0]?.latestRun)}`);
       }
@@ -260,7 +276,9 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
       const send = async (text: string, interrupt = false): Promise<Acceptance> => {
         const a = session
           ? await expectOk(call('droid_send_message', { requestKey: `soak-${++keys}`, session, prompt: text, interrupt }))
-          : await expectOk(call('droid_create_session', { requestKey: `soak-${++keys}`, replyTo: null, workspace: workspaceOf(s), prompt: text, autonomy: 'high' }));
+          : await expectOk(
+              call('droid_create_session', { requestKey: `soak-${++keys}`, replyTo: null, workspace: workspaceOf(s), prompt: text, autonomy: 'high' }),
+            );
         session = a.metadata.session;
         return a;
       };
@@ -340,7 +358,8 @@ export async function soak(options: SoakOptions): Promise<SoakReport> {
         continue;
       }
       byState[run.state] = (byState[run.state] ?? 0) + 1;
-      if ((run.state === 'failed' || run.state === 'unknown') && run.error) (errors[run.state] ??= []).push(`${run.error.code}: ${run.error.message.slice(0, 200)}`);
+      if ((run.state === 'failed' || run.state === 'unknown') && run.error)
+        (errors[run.state] ??= []).push(`${run.error.code}: ${run.error.message.slice(0, 200)}`);
       const detail = run.cancelReason ? `${run.state}/${run.cancelReason}` : run.state;
       (byKind[kind] ??= {})[detail] = (byKind[kind]![detail] ?? 0) + 1;
       if (!TERMINAL_STATES.includes(run.state)) stuck.push(`${id} ${run.state}`);
@@ -413,7 +432,9 @@ export function formatReport(r: SoakReport): string {
   for (const [state, n] of Object.entries(r.byState).sort((a, b) => b[1] - a[1])) lines.push(`  ${state.padEnd(13)} ${String(n).padStart(5)}`);
   lines.push(`  ${'total'.padEnd(13)} ${String(r.accepted).padStart(5)}`, '', '  sample   at (s)  turns   RSS (MB)   open fds');
   for (const s of r.samples) {
-    lines.push(`  ${s.label.padEnd(7)} ${(s.atMs / 1000).toFixed(1).padStart(7)} ${String(s.accepted).padStart(6)} ${s.rssMb.toFixed(1).padStart(10)} ${String(s.fds).padStart(10)}`);
+    lines.push(
+      `  ${s.label.padEnd(7)} ${(s.atMs / 1000).toFixed(1).padStart(7)} ${String(s.accepted).padStart(6)} ${s.rssMb.toFixed(1).padStart(10)} ${String(s.fds).padStart(10)}`,
+    );
   }
   const ms = (l: Latency) => `p50 ${l.p50.toFixed(0)} ms, p99 ${l.p99.toFixed(0)} ms, max ${l.max.toFixed(0)} ms (${l.calls} calls)`;
   lines.push('', `  create/send ${ms(r.latency.createSend)}`, `  status      ${ms(r.latency.status)}`);
@@ -449,7 +470,12 @@ export async function main(argv = process.argv.slice(2)): Promise<boolean> {
   console.log(formatReport(report));
   const { p99 } = report.latency.createSend;
   console.log(`create/send p99 ${p99.toFixed(0)} ms (goal <= ${CREATE_SEND_P99_MS} ms: ${p99 <= CREATE_SEND_P99_MS ? 'met' : 'NOT met'})`);
-  recordGoal({ name: 'create and send answered under load (p99)', measured: `${p99.toFixed(0)} ms`, goal: `<= ${CREATE_SEND_P99_MS} ms`, met: p99 <= CREATE_SEND_P99_MS });
+  recordGoal({
+    name: 'create and send answered under load (p99)',
+    measured: `${p99.toFixed(0)} ms`,
+    goal: `<= ${CREATE_SEND_P99_MS} ms`,
+    met: p99 <= CREATE_SEND_P99_MS,
+  });
   return violations(report).length === 0;
 }
 

@@ -85,7 +85,9 @@ export function handshake(args: string[], waitReady: boolean): Promise<Handshake
         const message = JSON.parse(line) as { id?: number; result?: { tools?: unknown[] } };
         if (message.id === 1) {
           got.initializeMs = performance.now() - t0;
-          child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n${JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' })}\n`);
+          child.stdin.write(
+            `${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n${JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' })}\n`,
+          );
         } else if (message.id === 2) {
           got.toolsListMs = performance.now() - t0;
           got.toolsListCpuMs = cpuMs(child.pid!);
@@ -182,17 +184,29 @@ function report(cases: readonly Case[], rounds: number): void {
   console.log(`  ${''.padEnd(48)} ${'initialize'.padStart(10)} ${'tools/list'.padStart(10)} ${'its CPU'.padStart(8)} ${'ready'.padStart(8)}   tools`);
   for (const c of m) {
     const ready = (c.ready === null ? '-' : c.ready.toFixed(0)).padStart(8);
-    console.log(`  ${c.label.padEnd(48)} ${c.initialize.toFixed(0).padStart(10)} ${c.toolsList.toFixed(0).padStart(10)} ${c.cpu.toFixed(0).padStart(8)} ${ready}   ${c.tools}`);
+    console.log(
+      `  ${c.label.padEnd(48)} ${c.initialize.toFixed(0).padStart(10)} ${c.toolsList.toFixed(0).padStart(10)} ${c.cpu.toFixed(0).padStart(8)} ${ready}   ${c.tools}`,
+    );
   }
   const goal = (name: string, value: number, of: number, limit: number, what: string) => {
     const ratio = value / of;
-    recordGoal({ name, measured: `${value.toFixed(0)} ms = ${ratio.toFixed(2)}x`, goal: `<= ${limit.toFixed(2)}x ${what} ${of.toFixed(0)} ms`, met: ratio <= limit });
+    recordGoal({
+      name,
+      measured: `${value.toFixed(0)} ms = ${ratio.toFixed(2)}x`,
+      goal: `<= ${limit.toFixed(2)}x ${what} ${of.toFixed(0)} ms`,
+      met: ratio <= limit,
+    });
   };
   goal('stdio initialize, empty state vs the floor', empty.initialize, floor.initialize, 1.15, 'floor');
   goal('stdio tools/list, empty state vs the floor', empty.toolsList, floor.toolsList, 1.15, 'floor');
   goal('stdio initialize, 100k runs vs empty state', large.initialize, empty.initialize, 1.05, 'empty');
   goal('stdio tools/list, 100k runs vs empty state', large.toolsList, empty.toolsList, 1.05, 'empty');
-  recordGoal({ name: 'stdio spawn -> ready (state loaded), empty / 100k (no goal)', measured: `${empty.ready!.toFixed(0)} / ${large.ready!.toFixed(0)} ms`, goal: '-', met: true });
+  recordGoal({
+    name: 'stdio spawn -> ready (state loaded), empty / 100k (no goal)',
+    measured: `${empty.ready!.toFixed(0)} / ${large.ready!.toFixed(0)} ms`,
+    goal: '-',
+    met: true,
+  });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

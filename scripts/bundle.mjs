@@ -52,7 +52,11 @@ await bundle('main.js', 'main.cjs');
 for (const name of ['main.js', 'main.js.map', 'worker.js', 'worker.js.map']) rmSync(inPlace(name), { force: true });
 // A fresh Node without flags, as the runner forks a worker (V8 rejects a cache made under other flags).
 const loader = new URL('../dist/src/worker/child/load-worker.js', import.meta.url).href;
-execFileSync(process.execPath, ['--input-type=module', '-e', `(await import(${JSON.stringify(loader)})).writeCodeCache(${JSON.stringify(inPlace('worker.cjs'))})`], {
-  stdio: ['ignore', 'ignore', 'inherit'],
-  env: { PATH: process.env.PATH ?? '' },
-});
+execFileSync(
+  process.execPath,
+  ['--input-type=module', '-e', `(await import(${JSON.stringify(loader)})).writeCodeCache(${JSON.stringify(inPlace('worker.cjs'))})`],
+  {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { PATH: process.env.PATH ?? '' },
+  },
+);

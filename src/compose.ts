@@ -68,7 +68,11 @@ export async function startController(config: Config, log: Logger): Promise<{ ru
   const sandbox = await sandboxProbe;
   if (sandbox.spec.mode === 'bwrap') await recoverTurnSessions(store, droidEnv, log);
   if (sandbox.status.available) log.info({ sandbox: sandbox.status.mode }, 'turn sandbox ready');
-  else log.error({ sandbox: sandbox.status.mode, detail: sandbox.status.detail }, `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`);
+  else
+    log.error(
+      { sandbox: sandbox.status.mode, detail: sandbox.status.detail },
+      `turn sandbox unavailable: every turn will fail with sandbox_unavailable. ${SANDBOX_ACTION}`,
+    );
 
   if (config.worktrees) void reportCheckouts(config.worktrees.directory, store, log);
   const catalog = catalogFor(config, droidEnv, sandbox, log);
@@ -326,7 +330,9 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
 
 function networkStatus(config: Config, droidEnv: Record<string, string>): NetworkStatus {
   if (config.sandbox.mode === 'off') return { mode: 'unconfined', allow: [], alwaysAllowed: [] };
-  const always = egressEntries({ allow: [], modelOnly: true }, factoryDirOf(droidEnv)).map((e) => (isIP(e.host) === 6 ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`));
+  const always = egressEntries({ allow: [], modelOnly: true }, factoryDirOf(droidEnv)).map((e) =>
+    isIP(e.host) === 6 ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`,
+  );
   return { mode: config.network.mode, allow: [...config.network.allow], alwaysAllowed: [...new Set(always)] };
 }
 

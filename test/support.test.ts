@@ -29,7 +29,10 @@ afterAll(async () => {
 
 // ---- model server over raw HTTP -----------------------------------------
 
-type Chunk = { choices: { delta: { content?: string; tool_calls?: { id?: string; function: { name?: string; arguments?: string } }[] }; finish_reason: string | null }[]; usage?: Record<string, number> };
+type Chunk = {
+  choices: { delta: { content?: string; tool_calls?: { id?: string; function: { name?: string; arguments?: string } }[] }; finish_reason: string | null }[];
+  usage?: Record<string, number>;
+};
 
 async function chat(ms: ModelServer, messages: unknown[], signal?: AbortSignal) {
   const res = await fetch(`${ms.baseUrl}/chat/completions`, {
@@ -44,7 +47,10 @@ async function chat(ms: ModelServer, messages: unknown[], signal?: AbortSignal) 
 /** Reads a whole SSE reply into its chunks plus the reassembled text and tool call. */
 async function readSse(res: Response) {
   const raw = await res.text();
-  const datas = raw.split('\n\n').filter((b) => b.startsWith('data: ')).map((b) => b.slice(6));
+  const datas = raw
+    .split('\n\n')
+    .filter((b) => b.startsWith('data: '))
+    .map((b) => b.slice(6));
   expect(datas.at(-1)).toBe('[DONE]');
   const chunks = datas.slice(0, -1).map((d) => JSON.parse(d) as Chunk);
   const text = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
@@ -71,7 +77,15 @@ describe('model server', () => {
     expect(a.finish).toBe('stop');
     // no script at all, and a script inside an array of text parts
     expect((await readSse(await chat(ms, [{ role: 'user', content: 'hi' }]))).text).toBe('ok');
-    const parts = [{ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'text', text: script({ text: 'parts' }) }] }];
+    const parts = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'x' },
+          { type: 'text', text: script({ text: 'parts' }) },
+        ],
+      },
+    ];
     expect((await readSse(await chat(ms, parts))).text).toBe('parts');
     // the latest scripted user message wins
     const two = [user({ text: 'old' }), { role: 'assistant', content: 'old' }, user({ text: 'new' })];
@@ -88,7 +102,9 @@ describe('model server', () => {
     expect(first.calls[0]?.id).toMatch(/^call_\d+$/);
     expect(first.calls[0]?.function.name).toBe('Create');
     expect(JSON.parse(first.calls.map((c) => c.function.arguments ?? '').join(''))).toEqual({ file_path: '/tmp/x', content: 'y' });
-    const second = await readSse(await chat(ms, [user(s), { role: 'assistant', content: null, tool_calls: [] }, { role: 'tool', tool_call_id: first.calls[0]?.id, content: 'made it' }]));
+    const second = await readSse(
+      await chat(ms, [user(s), { role: 'assistant', content: null, tool_calls: [] }, { role: 'tool', tool_call_id: first.calls[0]?.id, content: 'made it' }]),
+    );
     expect(second.text).toBe('tool said: made it');
     expect(second.finish).toBe('stop');
     const again = await readSse(await chat(ms, [user(s)]));
@@ -152,7 +168,11 @@ function lastAssistantText(frames: Frame[], from = 0): string | undefined {
     .filter((n) => n?.type === 'create_message')
     .map((n) => n!.message as { role: string; content: { type: string; text?: string }[] })
     .filter((m) => m.role === 'assistant');
-  return msgs.at(-1)?.content.filter((c) => c.type === 'text').map((c) => c.text).join('');
+  return msgs
+    .at(-1)
+    ?.content.filter((c) => c.type === 'text')
+    .map((c) => c.text)
+    .join('');
 }
 
 const turnDone = (turnId: string) => (f: Frame) => {
@@ -181,7 +201,13 @@ describe('real droid with the scripted model', () => {
     const ws = await tempDir('droid-ws-');
     const peer = spawnPeer(bed.droidPath, EXEC_ARGS, { env: { ...bed.home.env, [TAG_VAR]: tag }, cwd: ws });
     try {
-      const init = await peer.request('droid.initialize_session', { machineId: 'support-test', cwd: ws, modelId: bed.modelId, autonomyLevel: 'high', interactionMode: 'auto' });
+      const init = await peer.request('droid.initialize_session', {
+        machineId: 'support-test',
+        cwd: ws,
+        modelId: bed.modelId,
+        autonomyLevel: 'high',
+        interactionMode: 'auto',
+      });
       expect(init.error).toBeUndefined();
       const target = path.join(ws, 'hello.txt');
       const usage = { prompt_tokens: 100, completion_tokens: 7 };
@@ -222,7 +248,13 @@ describe('real droid with the scripted model', () => {
     const ws = await tempDir('droid-ws-');
     const peer = spawnPeer(bed.droidPath, EXEC_ARGS, { env: { ...bed.home.env, [TAG_VAR]: tag }, cwd: ws });
     try {
-      await peer.request('droid.initialize_session', { machineId: 'support-test', cwd: ws, modelId: bed.modelId, autonomyLevel: 'high', interactionMode: 'auto' });
+      await peer.request('droid.initialize_session', {
+        machineId: 'support-test',
+        cwd: ws,
+        modelId: bed.modelId,
+        autonomyLevel: 'high',
+        interactionMode: 'auto',
+      });
       const n0 = bed.model.requests.length;
       await peer.request('droid.add_user_message', { text: script({ text: prose(100, 'tick'), slowMs: 20_000 }), messageId: 'slow-1' });
       await peer.waitFor((f) => notification(f)?.type === 'assistant_text_delta', 20_000);
@@ -260,7 +292,13 @@ describe('mock droid', () => {
   }
   async function session(env: Record<string, string> = {}) {
     const peer = await startMock(env);
-    const init = await peer.request('droid.initialize_session', { machineId: 'm', cwd: '/work/somewhere', modelId: 'mock-model', autonomyLevel: 'low', interactionMode: 'auto' });
+    const init = await peer.request('droid.initialize_session', {
+      machineId: 'm',
+      cwd: '/work/somewhere',
+      modelId: 'mock-model',
+      autonomyLevel: 'low',
+      interactionMode: 'auto',
+    });
     return { peer, sessionId: (init.result as { sessionId: string }).sessionId, init };
   }
   async function turn(peer: FramePeer, text: string, messageId = `m-${randomUUID()}`) {
@@ -307,8 +345,14 @@ describe('mock droid', () => {
     expect(init.result).toMatchObject({ session: { messages: [] }, settings: { modelId: 'mock-model', autonomyLevel: 'low', interactionMode: 'auto' } });
     const { messageId, from } = await turn(peer, 'hello mock');
     const done = notification(await peer.waitFor(turnDone(messageId), 5_000, from))!;
-    expect(done).toMatchObject({ reason: 'completed', tokenUsage: { inputTokens: 10, outputTokens: 5, cacheCreationTokens: 0, cacheReadTokens: 0, thinkingTokens: 0, factoryCredits: 0 } });
-    const echo = peer.frames.slice(from).map(notification).find((n) => n?.type === 'create_message');
+    expect(done).toMatchObject({
+      reason: 'completed',
+      tokenUsage: { inputTokens: 10, outputTokens: 5, cacheCreationTokens: 0, cacheReadTokens: 0, thinkingTokens: 0, factoryCredits: 0 },
+    });
+    const echo = peer.frames
+      .slice(from)
+      .map(notification)
+      .find((n) => n?.type === 'create_message');
     expect(echo?.message).toMatchObject({ id: messageId, role: 'user', content: [{ type: 'text', text: 'hello mock' }] });
     expect(peer.frames.slice(from).some((f) => notification(f)?.type === 'assistant_text_delta')).toBe(true);
     expect(lastAssistantText(peer.frames, from)).toBe('mock: hello mock');
@@ -382,8 +426,14 @@ describe('mock droid', () => {
     const req = await peer.waitFor((f) => f.type === 'request' && f.method === 'droid.request_permission', 5_000, from);
     peer.send({ type: 'response', id: req.id, result: { selectedOption: answer } });
     await peer.waitFor(turnDone(messageId), 5_000, from);
-    const result = peer.frames.slice(from).map(notification).find((n) => n?.type === 'tool_result')!;
-    const logged = readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Frame);
+    const result = peer.frames
+      .slice(from)
+      .map(notification)
+      .find((n) => n?.type === 'tool_result')!;
+    const logged = readFileSync(log, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Frame);
     return { req, result, logged };
   }
 
@@ -412,7 +462,12 @@ describe('mock droid', () => {
     peer.send({ type: 'response', id: req.id, result: { cancelled: true } });
     const done = notification(await peer.waitFor(turnDone(messageId), 5_000, from))!;
     expect(done.reason).toBe('completed');
-    expect(peer.frames.slice(from).map(notification).find((n) => n?.type === 'tool_result')).toMatchObject({ isError: true, content: 'Error: AskUser cancelled' });
+    expect(
+      peer.frames
+        .slice(from)
+        .map(notification)
+        .find((n) => n?.type === 'tool_result'),
+    ).toMatchObject({ isError: true, content: 'Error: AskUser cancelled' });
   });
 
   it('unknown-request: sends a future method, logs the answer, completes', async () => {

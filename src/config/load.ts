@@ -11,14 +11,7 @@ import { reachOf } from './network.js';
 import { ConfigError, invalid } from './errors.js';
 import { fromIssues, readConfigJson } from './read-config.js';
 import { errCode, sharedMode } from '../util/errno.js';
-import {
-  AMP_MCP_URL,
-  CONFIG_DEFAULTS,
-  autonomyAtMost,
-  configFileSchema,
-  type Config,
-  type ConfigFile,
-} from './schema.js';
+import { AMP_MCP_URL, CONFIG_DEFAULTS, autonomyAtMost, configFileSchema, type Config, type ConfigFile } from './schema.js';
 
 /** Host facts, injectable so tests do not depend on the machine running them. */
 export interface LoadConfigEnv {
@@ -84,13 +77,22 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     ...(file.publicUrl !== undefined && { publicUrl: file.publicUrl }),
     ...(file.ampMcp !== undefined && { ampMcp: { url: file.ampMcp.url ?? AMP_MCP_URL } }),
     ...{ sandbox, ...(await resolveWorktrees(configPath, file, approvedDirectories)) },
-    ...reachOf(file, (problem) => invalid(configPath, 'sandboxReadable', problem), { home: env.home, factoryDir: env.factoryDir, approvedDirectories, stateDirectory, tokenFile }),
+    ...reachOf(file, (problem) => invalid(configPath, 'sandboxReadable', problem), {
+      home: env.home,
+      factoryDir: env.factoryDir,
+      approvedDirectories,
+      stateDirectory,
+      tokenFile,
+    }),
   };
 }
 
 /** The spend ceilings; an absent key is none. */
 /** The rules between keys that the schema checks one by one. */
-function checkCrossKeys(configPath: string, file: ConfigFile): { maxAutonomy: Config['maxAutonomy']; defaultAutonomy: Config['defaultAutonomy']; warmPoolSize: number } {
+function checkCrossKeys(
+  configPath: string,
+  file: ConfigFile,
+): { maxAutonomy: Config['maxAutonomy']; defaultAutonomy: Config['defaultAutonomy']; warmPoolSize: number } {
   const maxAutonomy = file.maxAutonomy;
   const defaultAutonomy = file.defaultAutonomy ?? maxAutonomy;
   if (!autonomyAtMost(defaultAutonomy, maxAutonomy)) {
@@ -173,7 +175,12 @@ async function linksIn(factoryDir: string): Promise<Array<{ path: string; target
 }
 
 /** The state directory and the token file never where a turn writes (placement.ts), nor a root over droid-mcp, Node or PATH. */
-async function checkPlacement(configPath: string, paths: { stateDirectory: string; tokenFile?: string | undefined }, approvedRoots: readonly string[], env: LoadConfigEnv): Promise<void> {
+async function checkPlacement(
+  configPath: string,
+  paths: { stateDirectory: string; tokenFile?: string | undefined },
+  approvedRoots: readonly string[],
+  env: LoadConfigEnv,
+): Promise<void> {
   const factoryDir = env.factoryDir ?? factoryDirOf({ FACTORY_HOME_OVERRIDE: process.env.FACTORY_HOME_OVERRIDE, HOME: env.home || process.env.HOME });
   const resolved = {
     stateDirectory: await resolveExisting(paths.stateDirectory),
@@ -181,7 +188,13 @@ async function checkPlacement(configPath: string, paths: { stateDirectory: strin
   };
   const resolvedFactory = await resolveExisting(factoryDir);
   const tmpDir = await resolveExisting(tmpdir());
-  const reach = { approvedRoots, factoryDir: resolvedFactory, tmpDir, privateTmpRoot: privateTmpRootIn(tmpDir, currentUid()), factoryLinks: await linksIn(resolvedFactory) };
+  const reach = {
+    approvedRoots,
+    factoryDir: resolvedFactory,
+    tmpDir,
+    privateTmpRoot: privateTmpRootIn(tmpDir, currentUid()),
+    factoryLinks: await linksIn(resolvedFactory),
+  };
   const problem = placementProblems(resolved, reach)[0];
   if (problem) throw invalid(configPath, problem.key, problem.message);
   // A program planted in a PATH entry runs wherever the controller or its commands call it by name.
@@ -190,7 +203,13 @@ async function checkPlacement(configPath: string, paths: { stateDirectory: strin
 }
 
 /** droid, and bwrap when turns run in it, neither in an approved root. */
-async function resolveLaunched(configPath: string, file: ConfigFile, platform: NodeJS.Platform, env: LoadConfigEnv, approvedRoots: readonly string[]): Promise<Pick<Config, 'droidPath' | 'sandbox'>> {
+async function resolveLaunched(
+  configPath: string,
+  file: ConfigFile,
+  platform: NodeJS.Platform,
+  env: LoadConfigEnv,
+  approvedRoots: readonly string[],
+): Promise<Pick<Config, 'droidPath' | 'sandbox'>> {
   const droidPath = await resolveDroid(file, env);
   const sandbox = await resolveSandbox(configPath, file, platform, env);
   const bwrap = sandbox.mode === 'bwrap' ? sandbox.bwrapPath : null;

@@ -32,7 +32,8 @@ function readableOf(file: ConfigFile, reach: ReadableReach): string[] | string {
     const root = reach.approvedRoots.find((r) => overlaps(r, path));
     if (root) return `lists ${JSON.stringify(raw)}, which overlaps the approved root ${root}: a turn sees its own workspace, never another's. Remove it`;
     const secret = reach.secrets.find((s) => overlaps(s, path));
-    if (secret) return `lists ${JSON.stringify(raw)}, which overlaps ${secret} (droid-mcp's state or token, droid's home, or the sandbox's private folders, each shown to a turn only as the sandbox decides): remove it`;
+    if (secret)
+      return `lists ${JSON.stringify(raw)}, which overlaps ${secret} (droid-mcp's state or token, droid's home, or the sandbox's private folders, each shown to a turn only as the sandbox decides): remove it`;
     if (!out.includes(path)) out.push(path);
   }
   return out;

@@ -36,33 +36,56 @@ export function placementProblems(paths: { stateDirectory: string; tokenFile?: s
   const problems: PlacementProblem[] = [];
   for (const root of reach.approvedRoots) {
     if (overlaps(root, reach.factoryDir)) {
-      problems.push({ key: 'approvedDirectories', message: `${root} is ${relation(root, reach.factoryDir)} droid's home ${reach.factoryDir}: a writer turn there could change what every later droid runs. Approve project folders only, none holding droid's home` });
+      problems.push({
+        key: 'approvedDirectories',
+        message: `${root} is ${relation(root, reach.factoryDir)} droid's home ${reach.factoryDir}: a writer turn there could change what every later droid runs. Approve project folders only, none holding droid's home`,
+      });
     }
     if (isAtOrBelow(reach.tmpDir, root)) {
-      problems.push({ key: 'approvedDirectories', message: `${root} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives: a writer turn there could write other turns' files. Approve project folders only` });
+      problems.push({
+        key: 'approvedDirectories',
+        message: `${root} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives: a writer turn there could write other turns' files. Approve project folders only`,
+      });
     } else if (overlaps(root, reach.privateTmpRoot)) {
-      problems.push({ key: 'approvedDirectories', message: `${root} is ${relation(root, reach.privateTmpRoot)} the sandbox's private temp folder ${reach.privateTmpRoot}, where every turn's TMPDIR and sessions copy live. Approve project folders only` });
+      problems.push({
+        key: 'approvedDirectories',
+        message: `${root} is ${relation(root, reach.privateTmpRoot)} the sandbox's private temp folder ${reach.privateTmpRoot}, where every turn's TMPDIR and sessions copy live. Approve project folders only`,
+      });
     }
     // droid's home is read-only to a turn, but not what its links point at.
     for (const link of reach.factoryLinks) {
       if (isAtOrBelow(link.target, root)) {
-        problems.push({ key: 'approvedDirectories', message: `droid's home entry ${link.path} links to ${link.target}, inside the approved root ${root}: a writer turn there could change what every later droid runs. Replace the link with a copy, or approve another root` });
+        problems.push({
+          key: 'approvedDirectories',
+          message: `droid's home entry ${link.path} links to ${link.target}, inside the approved root ${root}: a writer turn there could change what every later droid runs. Replace the link with a copy, or approve another root`,
+        });
       }
     }
   }
-  const move = 'Move it outside every approved root and outside droid\'s home (e.g. /var/lib/droid-mcp/state, /etc/droid-mcp/token), then start again';
+  const move = "Move it outside every approved root and outside droid's home (e.g. /var/lib/droid-mcp/state, /etc/droid-mcp/token), then start again";
   const state = paths.stateDirectory;
   for (const root of reach.approvedRoots) {
-    if (overlaps(state, root)) problems.push({ key: 'stateDirectory', message: `${state} is ${relation(state, root)} the approved root ${root}, where a writer turn can rename its way to it. ${move}` });
+    if (overlaps(state, root))
+      problems.push({
+        key: 'stateDirectory',
+        message: `${state} is ${relation(state, root)} the approved root ${root}, where a writer turn can rename its way to it. ${move}`,
+      });
   }
-  if (overlaps(state, reach.factoryDir)) problems.push({ key: 'stateDirectory', message: `${state} is ${relation(state, reach.factoryDir)} droid's home ${reach.factoryDir}, which turns write. ${move}` });
-  if (isAtOrBelow(reach.tmpDir, state)) problems.push({ key: 'stateDirectory', message: `${state} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives. ${move}` });
+  if (overlaps(state, reach.factoryDir))
+    problems.push({
+      key: 'stateDirectory',
+      message: `${state} is ${relation(state, reach.factoryDir)} droid's home ${reach.factoryDir}, which turns write. ${move}`,
+    });
+  if (isAtOrBelow(reach.tmpDir, state))
+    problems.push({ key: 'stateDirectory', message: `${state} holds the system temp folder ${reach.tmpDir}, where every turn's TMPDIR lives. ${move}` });
   const token = paths.tokenFile;
   if (token !== undefined) {
     for (const root of reach.approvedRoots) {
-      if (isAtOrBelow(token, root)) problems.push({ key: 'tokenFile', message: `${token} is inside the approved root ${root}, where a writer turn can rename its way to it. ${move}` });
+      if (isAtOrBelow(token, root))
+        problems.push({ key: 'tokenFile', message: `${token} is inside the approved root ${root}, where a writer turn can rename its way to it. ${move}` });
     }
-    if (isAtOrBelow(token, reach.factoryDir)) problems.push({ key: 'tokenFile', message: `${token} is inside droid's home ${reach.factoryDir}, which turns write. ${move}` });
+    if (isAtOrBelow(token, reach.factoryDir))
+      problems.push({ key: 'tokenFile', message: `${token} is inside droid's home ${reach.factoryDir}, which turns write. ${move}` });
   }
   return problems;
 }

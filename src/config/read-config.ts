@@ -67,9 +67,7 @@ export function fromIssues(configPath: string, issues: readonly z.core.$ZodIssue
       for (const unknown of issue.keys) {
         const key = parent === '' ? unknown : `${parent}.${unknown}`;
         const removed = REMOVED_KEYS[key];
-        const text =
-          removed ??
-          `is not a known setting; remove it${allowed ? ` (allowed${parent === '' ? '' : ` in ${parent}`}: ${allowed.join(', ')})` : ''}`;
+        const text = removed ?? `is not a known setting; remove it${allowed ? ` (allowed${parent === '' ? '' : ` in ${parent}`}: ${allowed.join(', ')})` : ''}`;
         lines.push({ key, text });
       }
     } else {
@@ -77,7 +75,6 @@ export function fromIssues(configPath: string, issues: readonly z.core.$ZodIssue
     }
   }
   const first = lines[0] ?? { key: '(top level)', text: 'is invalid' };
-  const body =
-    lines.length === 1 ? `"${first.key}" ${first.text}` : lines.map((l) => `\n- "${l.key}" ${l.text}`).join('');
+  const body = lines.length === 1 ? `"${first.key}" ${first.text}` : lines.map((l) => `\n- "${l.key}" ${l.text}`).join('');
   return new ConfigError('config_invalid', `Invalid config ${configPath}: ${body}`, first.key);
 }

@@ -161,8 +161,7 @@ function absolutePath(what: string) {
     .string({ error: typeError(expected) })
     .refine((p) => !p.includes('\0'), { error: 'must not contain a NUL character', abort: true })
     .refine((p) => isAbsolute(p), {
-      error: (issue) =>
-        `must be an absolute path (JSON does not expand "~" or resolve relative paths); got ${describe(issue.input)}. Set ${expected}`,
+      error: (issue) => `must be an absolute path (JSON does not expand "~" or resolve relative paths); got ${describe(issue.input)}. Set ${expected}`,
     });
 }
 
@@ -181,14 +180,15 @@ function intRange(min: number, max: number) {
 
 function positiveNumber() {
   const expected = 'a number above 0';
-  return z.number({ error: typeError(expected) }).positive({ error: `must be ${expected}` }).finite({ error: `must be ${expected}` });
+  return z
+    .number({ error: typeError(expected) })
+    .positive({ error: `must be ${expected}` })
+    .finite({ error: `must be ${expected}` });
 }
 
-const modelId = z
-  .string({ error: typeError('a model id string') })
-  .refine((v) => v.length > 0 && v.trim() === v, {
-    error: 'must be a non-empty model id without surrounding spaces (use an id from droid_models)',
-  });
+const modelId = z.string({ error: typeError('a model id string') }).refine((v) => v.length > 0 && v.trim() === v, {
+  error: 'must be a non-empty model id without surrounding spaces (use an id from droid_models)',
+});
 
 function isPublicUrl(value: string): boolean {
   try {
@@ -231,7 +231,10 @@ const allowEntry = z.string({ error: typeError('a host string such as "registry.
 const networkSchema = z.strictObject(
   {
     mode: oneOf(NETWORK_MODES).default('proxy'),
-    allow: z.array(allowEntry, { error: typeError('an array of host strings') }).max(256, { error: 'must list at most 256 hosts' }).default([]),
+    allow: z
+      .array(allowEntry, { error: typeError('an array of host strings') })
+      .max(256, { error: 'must list at most 256 hosts' })
+      .default([]),
   },
   { error: typeError('an object {"mode": "proxy" | "open", "allow": [hosts]}, or omit the key (proxy, model endpoints only)') },
 );
@@ -274,8 +277,7 @@ export const configFileSchema = z.strictObject(
     publicUrl: z
       .string({ error: typeError('an https:// URL ending in /mcp') })
       .refine(isPublicUrl, {
-        error: (issue) =>
-          `must be an https:// URL without credentials ending in "/mcp" (the approved HTTPS proxy route); got ${describe(issue.input)}`,
+        error: (issue) => `must be an https:// URL without credentials ending in "/mcp" (the approved HTTPS proxy route); got ${describe(issue.input)}`,
       })
       .optional(),
     ampMcp: ampMcpSchema.optional(),
@@ -303,10 +305,8 @@ export const CONFIG_KEYS: Readonly<Record<string, readonly string[]>> = {
 
 /** Keys that once existed or are commonly guessed, with why they are refused. */
 export const REMOVED_KEYS: Readonly<Record<string, string>> = {
-  puck:
-    'is no longer supported: reply-back recipients are per session (replyTo) and never defaulted, because a host default recipient silently misrouted omitted replyTo. Remove "puck"; to enable reply-back set "ampMcp": {}',
+  puck: 'is no longer supported: reply-back recipients are per session (replyTo) and never defaulted, because a host default recipient silently misrouted omitted replyTo. Remove "puck"; to enable reply-back set "ampMcp": {}',
   'ampMcp.threadID':
     'is not allowed: ampMcp names no thread; recipients are per session (replyTo), and a thread-bound endpoint breaks every launch once its thread is archived. Remove it',
-  'ampMcp.conversationId':
-    'is not allowed: ampMcp names no recipient; each routed session passes its own replyTo, never a host default. Remove it',
+  'ampMcp.conversationId': 'is not allowed: ampMcp names no recipient; each routed session passes its own replyTo, never a host default. Remove it',
 };

@@ -53,7 +53,7 @@ async function pathLocations(path: string): Promise<string[]> {
   const locations: string[] = [];
   let dir: string = sep;
   const parts = path.split(sep).filter((p) => p !== '' && p !== '.');
-  for (let links = 0; parts.length > 0; ) {
+  for (let links = 0; parts.length > 0;) {
     const part = parts.shift()!;
     if (part === '..') {
       dir = dirname(dir);

@@ -48,11 +48,7 @@ export async function resolveWorkspace(requested: string, approvedRoots: readonl
     throw new ControllerError('workspace_invalid', 'workspace must not contain a NUL character.', LIST_ACTION);
   }
   if (!isAbsolute(requested)) {
-    throw new ControllerError(
-      'workspace_invalid',
-      `workspace ${shown} is not an absolute path (relative paths and "~" are not expanded).`,
-      LIST_ACTION,
-    );
+    throw new ControllerError('workspace_invalid', `workspace ${shown} is not an absolute path (relative paths and "~" are not expanded).`, LIST_ACTION);
   }
 
   // Both at once: one round trip through the thread pool instead of two, on every create's and send's

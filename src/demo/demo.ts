@@ -12,7 +12,19 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { accessSync, chmodSync, constants, createWriteStream, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
+import {
+  accessSync,
+  chmodSync,
+  constants,
+  createWriteStream,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+  type WriteStream,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -94,7 +106,9 @@ class DemoRun {
   }
 
   accepted(a: Acceptance): void {
-    this.detail(`→ session ${short(a.metadata.session)}, run ${short(a.metadata.run)}: ${a.admission.action} (${a.admission.detail}); latestRun.state ${a.status.latestRun.state}`);
+    this.detail(
+      `→ session ${short(a.metadata.session)}, run ${short(a.metadata.run)}: ${a.admission.action} (${a.admission.detail}); latestRun.state ${a.status.latestRun.state}`,
+    );
   }
 }
 
@@ -132,13 +146,17 @@ async function waitFor(demo: DemoRun, mcp: McpDriver, sessions: string[], timeou
       },
     );
     if (once && waited.timedOut) {
-      demo.detail(`→ timedOut (not a failure: ${waited.sessions.map((v) => `${short(v.session)} still ${v.latestRun.state}`).join(', ')}) (${seconds(Date.now() - t)})`);
+      demo.detail(
+        `→ timedOut (not a failure: ${waited.sessions.map((v) => `${short(v.session)} still ${v.latestRun.state}`).join(', ')}) (${seconds(Date.now() - t)})`,
+      );
       return waited.sessions;
     }
     if (!waited.timedOut) {
       for (const s of waited.sessions) {
         const run = s.latestRun;
-        demo.detail(`→ ${short(s.session)} ${s.agentState}, run ${short(run.run)} ${run.state}${run.error ? ` (${run.error.code})` : ''}: ${quote(s.preview)} (${seconds(Date.now() - t)})`);
+        demo.detail(
+          `→ ${short(s.session)} ${s.agentState}, run ${short(run.run)} ${run.state}${run.error ? ` (${run.error.code})` : ''}: ${quote(s.preview)} (${seconds(Date.now() - t)})`,
+        );
       }
       return waited.sessions;
     }
@@ -169,7 +187,9 @@ async function startServer(demo: DemoRun, droidPath: string, model: ModelServer)
   demo.detail(`scripted model ${model.baseUrl}, droid calls it ${modelId}`);
 
   const bwrap = process.platform === 'linux' ? findOnPath('bwrap') : null;
-  const probe = bwrap ? await probeSandbox(bwrap) : { ok: false, detail: process.platform === 'linux' ? 'bwrap is not installed' : `no sandbox on ${process.platform}` };
+  const probe = bwrap
+    ? await probeSandbox(bwrap)
+    : { ok: false, detail: process.platform === 'linux' ? 'bwrap is not installed' : `no sandbox on ${process.platform}` };
   const config: Record<string, unknown> = { approvedDirectories: [demo.approved], stateDirectory: demo.stateDirectory, droidPath, defaultModel: modelId };
   if (!probe.ok) config.sandbox = 'off';
   demo.detail(probe.ok ? `sandbox bwrap (${bwrap}): each turn writes only its workspace` : `sandbox off: ${probe.detail}`);
@@ -187,13 +207,25 @@ async function tour(demo: DemoRun, mcp: McpDriver): Promise<void> {
   const tools = await mcp.listTools();
   demo.detail(`tools/list → ${tools.length} tools: ${tools.join(', ')}`);
   let t = Date.now();
-  const ws = await mcp.ok<{ workspaces: string[]; capacity: { maximum: number; active: number }; policy: { defaultModel: string; maxAutonomy: string; sandbox: { mode: string; available: boolean } } }>('droid_list_workspaces');
-  demo.say(`droid_list_workspaces → roots ${ws.workspaces.join(', ')}; capacity ${ws.capacity.active}/${ws.capacity.maximum}; default model ${ws.policy.defaultModel}; max autonomy ${ws.policy.maxAutonomy}; sandbox ${ws.policy.sandbox.mode} (available: ${ws.policy.sandbox.available}) (${seconds(Date.now() - t)})`);
+  const ws = await mcp.ok<{
+    workspaces: string[];
+    capacity: { maximum: number; active: number };
+    policy: { defaultModel: string; maxAutonomy: string; sandbox: { mode: string; available: boolean } };
+  }>('droid_list_workspaces');
+  demo.say(
+    `droid_list_workspaces → roots ${ws.workspaces.join(', ')}; capacity ${ws.capacity.active}/${ws.capacity.maximum}; default model ${ws.policy.defaultModel}; max autonomy ${ws.policy.maxAutonomy}; sandbox ${ws.policy.sandbox.mode} (available: ${ws.policy.sandbox.available}) (${seconds(Date.now() - t)})`,
+  );
   t = Date.now();
   const models = await mcp.ok<{ models: Array<{ id: string; displayName: string | null }> }>('droid_models');
   const custom = models.models.filter((m) => m.id.startsWith('custom:'));
   demo.say(`droid_models → ${models.models.length} models in droid's live catalog (${seconds(Date.now() - t)})`);
-  demo.detail(`built in: ${models.models.filter((m) => !m.id.startsWith('custom:')).slice(0, 4).map((m) => m.id).join(', ')}, … (need a Factory login)`);
+  demo.detail(
+    `built in: ${models.models
+      .filter((m) => !m.id.startsWith('custom:'))
+      .slice(0, 4)
+      .map((m) => m.id)
+      .join(', ')}, … (need a Factory login)`,
+  );
   demo.detail(`custom (BYOK): ${custom.map((m) => `${m.id} "${m.displayName}"`).join(', ')}`);
 }
 
@@ -202,7 +234,14 @@ async function createNotes(demo: DemoRun, mcp: McpDriver): Promise<string> {
   const notes = join(demo.project, 'notes.txt');
   const create = demo.prompt(`Create the file ${notes} containing: Hello from droid, offline.`);
   demo.say(`droid_create_session in ${demo.project}, title "Demo notes", autonomy high: ${quote(create)}`);
-  const a = await mcp.ok<Acceptance>('droid_create_session', { requestKey: `demo-create-${demo.tag}`, workspace: demo.project, prompt: create, replyTo: null, title: 'Demo notes', autonomy: 'high' });
+  const a = await mcp.ok<Acceptance>('droid_create_session', {
+    requestKey: `demo-create-${demo.tag}`,
+    workspace: demo.project,
+    prompt: create,
+    replyTo: null,
+    title: 'Demo notes',
+    autonomy: 'high',
+  });
   demo.accepted(a);
   const session = a.metadata.session;
   demo.firstSession = session;
@@ -210,10 +249,19 @@ async function createNotes(demo: DemoRun, mcp: McpDriver): Promise<string> {
   demo.detail(`${notes} now holds ${quote(readFileSync(notes, 'utf8'))}`);
 
   const t = Date.now();
-  const history = await mcp.ok<{ items: Array<{ type: string; tool?: string; status?: string; text?: string; kind?: string }>; nextCursor: string | null }>('droid_read_session', { session });
+  const history = await mcp.ok<{ items: Array<{ type: string; tool?: string; status?: string; text?: string; kind?: string }>; nextCursor: string | null }>(
+    'droid_read_session',
+    { session },
+  );
   demo.say(`droid_read_session → ${history.items.length} items (${seconds(Date.now() - t)}):`);
   for (const item of history.items) {
-    demo.detail(item.type === 'tool_call' ? `tool_call ${item.tool} (${item.status})` : item.type === 'assistant_text' ? `assistant_text ${quote(item.text ?? '')}` : `${item.type} ${item.kind ?? ''}`);
+    demo.detail(
+      item.type === 'tool_call'
+        ? `tool_call ${item.tool} (${item.status})`
+        : item.type === 'assistant_text'
+          ? `assistant_text ${quote(item.text ?? '')}`
+          : `${item.type} ${item.kind ?? ''}`,
+    );
   }
   return session;
 }
@@ -244,7 +292,13 @@ async function followUpAndSteer(demo: DemoRun, mcp: McpDriver, session: string):
 async function cancelAndCount(demo: DemoRun, mcp: McpDriver, session: string): Promise<void> {
   const count = demo.prompt('Write the numbers from 1 to 600, one per line.');
   demo.say(`droid_create_session in ${demo.scratch}, autonomy off (read-only): ${quote(count)}`);
-  const b = await mcp.ok<Acceptance>('droid_create_session', { requestKey: `demo-cancel-${demo.tag}`, workspace: demo.scratch, prompt: count, replyTo: null, autonomy: 'off' });
+  const b = await mcp.ok<Acceptance>('droid_create_session', {
+    requestKey: `demo-cancel-${demo.tag}`,
+    workspace: demo.scratch,
+    prompt: count,
+    replyTo: null,
+    autonomy: 'off',
+  });
   demo.accepted(b);
   await untilRunning(demo, mcp, b.metadata.session);
   await sleep(1_000);
@@ -255,7 +309,9 @@ async function cancelAndCount(demo: DemoRun, mcp: McpDriver, session: string): P
 
   t = Date.now();
   const usage = await mcp.ok<{ turns: number; turnsWithUsage: number; inputTokens: number; outputTokens: number }>('droid_get_usage', {});
-  demo.say(`droid_get_usage (all sessions) → ${usage.turns} turns, ${usage.turnsWithUsage} with usage: ${usage.inputTokens} input, ${usage.outputTokens} output tokens (${seconds(Date.now() - t)})`);
+  demo.say(
+    `droid_get_usage (all sessions) → ${usage.turns} turns, ${usage.turnsWithUsage} with usage: ${usage.inputTokens} input, ${usage.outputTokens} output tokens (${seconds(Date.now() - t)})`,
+  );
   const mine = await mcp.ok<{ turns: number; inputTokens: number; outputTokens: number }>('droid_get_usage', { session });
   demo.detail(`session ${short(session)} alone: ${mine.turns} turns, ${mine.inputTokens} input, ${mine.outputTokens} output tokens`);
 }

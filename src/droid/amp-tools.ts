@@ -60,9 +60,7 @@ export function planDisabled(tools: readonly ListedTool[], saved: readonly strin
 }
 
 export type InventoryVerdict =
-  | { ok: true }
-  | { ok: false; code: 'amp_mcp_admin_tool_exposed'; tools: string[] }
-  | { ok: false; code: 'amp_mcp_tool_missing'; listed: boolean };
+  { ok: true } | { ok: false; code: 'amp_mcp_admin_tool_exposed'; tools: string[] } | { ok: false; code: 'amp_mcp_tool_missing'; listed: boolean };
 
 /**
  * After disabling: `puck` must be the only usable tool of the server. A tool

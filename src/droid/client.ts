@@ -112,8 +112,7 @@ export interface ReplyCallRequest {
 
 /** What a routed turn's client saw of puck calls after they ran. */
 export type ReplyObservation =
-  | { kind: 'send_result'; toolUseId: string; ok: boolean; handle: string | null }
-  | { kind: 'bypass'; tool: string; toolUseId: string };
+  { kind: 'send_result'; toolUseId: string; ok: boolean; handle: string | null } | { kind: 'bypass'; tool: string; toolUseId: string };
 
 /** Reply-back wiring of a routed turn. */
 export interface ReplyRouting {
@@ -142,9 +141,7 @@ export const SHUTDOWN_BUDGET = { closeMs: 500, exitWaitMs: 300 } as const;
 
 /** `off` is read-only Spec mode; every other level is auto mode at that level. */
 export function settingsFor(autonomy: Autonomy): Pick<SessionSettings, 'autonomyLevel' | 'interactionMode'> {
-  return autonomy === 'off'
-    ? { autonomyLevel: 'off', interactionMode: 'spec' }
-    : { autonomyLevel: autonomy, interactionMode: 'auto' };
+  return autonomy === 'off' ? { autonomyLevel: 'off', interactionMode: 'spec' } : { autonomyLevel: autonomy, interactionMode: 'auto' };
 }
 
 export class DroidClient {

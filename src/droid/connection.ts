@@ -9,10 +9,7 @@ import { LineReader, MAX_LINE_CHARS } from './line-reader.js';
 import { head } from '../util/text.js';
 
 /** How we answer droid's own requests (permissions, AskUser, …). */
-export type ServerRequestHandler = (
-  method: string,
-  params: unknown,
-) => Promise<ServerRequestAnswer> | ServerRequestAnswer;
+export type ServerRequestHandler = (method: string, params: unknown) => Promise<ServerRequestAnswer> | ServerRequestAnswer;
 
 export type ServerRequestAnswer = { result: unknown } | { error: RpcErrorBody };
 

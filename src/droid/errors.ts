@@ -52,12 +52,7 @@ export class DroidRpcError extends DroidError {
     readonly method: string,
     readonly rpc: RpcErrorBody,
   ) {
-    super(
-      rpc.code === -32004 ? 'droid_session_not_found' : 'droid_rpc_error',
-      `droid rejected ${method}: ${rpc.code} ${rpc.message}`,
-      false,
-      rpc,
-    );
+    super(rpc.code === -32004 ? 'droid_session_not_found' : 'droid_rpc_error', `droid rejected ${method}: ${rpc.code} ${rpc.message}`, false, rpc);
   }
 }
 

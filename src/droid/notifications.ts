@@ -54,8 +54,7 @@ export function normalizeUsage(raw: Partial<TokenUsage> | undefined): TokenUsage
     factoryCredits: typeof raw.factoryCredits === 'number' && raw.factoryCredits > 0 ? raw.factoryCredits : null,
   };
   const any =
-    usage.inputTokens + usage.outputTokens + usage.cacheCreationTokens + usage.cacheReadTokens + usage.thinkingTokens > 0 ||
-    usage.factoryCredits !== null;
+    usage.inputTokens + usage.outputTokens + usage.cacheCreationTokens + usage.cacheReadTokens + usage.thinkingTokens > 0 || usage.factoryCredits !== null;
   return any ? usage : null;
 }
 

@@ -78,9 +78,7 @@ export function adoptDroid(started: StartedDroid, requestTimeoutMs?: number): Dr
         // delay the verdict. Output already in flight gets a short moment to land.
         const { code, signal } = end;
         const finish = () => {
-          connection.close(
-            new DroidError('droid_exited', `droid exited (${signal ? `signal ${signal}` : `code ${code}`})`, true, { code, signal }),
-          );
+          connection.close(new DroidError('droid_exited', `droid exited (${signal ? `signal ${signal}` : `code ${code}`})`, true, { code, signal }));
           resolve({ code, signal });
         };
         if (child.stdout.readableEnded) finish();

@@ -129,7 +129,8 @@ function listenerOf(child: ChildProcessWithoutNullStreams): Promise<EgressListen
       child.off('disconnect', gone);
       // Only the helper ever holds the channel, and only one message is read: droid never gets it.
       if (child.connected) child.disconnect();
-      const isServer = typeof handle === 'object' && handle !== null && typeof (handle as Server).listen === 'function' && typeof (handle as Server).address === 'function';
+      const isServer =
+        typeof handle === 'object' && handle !== null && typeof (handle as Server).listen === 'function' && typeof (handle as Server).address === 'function';
       const kind = typeof message === 'object' && message !== null ? (message as { kind?: unknown }).kind : undefined;
       if (kind === 'egress-listener' && isServer) resolve(holding(handle as Server));
       else reject(new Error("the sandbox's proxy listener sent something else than its listening socket"));

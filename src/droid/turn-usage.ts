@@ -57,7 +57,10 @@ export function sessionTotal(n: { tokenUsage?: unknown; inclusiveTokenUsage?: un
  * nothing, so the running figure may come out high: a budget then stops
  * early, never late), with a note saying so. Null: neither.
  */
-export function resumeBaseline(loaded: { tokenUsage?: unknown; inclusiveTokenUsage?: unknown }, recorded: RawUsage | undefined): { baseline: RawUsage | null; note?: string } {
+export function resumeBaseline(
+  loaded: { tokenUsage?: unknown; inclusiveTokenUsage?: unknown },
+  recorded: RawUsage | undefined,
+): { baseline: RawUsage | null; note?: string } {
   const total = sessionTotal(loaded);
   if (total !== undefined) return { baseline: total };
   const note = recorded

@@ -17,17 +17,12 @@ const VERSION = /^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?$/;
 export async function readDroidVersion(droidPath: string, env: NodeJS.ProcessEnv, timeoutMs = VERSION_TIMEOUT_MS): Promise<string> {
   assertDroidExecutable(droidPath);
   const stdout = await new Promise<string>((resolve, reject) => {
-    execFile(
-      droidPath,
-      ['--version'],
-      { env, timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 64 * 1024, encoding: 'utf8' },
-      (err, out, errOut) => {
-        if (!err) return resolve(out);
-        const why = err.killed ? `did not answer within ${timeoutMs} ms` : `failed (${err.code ?? err.signal ?? err.message})`;
-        const stderr = errOut.trim() ? `: ${head(errOut.trim(), 300)}` : '';
-        reject(new DroidError('droid_version_unreadable', `droid --version ${why}${stderr}`));
-      },
-    );
+    execFile(droidPath, ['--version'], { env, timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 64 * 1024, encoding: 'utf8' }, (err, out, errOut) => {
+      if (!err) return resolve(out);
+      const why = err.killed ? `did not answer within ${timeoutMs} ms` : `failed (${err.code ?? err.signal ?? err.message})`;
+      const stderr = errOut.trim() ? `: ${head(errOut.trim(), 300)}` : '';
+      reject(new DroidError('droid_version_unreadable', `droid --version ${why}${stderr}`));
+    });
   });
   const version = stdout.trim();
   if (!VERSION.test(version)) {

@@ -32,7 +32,6 @@ export interface TreeState {
 /** What changed between HEAD moves during the turn (the turn committed), as `git diff --name-status`. */
 export type CommittedChange = 'A' | 'M' | 'D';
 
-
 const MAX_CHANGED_PATHS = 200;
 
 /**
@@ -115,14 +114,22 @@ export function diffTreeStates(
   const renamedTo = new Set<string>();
   const keptDeleted: string[] = [];
   for (const d of deleted.sort((x, y) => cmp(x.path, y.path))) {
-    const to = d.blob ? addedByBlob.get(d.blob)?.sort(cmp).find((p) => !renamedTo.has(p)) : undefined;
+    const to = d.blob
+      ? addedByBlob
+          .get(d.blob)
+          ?.sort(cmp)
+          .find((p) => !renamedTo.has(p))
+      : undefined;
     if (to) {
       renamedTo.add(to);
       renamed.push({ from: d.path, to });
     } else keptDeleted.push(d.path);
   }
   return {
-    added: added.map((a) => a.path).filter((p) => !renamedTo.has(p)).sort(cmp),
+    added: added
+      .map((a) => a.path)
+      .filter((p) => !renamedTo.has(p))
+      .sort(cmp),
     modified: modified.sort(cmp),
     deleted: keptDeleted,
     renamed,
@@ -153,14 +160,7 @@ function afterSide(path: string, after: TreeState, committed: ReadonlyMap<string
   return { exists: commit !== 'D', blob: null };
 }
 
-function changed(
-  path: string,
-  before: TreeState,
-  after: TreeState,
-  committed: ReadonlyMap<string, CommittedChange>,
-  b: Side,
-  a: Side,
-): boolean {
+function changed(path: string, before: TreeState, after: TreeState, committed: ReadonlyMap<string, CommittedChange>, b: Side, a: Side): boolean {
   const wasDirty = before.dirty.has(path);
   const isDirty = after.dirty.has(path);
   if (wasDirty && isDirty) return b.blob !== a.blob;
@@ -178,11 +178,7 @@ function cmp(a: string, b: string): number {
 }
 
 /** Caps the four lists to `max` paths in all, in order added, modified, deleted, renamed. */
-export function capChanges(
-  changes: Omit<ChangeSet, 'truncated' | 'outsideWorkspace'>,
-  outsideWorkspace: boolean,
-  max = MAX_CHANGED_PATHS,
-): ChangeSet {
+export function capChanges(changes: Omit<ChangeSet, 'truncated' | 'outsideWorkspace'>, outsideWorkspace: boolean, max = MAX_CHANGED_PATHS): ChangeSet {
   let room = max;
   const take = <T>(list: T[]): T[] => {
     const kept = list.slice(0, Math.max(0, room));

@@ -19,15 +19,7 @@ import { handFd3 } from '../util/child-fd3.js';
 import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ChangeSet } from '../shared/evidence-types.js';
-import {
-  capChanges,
-  diffTreeStates,
-  parseNameStatusZ,
-  parsePorcelainV2Z,
-  type CommittedChange,
-  type DirtyPath,
-  type TreeState,
-} from './change-set.js';
+import { capChanges, diffTreeStates, parseNameStatusZ, parsePorcelainV2Z, type CommittedChange, type DirtyPath, type TreeState } from './change-set.js';
 
 export interface Launcher {
   command: string;
@@ -53,11 +45,16 @@ export class GitUnavailable extends Error {}
 
 /** Fixed options: no hooks, no pager, no fsmonitor, no optional locks, no external helpers. */
 const HARDENING = [
-  '-c', 'core.hooksPath=/dev/null',
-  '-c', 'core.pager=cat',
-  '-c', 'core.fsmonitor=false',
-  '-c', 'core.untrackedCache=false',
-  '-c', 'color.ui=false',
+  '-c',
+  'core.hooksPath=/dev/null',
+  '-c',
+  'core.pager=cat',
+  '-c',
+  'core.fsmonitor=false',
+  '-c',
+  'core.untrackedCache=false',
+  '-c',
+  'color.ui=false',
   '--no-optional-locks',
   '--no-pager',
 ];
@@ -84,7 +81,11 @@ export function git(opts: GitOptions, args: readonly string[], stdin?: string): 
   const [command, argv] = opts.launcher ? [opts.launcher.command, [...opts.launcher.args, gitPath, ...gitArgs]] : [gitPath, gitArgs];
   return new Promise((resolve, reject) => {
     const fd3 = opts.launcher?.fd3;
-    const child = spawn(command, argv, { cwd: opts.workspace, env: gitEnv(), stdio: ['pipe', 'pipe', 'pipe', fd3 ? 'pipe' : 'ignore'] }) as ChildProcessWithoutNullStreams;
+    const child = spawn(command, argv, {
+      cwd: opts.workspace,
+      env: gitEnv(),
+      stdio: ['pipe', 'pipe', 'pipe', fd3 ? 'pipe' : 'ignore'],
+    }) as ChildProcessWithoutNullStreams;
     if (fd3) handFd3(child, fd3);
     const out: Buffer[] = [];
     let size = 0;

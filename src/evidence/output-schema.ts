@@ -58,7 +58,8 @@ export function checkOutputSchema(schema: unknown): SchemaCheck {
   if (shape.depth > MAX_SCHEMA_DEPTH) return { ok: false, reason: `outputSchema nests ${shape.depth} levels deep; the limit is ${MAX_SCHEMA_DEPTH}` };
   if (shape.keys > MAX_SCHEMA_KEYS) return { ok: false, reason: `outputSchema has ${shape.keys} keys; the limit is ${MAX_SCHEMA_KEYS}` };
   const root = schema as JsonObject;
-  if (root.type !== 'object') return { ok: false, reason: 'outputSchema must describe an object: its root needs "type": "object" (droid requires an object root)' };
+  if (root.type !== 'object')
+    return { ok: false, reason: 'outputSchema must describe an object: its root needs "type": "object" (droid requires an object root)' };
   try {
     newAjv().compile(root);
   } catch (err) {
@@ -82,9 +83,7 @@ function measure(value: unknown, depth = 1): { depth: number; keys: number } {
 }
 
 /** The verdict on what droid returned for a turn that asked for structured output. */
-export type OutputVerdict =
-  | { status: 'valid'; value: JsonObject }
-  | { status: 'invalid' | 'too_large' | 'missing'; problems: string[] };
+export type OutputVerdict = { status: 'valid'; value: JsonObject } | { status: 'invalid' | 'too_large' | 'missing'; problems: string[] };
 
 /** Validates droid's object against the schema (already checked by checkOutputSchema). */
 export function judgeStructuredOutput(schema: JsonObject, value: unknown): OutputVerdict {

@@ -55,7 +55,11 @@ export async function finishEvidence(
   const inputs = (collector?.transcript ?? []).flatMap((e) => (e.kind === 'tool' ? [e.input] : []));
   const changes = start.before.then(async (before) => {
     if (!before) return null;
-    return changesSince(before, { workspace: spec.workspace, launcher: start.launcher, deadline: Date.now() + budget }, namesPathOutside(inputs, spec.workspace)).catch(() => null);
+    return changesSince(
+      before,
+      { workspace: spec.workspace, launcher: start.launcher, deadline: Date.now() + budget },
+      namesPathOutside(inputs, spec.workspace),
+    ).catch(() => null);
   });
   const context = client && !client.process.connection.closed ? readContext(client, Math.min(CONTEXT_STATS_MS, budget)) : Promise.resolve(null);
   return { changes: await changes, context: await context };
@@ -101,7 +105,8 @@ export function judgeOutput(
   if (result.outcome !== 'succeeded') return { outcome: result.outcome, error: result.error, structuredOutput: null };
   const verdict = judgeStructuredOutput(schema, collector?.structuredOutput);
   if (verdict.status === 'valid') return { outcome: 'succeeded', error: null, structuredOutput: verdict.value };
-  const code = verdict.status === 'missing' ? 'structured_output_missing' : verdict.status === 'too_large' ? 'structured_output_too_large' : 'structured_output_invalid';
+  const code =
+    verdict.status === 'missing' ? 'structured_output_missing' : verdict.status === 'too_large' ? 'structured_output_too_large' : 'structured_output_invalid';
   return {
     outcome: 'failed',
     structuredOutput: null,

@@ -30,7 +30,8 @@ export const budgetInput = {
   ),
 };
 
-const above = (what: string) => z.number().min(0).max(1e15).optional().describe(`Sessions whose turns spent more than this many ${what} (a running turn's figure so far included).`);
+const above = (what: string) =>
+  z.number().min(0).max(1e15).optional().describe(`Sessions whose turns spent more than this many ${what} (a running turn's figure so far included).`);
 
 export const spendFilters = { tokensAbove: above('tokens'), creditsAbove: above('Factory credits') };
 
@@ -39,7 +40,9 @@ const ceiling = z.number().nullable();
 export const budgetOutputs = {
   runUsage: (usage: typeof tokenUsage) =>
     usage
-      .extend({ final: z.boolean().describe("false while the turn runs (usage so far), or when it ended without droid's final figure (a crash, an unconfirmed stop).") })
+      .extend({
+        final: z.boolean().describe("false while the turn runs (usage so far), or when it ended without droid's final figure (a crash, an unconfirmed stop)."),
+      })
       .nullable()
       .describe('Token usage of the turn; null when droid reported none (never zero for unknown).'),
   limit: z
@@ -60,6 +63,11 @@ export const budgetOutputs = {
       turnsRunning: z.number().describe('Counted turns still running; their usage so far is included.'),
       final: z.boolean().describe('false while a counted turn runs or its outcome is unknown: the total may still grow.'),
     });
-    return summary.extend({ byModel: z.array(summary.extend({ model: z.string() })).optional().describe('With groupBy "model": the total per model, largest first.') });
+    return summary.extend({
+      byModel: z
+        .array(summary.extend({ model: z.string() }))
+        .optional()
+        .describe('With groupBy "model": the total per model, largest first.'),
+    });
   },
 };

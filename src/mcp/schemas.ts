@@ -23,7 +23,11 @@ const outputSchema = z
       'structured_output_missing or structured_output_invalid.',
   );
 const conversation = z.string().regex(CONVERSATION_ID, 'a conversation id is T- followed by a lowercase UUID');
-const label = z.string().min(1).max(MAX_LABEL_CHARS).regex(/^[a-z0-9][a-z0-9._:-]*$/, 'labels are lowercase letters, digits and . _ : -');
+const label = z
+  .string()
+  .min(1)
+  .max(MAX_LABEL_CHARS)
+  .regex(/^[a-z0-9][a-z0-9._:-]*$/, 'labels are lowercase letters, digits and . _ : -');
 
 export const createInput = z.strictObject({
   requestKey,
@@ -125,9 +129,7 @@ export const runView = z.object({
         'null = unknown (not a git work tree, git failed, or not recorded). Ignored files and changes outside the workspace ' +
         'are not listed; outsideWorkspace:true means a tool call named a path outside it.',
     ),
-  context: contextStats
-    .nullable()
-    .describe('Context window occupancy after the turn (tokens used, limit, fraction); above about 0.8, start a fresh session.'),
+  context: contextStats.nullable().describe('Context window occupancy after the turn (tokens used, limit, fraction); above about 0.8, start a fresh session.'),
   commits: commitsAhead
     .nullable()
     .optional()
@@ -172,20 +174,28 @@ export const sessionView = z.object({
       'What the latest turn did about reporting back, as observed (the controller never sends): disabled = detached; pending = routed and queued or running; ' +
         'accepted = Amp accepted a report (not proof it was read); failed = a report errored, a misroute was attempted, or an Amp tool ran unasked (needs attention, never fails the run); not_sent = ended without a report.',
     ),
-  notificationError: z.object({ code: z.string(), message: z.string() }).nullable().describe('Why notification is failed (reply_misrouted, reply_send_failed, reply_gate_bypassed).'),
+  notificationError: z
+    .object({ code: z.string(), message: z.string() })
+    .nullable()
+    .describe('Why notification is failed (reply_misrouted, reply_send_failed, reply_gate_bypassed).'),
   queuedRuns: z.number(),
   preview: z.string(),
   budget: budgetOutputs.session,
   latestRun: runView,
   checkout: checkoutView.optional(),
-  network: z.literal('model-only').optional().describe('Present when the session was created with network "model-only": its turns reach only the model endpoints.'),
+  network: z
+    .literal('model-only')
+    .optional()
+    .describe('Present when the session was created with network "model-only": its turns reach only the model endpoints.'),
 });
 
 const admission = z
   .object({
     action: z
       .enum(['started', 'queued', 'interrupting', 'replayed'])
-      .describe('started: admitted at once; queued: waits (see waitingFor, capacityFull); interrupting: steering stops the live turn first; replayed: nothing new was queued.'),
+      .describe(
+        'started: admitted at once; queued: waits (see waitingFor, capacityFull); interrupting: steering stops the live turn first; replayed: nothing new was queued.',
+      ),
     waitingFor: z
       .array(
         z.object({
@@ -237,7 +247,7 @@ export const workspacesOutput = z.object({
         alwaysAllowed: z.array(z.string()),
       })
       .describe(
-        'Whom turns may connect to. proxy: only alwaysAllowed (Factory\'s API and the custom models\' endpoints) and allow (host, *.domain, host:port), ' +
+        "Whom turns may connect to. proxy: only alwaysAllowed (Factory's API and the custom models' endpoints) and allow (host, *.domain, host:port), " +
           'through a proxy (no DNS inside); a session created with network "model-only" reaches only alwaysAllowed. open: the host\'s network. unconfined: no sandbox.',
       ),
   }),
@@ -325,7 +335,12 @@ const historyItem = z.discriminatedUnion('type', [
   z.object({ type: z.literal('commits'), run: z.string(), commits: commitsAhead }),
 ]);
 
-export const readOutput = z.object({ items: z.array(historyItem), nextCursor: z.string().nullable(), historyAvailable: z.boolean(), checkout: checkoutView.optional() });
+export const readOutput = z.object({
+  items: z.array(historyItem),
+  nextCursor: z.string().nullable(),
+  historyAvailable: z.boolean(),
+  checkout: checkoutView.optional(),
+});
 
 export const findOutput = z.object({ sessions: z.array(sessionView), nextCursor: z.string().nullable() });
 

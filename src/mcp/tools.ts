@@ -78,7 +78,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       'keep metadata.session and poll it with droid_wait_for_sessions. requestKey makes the call idempotent; replyTo is ' +
       'required: null for detached work, or the Amp conversation (T-<uuid>) the session reports to when the host offers ' +
       'reply-back (droid_list_workspaces policy.replyBack). A routed turn may message only that conversation, through ' +
-      'Amp\'s puck tool; notification in the status says what it did. Omitted model, autonomy and reasoningEffort use the ' +
+      "Amp's puck tool; notification in the status says what it did. Omitted model, autonomy and reasoningEffort use the " +
       'host launch defaults. admission says whether the turn started at once or is queued, and behind what. ' +
       'outputSchema (optional JSON Schema, object root, ≤ 32 KiB) asks for a structured answer for this turn; a schema ' +
       'droid or our validator rejects is invalid_arguments and nothing is accepted. budget {maxTokens?, maxCredits?} caps ' +
@@ -123,7 +123,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       'the shape, not that the content is true), changes (paths added, modified, deleted and renamed in the workspace, from ' +
       'git state before and after the turn: proves what changed on disk, not who changed it, and null means unknown, not ' +
       'none; ignored files and paths outside the workspace are not listed, outsideWorkspace:true flags tool calls that named ' +
-      'such paths) and context {used, limit, fraction} (droid\'s estimate after the turn; above 0.8 start a fresh session). ' +
+      "such paths) and context {used, limit, fraction} (droid's estimate after the turn; above 0.8 start a fresh session). " +
       'A session created with isolation:"worktree" also shows checkout {isolation, path, branch, base, repository, state}, and its ' +
       "writer turns commits (the branch's commits ahead of the base). " +
       'Reading status never starts droid.\n' +
@@ -236,7 +236,7 @@ export const TOOLS: readonly ToolDefinition[] = [
       'and a read-only turn nothing, and droid cannot change its own settings for later turns; available:false means ' +
       'every create, send and droid_models call fails with sandbox_unavailable (the catalog is read in the sandbox too); replyBack:true ' +
       'means sessions may be created with a replyTo conversation, worktrees:true that they may ask for isolation:"worktree"; network says whom turns may reach: ' +
-      'mode proxy, only alwaysAllowed (Factory and the custom models) and allow, everything else refused and listed in each run\'s egress) and the version of the droid CLI that runs the turns.\n' +
+      "mode proxy, only alwaysAllowed (Factory and the custom models) and allow, everything else refused and listed in each run's egress) and the version of the droid CLI that runs the turns.\n" +
       'Example: {}',
     input: s.emptyInput,
     output: s.workspacesOutput,

@@ -48,7 +48,8 @@ export function judgeProbe(stdout: string): string | null {
   const m = /getfd=(\d+) ptrace=(\d+) unix=(\d+)/.exec(stdout);
   if (!m) return `the trial run printed no verdict (${JSON.stringify(stdout.slice(0, 200))})`;
   const [getfd, ptrace, unix] = [Number(m[1]), Number(m[2]), Number(m[3])];
-  if (getfd !== EPERM) return getfd === EBADF ? 'the seccomp filter did not load: pidfd_getfd reached the kernel' : `pidfd_getfd answered errno ${getfd}, not EPERM`;
+  if (getfd !== EPERM)
+    return getfd === EBADF ? 'the seccomp filter did not load: pidfd_getfd reached the kernel' : `pidfd_getfd answered errno ${getfd}, not EPERM`;
   if (ptrace !== EPERM) return `a sandboxed child could ptrace its parent (errno ${ptrace})`;
   if (unix !== EPERM) return `a sandboxed process could open an AF_UNIX socket (errno ${unix})`;
   return null;
@@ -73,7 +74,16 @@ export async function probeSandbox(bwrapPath: string): Promise<SandboxHealth> {
       // Inside the try: a private temp root someone else made is a failed trial, not a crash of start-up.
       const { turnTmp, factoryEntries, dispose } = prepareTurnPaths(factoryDir);
       disposeTurnTmp = dispose;
-      launcher = sandboxLauncher(bwrapPath, { workspace: { path: workspace, writable: true }, factoryDir, factoryEntries, sessionsCopy, turnTmp, runtimeDir: null, hiddenDirs: [], hiddenFiles: [] });
+      launcher = sandboxLauncher(bwrapPath, {
+        workspace: { path: workspace, writable: true },
+        factoryDir,
+        factoryEntries,
+        sessionsCopy,
+        turnTmp,
+        runtimeDir: null,
+        hiddenDirs: [],
+        hiddenFiles: [],
+      });
     } catch (err) {
       return { ok: false, detail: err instanceof Error ? err.message : String(err) };
     }

@@ -63,7 +63,20 @@ export interface ReadSpec {
  * data and logs, mounts, runtime sockets, systemd's and containers' secrets. The service user's home and the
  * approved roots are added per host (hostReads).
  */
-const READ_HIDDEN: readonly string[] = ['/root', '/home', '/srv', '/mnt', '/media', '/run/user', '/run/credentials', '/run/secrets', '/var/lib', '/var/log', '/var/mail', '/var/tmp'];
+const READ_HIDDEN: readonly string[] = [
+  '/root',
+  '/home',
+  '/srv',
+  '/mnt',
+  '/media',
+  '/run/user',
+  '/run/credentials',
+  '/run/secrets',
+  '/var/lib',
+  '/var/log',
+  '/var/mail',
+  '/var/tmp',
+];
 
 /**
  * git's identity: what the service user's home shows by default. Not all of
@@ -74,7 +87,13 @@ const HOME_READABLE: readonly string[] = ['.gitconfig', '.config/git/config', '.
 /** The spec of every sandbox this server starts, from its config: hidden secrets, reads, and network. */
 export function hostSandboxSpec(
   bwrapPath: string,
-  config: { stateDirectory: string; tokenFile?: string | null | undefined; approvedDirectories: readonly string[]; network: { mode: 'proxy' | 'open'; allow: readonly string[] }; sandboxReadable: readonly string[] },
+  config: {
+    stateDirectory: string;
+    tokenFile?: string | null | undefined;
+    approvedDirectories: readonly string[];
+    network: { mode: 'proxy' | 'open'; allow: readonly string[] };
+    sandboxReadable: readonly string[];
+  },
   droidEnv: Readonly<Record<string, string | undefined>>,
 ): SandboxSpec {
   const egress = egressLaunchOfThisServer();
@@ -120,10 +139,17 @@ export function sandboxSpecFor(
   tokenFile: string | null | undefined,
   confine?: { network: NetworkSpec; reads: ReadSpec },
 ): SandboxSpec {
-  return { mode: 'bwrap', bwrapPath, hiddenDirs: [stateDirectory], hiddenFiles: tokenFile ? [tokenFile] : [], ...(confine && { network: confine.network, reads: confine.reads }) };
+  return {
+    mode: 'bwrap',
+    bwrapPath,
+    hiddenDirs: [stateDirectory],
+    hiddenFiles: tokenFile ? [tokenFile] : [],
+    ...(confine && { network: confine.network, reads: confine.reads }),
+  };
 }
 
-export const SANDBOX_ACTION = 'Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and make sure it can create user namespaces, or set "sandbox": "off" in the config to run turns unconfined.';
+export const SANDBOX_ACTION =
+  'Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and make sure it can create user namespaces, or set "sandbox": "off" in the config to run turns unconfined.';
 
 /** A program run inside the sandbox: `command ...args <target> <targetArgs>`, with the seccomp program on fd 3. */
 export interface SandboxLauncher {
@@ -163,13 +189,19 @@ export function checkConfinement(
   const guarded = [confinement.factoryDir, dirname(confinement.turnTmp), ...(confinement.sessionsCopy ? [confinement.sessionsCopy] : [])].map(real);
   const writable = [...(workspace ? [workspace] : []), ...(confinement.alsoWritable ?? [])];
   if (writable.some((w) => guarded.some((path) => overlaps(path, w)))) {
-    throw new DroidError('sandbox_unavailable', `the workspace ${writable.join(', ')} overlaps droid's home or the sandbox's private folders; nothing was started. Approve project folders only`);
+    throw new DroidError(
+      'sandbox_unavailable',
+      `the workspace ${writable.join(', ')} overlaps droid's home or the sandbox's private folders; nothing was started. Approve project folders only`,
+    );
   }
   // A link there would be bound at its target (a checkout's .git swapped for the repository's): each must be a real directory, itself.
   for (const path of confinement.alsoWritable ?? []) {
     const info = existsSync(path) ? lstatSync(path) : null;
     if (!info?.isDirectory() || realpathSync(path) !== path) {
-      throw new DroidError('sandbox_unavailable', `${path}, which this turn must write besides its workspace, is not a real directory (a link, a file, missing or under a link); nothing was started. Inspect it before continuing the session`);
+      throw new DroidError(
+        'sandbox_unavailable',
+        `${path}, which this turn must write besides its workspace, is not a real directory (a link, a file, missing or under a link); nothing was started. Inspect it before continuing the session`,
+      );
     }
   }
   const filter = hostSeccompFilter();
@@ -180,7 +212,10 @@ export function checkConfinement(
   // droid's real sessions folder, when it is a link elsewhere, is hidden at its target too (other sessions' transcripts).
   const sessions = join(confinement.factoryDir, 'sessions');
   const sessionsTarget = existsSync(sessions) ? realpathSync(sessions) : sessions;
-  const hiddenDirs = [...confinement.hiddenDirs, ...(sessionsTarget !== sessions && !isAtOrBelow(sessionsTarget, confinement.factoryDir) ? [sessionsTarget] : [])];
+  const hiddenDirs = [
+    ...confinement.hiddenDirs,
+    ...(sessionsTarget !== sessions && !isAtOrBelow(sessionsTarget, confinement.factoryDir) ? [sessionsTarget] : []),
+  ];
   const hidden = {
     hiddenDirs: existing(hiddenDirs),
     hiddenFiles: existing(confinement.hiddenFiles),

@@ -93,7 +93,7 @@ async function copyRegularFile(source: string, target: string, maxBytes: number)
     try {
       const buffer = Buffer.alloc(1024 * 1024);
       let copied = 0;
-      for (let n; (n = (await from.read(buffer, 0, buffer.length, null)).bytesRead) > 0; ) {
+      for (let n; (n = (await from.read(buffer, 0, buffer.length, null)).bytesRead) > 0;) {
         copied += n;
         if (copied > maxBytes) return `larger than ${maxBytes} bytes`;
         await to.write(buffer, 0, n);
@@ -233,7 +233,10 @@ export interface CopyOwner {
  * this state knows (`owner` answers null for the rest, which may be another
  * controller's).
  */
-export async function recoverSessionCopies(factoryDir: string, owner: (runId: string) => CopyOwner | null): Promise<Array<{ runId: string } & SessionCopyResult>> {
+export async function recoverSessionCopies(
+  factoryDir: string,
+  owner: (runId: string) => CopyOwner | null,
+): Promise<Array<{ runId: string } & SessionCopyResult>> {
   const root = privateTmpRoot();
   const recovered: Array<{ runId: string } & SessionCopyResult> = [];
   for (const name of safeList(root)) {

@@ -38,7 +38,8 @@ export function turnLaunch(spec: TurnLaunchInput): TurnLaunch {
   assertBwrapExecutable(sandbox.bwrapPath);
   // The runner (controller side) owns the private sessions copy and TMPDIR: it copies back and removes them after the group is gone.
   const turnTmp = sandbox.turnTmp;
-  if (!sandbox.sessionsCopy || !turnTmp) throw new DroidError('sandbox_unavailable', 'the turn came without its private sessions folder or TMPDIR; nothing was submitted');
+  if (!sandbox.sessionsCopy || !turnTmp)
+    throw new DroidError('sandbox_unavailable', 'the turn came without its private sessions folder or TMPDIR; nothing was submitted');
   const factoryDir = factoryDirOf(spec.droidEnv);
   const confinement = {
     factoryDir,
@@ -68,17 +69,26 @@ export function turnLaunch(spec: TurnLaunchInput): TurnLaunch {
  * bytes, network), or null when they start the same thing.
  */
 export function launchDifference(a: DroidLaunch, b: DroidLaunch): string | null {
-  const envOf = (l: DroidLaunch) => Object.entries(l.env).sort(([k1], [k2]) => (k1 < k2 ? -1 : k1 > k2 ? 1 : 0)).flat().map(String);
+  const envOf = (l: DroidLaunch) =>
+    Object.entries(l.env)
+      .sort(([k1], [k2]) => (k1 < k2 ? -1 : k1 > k2 ? 1 : 0))
+      .flat()
+      .map(String);
   const bytes = (l: DroidLaunch) => Buffer.from(l.launcher?.fd3 ?? []).toString('base64');
   const lists: Array<[string, readonly string[], readonly string[]]> = [
-    ['program', [a.droidPath, a.cwd ?? '', a.launcher?.command ?? '', String(a.detached ?? false), String(a.launcher?.egress ?? false)], [b.droidPath, b.cwd ?? '', b.launcher?.command ?? '', String(b.detached ?? false), String(b.launcher?.egress ?? false)]],
+    [
+      'program',
+      [a.droidPath, a.cwd ?? '', a.launcher?.command ?? '', String(a.detached ?? false), String(a.launcher?.egress ?? false)],
+      [b.droidPath, b.cwd ?? '', b.launcher?.command ?? '', String(b.detached ?? false), String(b.launcher?.egress ?? false)],
+    ],
     ['argument', a.launcher?.args ?? [], b.launcher?.args ?? []],
     ['environment', envOf(a), envOf(b)],
     ['fd 3', [bytes(a)], [bytes(b)]],
   ];
   for (const [what, x, y] of lists) {
     const i = x.findIndex((v, k) => v !== y[k]);
-    if (i >= 0 || x.length !== y.length) return `${what} ${i >= 0 ? i : Math.min(x.length, y.length)}: ${JSON.stringify(x[i] ?? null).slice(0, 120)} vs ${JSON.stringify(y[i] ?? y[x.length] ?? null).slice(0, 120)}`;
+    if (i >= 0 || x.length !== y.length)
+      return `${what} ${i >= 0 ? i : Math.min(x.length, y.length)}: ${JSON.stringify(x[i] ?? null).slice(0, 120)} vs ${JSON.stringify(y[i] ?? y[x.length] ?? null).slice(0, 120)}`;
   }
   return null;
 }

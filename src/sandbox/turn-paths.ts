@@ -30,7 +30,10 @@ export function privateTmpRoot(): string {
   }
   const info = lstatSync(root);
   if (!info.isDirectory() || info.uid !== uid || (info.mode & 0o077) !== 0) {
-    throw new DroidError('sandbox_unavailable', `${root} is not a private directory of this user (a symlink, another owner or a shared mode); remove it and retry`);
+    throw new DroidError(
+      'sandbox_unavailable',
+      `${root} is not a private directory of this user (a symlink, another owner or a shared mode); remove it and retry`,
+    );
   }
   return root;
 }
@@ -92,9 +95,16 @@ function isDirectory(path: string): boolean {
  * the git folder of a repository the workspace is a subfolder of, and what
  * the turn adds (a checkout's borrowed objects).
  */
-export function turnReads(reads: ReadSpec | undefined, droidPath: string, workspace: string | null, extra: readonly string[] = []): { reads: ReadSpec } | Record<string, never> {
+export function turnReads(
+  reads: ReadSpec | undefined,
+  droidPath: string,
+  workspace: string | null,
+  extra: readonly string[] = [],
+): { reads: ReadSpec } | Record<string, never> {
   if (!reads) return {};
-  return { reads: { hidden: reads.hidden, readable: [...reads.readable, ...droidReadable(droidPath), ...(workspace ? enclosingGitDirs(workspace) : []), ...extra] } };
+  return {
+    reads: { hidden: reads.hidden, readable: [...reads.readable, ...droidReadable(droidPath), ...(workspace ? enclosingGitDirs(workspace) : []), ...extra] },
+  };
 }
 
 /**

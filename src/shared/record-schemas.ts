@@ -44,9 +44,7 @@ const effectiveSettings = z
 export type EffectiveSettings = z.infer<typeof effectiveSettings>;
 
 /** A stored ceiling: whole tokens, fractional credits, each positive or null (none). */
-export const budgetRecord = z
-  .object({ maxTokens: z.number().int().positive().nullable(), maxCredits: z.number().positive().finite().nullable() })
-  .strict();
+export const budgetRecord = z.object({ maxTokens: z.number().int().positive().nullable(), maxCredits: z.number().positive().finite().nullable() }).strict();
 /** A ceiling; null in a dimension: none. */
 export type Budget = z.infer<typeof budgetRecord>;
 
@@ -142,10 +140,7 @@ export const runRecordSchema = z
     needsAttention: z.boolean(),
     permissionsDeclined: z.array(permissionRecord),
     questions: z.array(questionRecord),
-    predecessorFailure: z
-      .object({ runId: id, state: runState, error: errorInfo.nullable() })
-      .strict()
-      .nullable(),
+    predecessorFailure: z.object({ runId: id, state: runState, error: errorInfo.nullable() }).strict().nullable(),
     /** Last 20 progress events, each field bounded. */
     events: z.array(progressRecord),
     /** Whether a full result file exists for this run. */

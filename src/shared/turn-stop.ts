@@ -43,7 +43,13 @@ export const turnStopSchema = z.discriminatedUnion('kind', [
   z.discriminatedUnion('by', [
     z.object({ kind: z.literal('interrupted'), by: z.literal('cancel'), end: droidEnd.nullable(), killed: z.string().optional() }).strict(),
     z
-      .object({ kind: z.literal('interrupted'), by: z.literal('deadline'), end: z.string().nullable(), timeoutMs: z.number().int().nonnegative(), killed: z.string().optional() })
+      .object({
+        kind: z.literal('interrupted'),
+        by: z.literal('deadline'),
+        end: z.string().nullable(),
+        timeoutMs: z.number().int().nonnegative(),
+        killed: z.string().optional(),
+      })
       .strict(),
     z.object({ kind: z.literal('interrupted'), by: z.literal('budget'), end: z.string().nullable(), reached: reachedSchema }).strict(),
   ]),
@@ -130,7 +136,13 @@ function interrupted(stop: Extract<TurnStop, { kind: 'interrupted' }>, cancelReq
 const NOT_SUBMITTED = 'nothing was submitted';
 
 function unsubmitted(by: UnsubmittedCause, refusal: ErrorInfo | undefined, cancelRequested: boolean): Judged {
-  const cancelled = (cancelReason: CancelReason, error: ErrorInfo, attention: boolean): Judged => ({ outcome: 'cancelled', reason: null, cancelReason, error, attention });
+  const cancelled = (cancelReason: CancelReason, error: ErrorInfo, attention: boolean): Judged => ({
+    outcome: 'cancelled',
+    reason: null,
+    cancelReason,
+    error,
+    attention,
+  });
   switch (by) {
     case 'cancel':
       // A cancel nobody asked for is the controller stopping.
@@ -139,12 +151,24 @@ function unsubmitted(by: UnsubmittedCause, refusal: ErrorInfo | undefined, cance
     case 'superseded':
       return cancelled('superseded', { code: 'superseded', message: `superseded by a steering message; ${NOT_SUBMITTED}`, retryable: false }, false);
     case 'controller_stopping':
-      return cancelled('cancelled', { code: 'controller_stopping', message: `the controller stopped before droid started; ${NOT_SUBMITTED}`, retryable: true }, false);
+      return cancelled(
+        'cancelled',
+        { code: 'controller_stopping', message: `the controller stopped before droid started; ${NOT_SUBMITTED}`, retryable: true },
+        false,
+      );
     case 'budget_exhausted':
       // The caller's turn never ran: cancelled, not failed, and said loudly.
-      return cancelled('cancelled', refusal ?? { code: 'budget_exhausted', message: `the session's budget is spent; ${NOT_SUBMITTED}`, retryable: false }, true);
+      return cancelled(
+        'cancelled',
+        refusal ?? { code: 'budget_exhausted', message: `the session's budget is spent; ${NOT_SUBMITTED}`, retryable: false },
+        true,
+      );
     case 'predecessor_failed':
-      return cancelled('predecessor_failed', { code: 'predecessor_failed', message: 'an earlier turn of this session failed, so this one was not submitted', retryable: false }, true);
+      return cancelled(
+        'predecessor_failed',
+        { code: 'predecessor_failed', message: 'an earlier turn of this session failed, so this one was not submitted', retryable: false },
+        true,
+      );
     case 'queue_lost': {
       // Dropped without anyone asking: the caller decides whether to resend, which is safe (nothing reached droid).
       const message = 'the controller stopped before this queued turn was submitted; it was never sent to droid and will not be replayed';

@@ -59,9 +59,14 @@ export function writeFailure(err: unknown, what: string, dir: string, outcome: W
   if (err instanceof StoreError || errno === undefined) return err;
   const detail = err instanceof Error ? err.message : String(err);
   const left = outcome === 'unchanged' ? 'Nothing was stored' : 'It may or may not have been stored; the files are consistent either way';
-  return new StoreError('state_write_failed', `${what} failed: ${detail.startsWith(errno) ? detail : `${errno}: ${detail}`}`, `${left}. ${remedy(errno, dir)}, then retry`, {
-    cause: err,
-  });
+  return new StoreError(
+    'state_write_failed',
+    `${what} failed: ${detail.startsWith(errno) ? detail : `${errno}: ${detail}`}`,
+    `${left}. ${remedy(errno, dir)}, then retry`,
+    {
+      cause: err,
+    },
+  );
 }
 
 function remedy(errno: string, dir: string): string {

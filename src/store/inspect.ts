@@ -89,7 +89,17 @@ export async function inspectState(dir: string): Promise<StateSeen> {
         await pause();
         continue;
       }
-      return { dir, exists: true, owner, lock, seq: loaded.seq, sessions: loaded.index.sessions.size, runs: loaded.index.runs.size, inFlight: inFlight(loaded), tornTail: loaded.tornTail };
+      return {
+        dir,
+        exists: true,
+        owner,
+        lock,
+        seq: loaded.seq,
+        sessions: loaded.index.sessions.size,
+        runs: loaded.index.runs.size,
+        inFlight: inFlight(loaded),
+        tornTail: loaded.tornTail,
+      };
     } finally {
       await loaded.index.runs.close();
     }

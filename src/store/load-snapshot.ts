@@ -14,7 +14,18 @@ import { forEachLine } from './formats/lines.js';
 import { isRunRecord, isSessionRecord } from './formats/record-guard.js';
 import { parseJson, validate, type Refuse } from './formats/refusal.js';
 import { RunEntry } from './formats/run-entry.js';
-import { FLAG_CHANGES, FLAG_PREVIEW, FLAG_STARTED, FLAG_USAGE, FLAG_USAGE_LIVE, INDEX_FILE, readRunIndex, RUN_STATE_CODES, type IndexBody, type SnapshotDigest } from './formats/run-index.js';
+import {
+  FLAG_CHANGES,
+  FLAG_PREVIEW,
+  FLAG_STARTED,
+  FLAG_USAGE,
+  FLAG_USAGE_LIVE,
+  INDEX_FILE,
+  readRunIndex,
+  RUN_STATE_CODES,
+  type IndexBody,
+  type SnapshotDigest,
+} from './formats/run-index.js';
 import { HEADER_MAX_BYTES, recordOfLine, STATE_FILE, type RecordKind } from './formats/snapshot.js';
 import { sameFile } from './formats/snapshot-source.js';
 import type { RecordInterner } from './tables/record-interner.js';
@@ -64,7 +75,9 @@ export async function loadSnapshot(
   let via: SnapshotRead;
   let file: FileHandle | undefined = snapshotFile;
   try {
-    const indexed = !useIndex ? { why: 'not used: the state read through it breaks an invariant (the whole read decides)', missing: false } : await readIndexed(dir, file, statePath, target);
+    const indexed = !useIndex
+      ? { why: 'not used: the state read through it breaks an invariant (the whole read decides)', missing: false }
+      : await readIndexed(dir, file, statePath, target);
     let verified: BigIntStats | undefined;
     if ('header' in indexed) {
       header = indexed.header;
@@ -82,7 +95,11 @@ export async function loadSnapshot(
       const statBefore = await file.stat({ bigint: true });
       const whole = await readSnapshot(file, statePath, target, hash);
       header = whole.header;
-      via = { via: 'whole', why: indexed.why, digest: { seq: header.seq, sessions: header.sessions, runs: header.runs, bytes: whole.bytes, sha256: hash.digest('hex'), runsAt: whole.runsAt } };
+      via = {
+        via: 'whole',
+        why: indexed.why,
+        digest: { seq: header.seq, sessions: header.sessions, runs: header.runs, bytes: whole.bytes, sha256: hash.digest('hex'), runsAt: whole.runsAt },
+      };
       if (sameFile(statBefore, await file.stat({ bigint: true }))) verified = statBefore;
       else {
         // Written to while it was read: the records stand as read, but no byte of it is copied or indexed.
@@ -152,7 +169,6 @@ async function readIndexed(
   return problem === undefined ? { header: header!, stat: before } : stale(problem);
 }
 
-
 /** Adds the index's runs to `runs` as stubs; what is wrong with the index if it cannot. */
 function addStubs(index: IndexBody, sessionList: SessionRecord[], runs: RunTable): string | undefined {
   const { id, session, seq, key, state, flags, accepted, length, usage: u, preview } = index;
@@ -175,12 +191,31 @@ function addStubs(index: IndexBody, sessionList: SessionRecord[], runs: RunTable
     const k = key[i];
     const n = length[i]!;
     const q = seq[i]!;
-    if (typeof runId !== 'string' || owner === undefined || s === undefined || (k !== null && typeof k !== 'string') || q < 1 || n < 0) return `run ${i} is malformed`;
+    if (typeof runId !== 'string' || owner === undefined || s === undefined || (k !== null && typeof k !== 'string') || q < 1 || n < 0)
+      return `run ${i} is malformed`;
     const usageAt = ui;
     if ((f & FLAG_USAGE) !== 0) ui += 6;
     const text = (f & FLAG_PREVIEW) === 0 ? '' : previews.get(i);
     const usage = (f & FLAG_USAGE) !== 0 ? usageColumn : null;
-    runs.add(new RunEntry(runId, owner.id, q, k ?? null, s, (f & FLAG_STARTED) !== 0, accepted[i]!, usage, usageAt, (f & FLAG_USAGE_LIVE) !== 0, (f & FLAG_CHANGES) !== 0, text, at, n, undefined));
+    runs.add(
+      new RunEntry(
+        runId,
+        owner.id,
+        q,
+        k ?? null,
+        s,
+        (f & FLAG_STARTED) !== 0,
+        accepted[i]!,
+        usage,
+        usageAt,
+        (f & FLAG_USAGE_LIVE) !== 0,
+        (f & FLAG_CHANGES) !== 0,
+        text,
+        at,
+        n,
+        undefined,
+      ),
+    );
     if (runs.size !== i + 1) return `run ${runId} appears twice`;
     at += n + 1;
   }
@@ -246,8 +281,7 @@ function parseHeader(value: unknown, path: string, refuse: Refuse): z.infer<type
     throw new StoreError(
       'state_version_unsupported',
       `${path} has state version ${JSON.stringify(value.version)}; this controller reads only version ${STATE_VERSION}`,
-      `Nothing was changed. Run the controller release that wrote this state, or restore a backup made by this release. ` +
-        `There are no automatic migrations`,
+      `Nothing was changed. Run the controller release that wrote this state, or restore a backup made by this release. ` + `There are no automatic migrations`,
     );
   }
   const header = snapshotHeaderSchema.safeParse(value);

@@ -87,9 +87,7 @@ const ownerRecordSchema = z
   .strict();
 
 /** The record of builds before the format had a version: it does not say which Factory home was used. */
-const unversionedRecordSchema = z
-  .object({ pid: z.number().int().min(1), hostname: z.string(), home: z.string(), startedAt: z.string() })
-  .strict();
+const unversionedRecordSchema = z.object({ pid: z.number().int().min(1), hostname: z.string(), home: z.string(), startedAt: z.string() }).strict();
 
 /**
  * Directories (real paths) this process holds. A record naming our own pid
@@ -218,8 +216,7 @@ class PendingOwnership {
 export async function beginOwnership(dir: string, opts: OwnershipOptions): Promise<PendingOwnership> {
   const unlockStartup = await takeStartupLock(dir, (err) => opts.logger.warn({ dir, err }, 'startup lock was not kept fresh'));
   // Failing to remove the startup lock is not fatal: it turns stale and the next start-up takes it.
-  const releaseStartup: Release = () =>
-    unlockStartup().catch((err: unknown) => opts.logger.warn({ dir, err }, 'could not release the startup lock'));
+  const releaseStartup: Release = () => unlockStartup().catch((err: unknown) => opts.logger.warn({ dir, err }, 'could not release the startup lock'));
   try {
     const realDir = await realpath(dir);
     const previous = await readOwnerRecord(dir);
@@ -247,7 +244,8 @@ export interface DeadOwner {
  * but not refreshing its lock (stopped or hung: start-up takes it over too,
  * but it is no stopped server to back up or restore beside).
  */
-export type OwnerLock = { kind: 'free' } | { kind: 'dead'; dead: DeadOwner } | { kind: 'live'; pid: number | null } | { kind: 'unresponsive'; pid: number; why: string };
+export type OwnerLock =
+  { kind: 'free' } | { kind: 'dead'; dead: DeadOwner } | { kind: 'live'; pid: number | null } | { kind: 'unresponsive'; pid: number; why: string };
 
 /** A process that started after the owner record was written cannot be the owner; allows for clock steps. */
 const START_SLACK_MS = 2_000;
@@ -372,4 +370,3 @@ function pidAlive(pid: number): boolean {
     return errCode(err) !== 'ESRCH';
   }
 }
-

@@ -39,11 +39,7 @@ export async function prepareStateDir(dir: string, fs: StoreFs = nodeStoreFs): P
  */
 export function refuseSharedStateDir(dir: string, info: Stats): void {
   if (!info.isDirectory()) {
-    throw new StoreError(
-      'state_dir_not_private',
-      `state directory ${dir} exists but is not a directory`,
-      `Move it aside or choose another stateDirectory`,
-    );
+    throw new StoreError('state_dir_not_private', `state directory ${dir} exists but is not a directory`, `Move it aside or choose another stateDirectory`);
   }
   const uid = process.getuid?.();
   if (uid !== undefined && info.uid !== uid) {
@@ -55,11 +51,7 @@ export function refuseSharedStateDir(dir: string, info: Stats): void {
   }
   const mode = sharedMode(info.mode);
   if (mode !== undefined) {
-    throw new StoreError(
-      'state_dir_not_private',
-      `state directory ${dir} has mode ${mode}; group and others must have no access`,
-      `Run: chmod 700 ${dir}`,
-    );
+    throw new StoreError('state_dir_not_private', `state directory ${dir} has mode ${mode}; group and others must have no access`, `Run: chmod 700 ${dir}`);
   }
 }
 

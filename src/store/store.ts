@@ -389,5 +389,9 @@ function checked<T>(schema: z.ZodType<T>, value: T, what: string): T {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   const id = typeof value === 'object' && value !== null && 'id' in value ? ` ${String(value.id)}` : '';
-  throw new StoreError('invalid_change', `${what}${id} is not a valid record: ${describeIssue(parsed.error)}`, 'Nothing was written; fix the record and commit again');
+  throw new StoreError(
+    'invalid_change',
+    `${what}${id} is not a valid record: ${describeIssue(parsed.error)}`,
+    'Nothing was written; fix the record and commit again',
+  );
 }

@@ -97,7 +97,7 @@ async function stream(res: http.ServerResponse, p: Answer, ids: { chunk: string;
 
   // Sleeps in ticks so a hang-up (an interrupt) is noticed within TICK_MS.
   const wait = async (ms: number) => {
-    for (const end = Date.now() + ms; !gone && Date.now() < end; ) await sleep(Math.min(TICK_MS, end - Date.now()));
+    for (const end = Date.now() + ms; !gone && Date.now() < end;) await sleep(Math.min(TICK_MS, end - Date.now()));
   };
   delta({ role: 'assistant', content: '' });
   if (p.text) {

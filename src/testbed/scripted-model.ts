@@ -81,11 +81,7 @@ export function messageText(m: ChatMessage): string {
   if (typeof m.content === 'string') return m.content;
   if (!Array.isArray(m.content)) return '';
   return m.content
-    .map((p: unknown) =>
-      typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string'
-        ? (p as { text: string }).text
-        : '',
-    )
+    .map((p: unknown) => (typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string' ? (p as { text: string }).text : ''))
     .join('');
 }
 

@@ -72,7 +72,9 @@ export class TreeWatch {
   /** One look at /proc; returns what runs now. */
   scan(now = Date.now()): WatchedProcess[] {
     const want = `${this.tagName}=${this.tagValue}`;
-    const pids = readdirSync('/proc').filter((n) => /^\d+$/.test(n) && Number(n) !== process.pid).map(Number);
+    const pids = readdirSync('/proc')
+      .filter((n) => /^\d+$/.test(n) && Number(n) !== process.pid)
+      .map(Number);
     const candidates: Array<{ pid: number; known: Known; state: string; ppid: number }> = [];
     for (const pid of pids) {
       const stat = statOf(pid);
@@ -137,7 +139,8 @@ export async function watchTree(watch: TreeWatch, from: number, { boundMs = 1_00
       maxSurvivalMs = Math.max(maxSurvivalMs, now - from);
     }
     if (aliveAtBound === null && now >= from + boundMs) aliveAtBound = [...running];
-    if ((running.length === 0 && aliveAtBound !== null) || now >= from + giveUpMs) return { aliveAtBound: aliveAtBound ?? [...running], maxSurvivalMs, left: [...running], lastAlive };
+    if ((running.length === 0 && aliveAtBound !== null) || now >= from + giveUpMs)
+      return { aliveAtBound: aliveAtBound ?? [...running], maxSurvivalMs, left: [...running], lastAlive };
     await sleep(everyMs);
   }
 }

@@ -56,9 +56,12 @@ export async function inspectRepository(host: GitHost, workspace: string): Promi
 
 /** The commit the workspace's HEAD names, or null (no commit yet). */
 async function headCommit(host: GitHost, workspace: string): Promise<string | null> {
-  const out = await confinedGit(host, { cwd: workspace, writable: false, timeoutMs: GIT_TIMEOUT_MS }, ['rev-parse', '--verify', '--quiet', 'HEAD^{commit}']).catch(
-    () => null,
-  );
+  const out = await confinedGit(host, { cwd: workspace, writable: false, timeoutMs: GIT_TIMEOUT_MS }, [
+    'rev-parse',
+    '--verify',
+    '--quiet',
+    'HEAD^{commit}',
+  ]).catch(() => null);
   return out?.trim() || null;
 }
 
@@ -74,13 +77,30 @@ function failed(what: string, err: unknown, action: string): ControllerError {
 export async function makeCheckout(host: GitHost, rec: CheckoutRecord, sourceWorkspace: string): Promise<CheckoutRecord> {
   // A crash after the branch was made (the record still pending) left it at the base it was made from: resume from it.
   const inMain = { cwd: rec.gitDir, writable: false, timeoutMs: GIT_TIMEOUT_MS };
-  const made = (await confinedGit(host, inMain, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '')).trim() || null;
+  const made =
+    (
+      await confinedGit(host, inMain, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '')
+    ).trim() || null;
   const base = made ?? (await headCommit(host, sourceWorkspace));
-  if (!base) throw new ControllerError('checkout_failed', 'the workspace has no commit to make a checkout from', 'Commit once in the repository, then start a new session.');
+  if (!base)
+    throw new ControllerError(
+      'checkout_failed',
+      'the workspace has no commit to make a checkout from',
+      'Commit once in the repository, then start a new session.',
+    );
   await claimFolder(rec);
   try {
     // The branch first, in the repository: it keeps the base reachable whatever happens to the workspace's HEAD.
-    if (!made) await confinedGit(host, { cwd: rec.gitDir, writable: true, timeoutMs: GIT_TIMEOUT_MS }, ['--git-dir', rec.gitDir, 'branch', '--no-track', '--', rec.branch, base]);
+    if (!made)
+      await confinedGit(host, { cwd: rec.gitDir, writable: true, timeoutMs: GIT_TIMEOUT_MS }, [
+        '--git-dir',
+        rec.gitDir,
+        'branch',
+        '--no-track',
+        '--',
+        rec.branch,
+        base,
+      ]);
     await confinedGit(host, { cwd: rec.path, writable: true, timeoutMs: CREATE_TIMEOUT_MS }, [
       '-c',
       'gc.auto=0',
@@ -114,14 +134,25 @@ async function claimFolder(rec: CheckoutRecord): Promise<void> {
     await mkdir(rec.path, { mode: 0o700 });
     return;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw failed('could not make the checkout folder', err, 'Check the checkouts directory; nothing was submitted.');
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST')
+      throw failed('could not make the checkout folder', err, 'Check the checkouts directory; nothing was submitted.');
   }
   const info = await lstat(rec.path);
   const names = info.isDirectory() && !info.isSymbolicLink() ? await readdir(rec.path) : null;
   const config = names?.includes('.git') ? await readFile(join(rec.path, '.git', 'config'), 'utf8').catch(() => '') : '';
   const ours = names !== null && (names.length === 0 || config.includes(`url = ${rec.gitDir}\n`));
-  if (!ours) throw new ControllerError('checkout_failed', 'could not make the checkout folder: something else is already at its place (kept as it is)', 'Move the folder aside or start a new session; nothing was submitted.');
-  if (names.length > 0 && (await removeTree(rec.path)) !== null) throw new ControllerError('checkout_failed', 'an unfinished checkout left by a crash could not be cleared', 'Remove the folder by hand, then retry; nothing was submitted.');
+  if (!ours)
+    throw new ControllerError(
+      'checkout_failed',
+      'could not make the checkout folder: something else is already at its place (kept as it is)',
+      'Move the folder aside or start a new session; nothing was submitted.',
+    );
+  if (names.length > 0 && (await removeTree(rec.path)) !== null)
+    throw new ControllerError(
+      'checkout_failed',
+      'an unfinished checkout left by a crash could not be cleared',
+      'Remove the folder by hand, then retry; nothing was submitted.',
+    );
   await mkdir(rec.path, { mode: 0o700 }).catch(() => undefined);
 }
 
@@ -133,7 +164,15 @@ export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inReposit
   const call = { cwd: where.cwd, writable: false, timeoutMs: GIT_TIMEOUT_MS };
   try {
     const count = Number((await confinedGit(host, call, ['--git-dir', where.gitDir, 'rev-list', '--count', range])).trim());
-    const log = await confinedGit(host, call, ['--git-dir', where.gitDir, 'log', '--no-color', `--max-count=${MAX_LISTED_COMMITS}`, '--format=%H%x1f%s', range]);
+    const log = await confinedGit(host, call, [
+      '--git-dir',
+      where.gitDir,
+      'log',
+      '--no-color',
+      `--max-count=${MAX_LISTED_COMMITS}`,
+      '--format=%H%x1f%s',
+      range,
+    ]);
     const commits = log
       .split('\n')
       .filter((line) => line !== '')
@@ -141,7 +180,14 @@ export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inReposit
         const [sha = '', subject = ''] = line.split('\x1f');
         return { sha, subject: subject.slice(0, SUBJECT_CHARS) };
       });
-    return { branch: rec.branch, ahead: count, commits, truncated: Math.max(0, count - commits.length), inRepository, ...(!inRepository && notBroughtBack !== undefined && { notBroughtBack }) };
+    return {
+      branch: rec.branch,
+      ahead: count,
+      commits,
+      truncated: Math.max(0, count - commits.length),
+      inRepository,
+      ...(!inRepository && notBroughtBack !== undefined && { notBroughtBack }),
+    };
   } catch (err) {
     if (err instanceof GitUnavailable) return null;
     throw err;
@@ -151,5 +197,10 @@ export async function commitsAhead(host: GitHost, rec: CheckoutRecord, inReposit
 /** Removes the checkout's folder (the branch stays); rejects when it could not. */
 export async function removeCheckout(rec: CheckoutRecord): Promise<void> {
   const problem = await removeTree(rec.path);
-  if (problem !== null) throw new ControllerError('checkout_remove_failed', `the checkout could not be removed: ${problem}`, 'Remove the folder by hand once you have checked it, then archive again.');
+  if (problem !== null)
+    throw new ControllerError(
+      'checkout_remove_failed',
+      `the checkout could not be removed: ${problem}`,
+      'Remove the folder by hand once you have checked it, then archive again.',
+    );
 }

@@ -23,7 +23,12 @@ export interface CheckoutSurvey {
 }
 
 /** Which folders are whose. Pure: `names` are the entries of `directory`. */
-export function classifyCheckouts(directory: string, names: readonly string[], sessions: Iterable<SessionRecord>, unknownSessions: ReadonlySet<string>): CheckoutSurvey {
+export function classifyCheckouts(
+  directory: string,
+  names: readonly string[],
+  sessions: Iterable<SessionRecord>,
+  unknownSessions: ReadonlySet<string>,
+): CheckoutSurvey {
   const present = new Set(names.map((name) => join(directory, name)));
   const survey: CheckoutSurvey = { directory, owned: [], orphans: [], missing: [], kept: [] };
   const live = new Set<string>();

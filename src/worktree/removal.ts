@@ -53,7 +53,10 @@ async function fileBlocker(host: GitHost, rec: CheckoutRecord): Promise<string |
   const hidden = flags.filter((entry) => /^[a-z]|^S/.test(entry)).map((entry) => entry.slice(2));
   if (hidden.length > 0) return listed('tracked path(s) git is told not to look at (assume-unchanged or skip-worktree)', hidden);
   const status = await confinedGit(host, inClone, [...STRICT_STAT, 'status', '--porcelain=v1', '-z', '--untracked-files=no', '--ignore-submodules=none']);
-  const changed = status.split('\0').filter((entry) => entry.length > 3).map((entry) => entry.slice(3));
+  const changed = status
+    .split('\0')
+    .filter((entry) => entry.length > 3)
+    .map((entry) => entry.slice(3));
   if (changed.length > 0) return listed('uncommitted path(s)', changed);
   // No exclude options: every untracked file is listed, ignored or not.
   const untracked = (await confinedGit(host, inClone, ['ls-files', '-z', '--others', '--directory', '--no-empty-directory'])).split('\0').filter(Boolean);
@@ -63,14 +66,17 @@ async function fileBlocker(host: GitHost, rec: CheckoutRecord): Promise<string |
 
 async function objectBlocker(host: GitHost, rec: CheckoutRecord): Promise<string | null> {
   const inMain = { cwd: rec.gitDir, writable: false, timeoutMs: GIT_TIMEOUT_MS };
-  const tip = (await confinedGit(host, inMain, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '')).trim();
+  const tip = (
+    await confinedGit(host, inMain, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '')
+  ).trim();
   if (!tip) return `the branch ${rec.branch} is missing from the repository ${rec.repository}`;
   const held = (await confinedGit(host, inMain, ['--git-dir', rec.gitDir, 'for-each-ref', '--format=%(objectname)'])).split('\n').filter(Boolean);
   const inClone = { cwd: rec.path, writable: false, timeoutMs: GIT_TIMEOUT_MS };
   const stdin = [...new Set(held)].map((sha) => `^${sha}`).join('\n') + '\n';
   const args = ['rev-list', '--objects', '--all', '--reflog', 'HEAD', '--stdin'];
   const unheld = (await confinedGit(host, inClone, args, stdin)).split('\n').filter(Boolean);
-  if (unheld.length > 0) return `${unheld.length} object(s) of the checkout (commits, tags or files from ${unheld[0]!.slice(0, 12)}…) are on none of the repository's refs, such as its branch ${rec.branch}`;
+  if (unheld.length > 0)
+    return `${unheld.length} object(s) of the checkout (commits, tags or files from ${unheld[0]!.slice(0, 12)}…) are on none of the repository's refs, such as its branch ${rec.branch}`;
   return null;
 }
 

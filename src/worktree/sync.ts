@@ -47,7 +47,14 @@ async function syncNow(host: GitHost, rec: CheckoutRecord): Promise<string | nul
   const deadline = Date.now() + SYNC_BUDGET_MS;
   const left = () => Math.max(1, deadline - Date.now());
   try {
-    const inClone = { cwd: rec.path, writable: false, get timeoutMs() { return left(); }, turnTmp: scratch.turnTmp };
+    const inClone = {
+      cwd: rec.path,
+      writable: false,
+      get timeoutMs() {
+        return left();
+      },
+      turnTmp: scratch.turnTmp,
+    };
     const cloneArgs = ['--git-dir', cloneGit, ...CHECKOUT_HARDENING];
     const tip = (await confinedGit(host, inClone, [...cloneArgs, 'rev-parse', '--verify', '--quiet', `${ref}^{commit}`]).catch(() => '')).trim();
     if (!tip) return `the checkout has no branch ${rec.branch}`;
@@ -79,7 +86,22 @@ async function mainTip(host: GitHost, rec: CheckoutRecord, timeoutMs: number): P
 async function fetchBundle(host: GitHost, rec: CheckoutRecord, bundle: string, limits: { turnTmp: string; timeoutMs: number }): Promise<string | null> {
   const ref = `refs/heads/${rec.branch}`;
   const before = new Set(await tmpObjects(rec.gitDir));
-  const args = ['--git-dir', rec.gitDir, '-c', 'gc.auto=0', '-c', 'maintenance.auto=false', 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--no-recurse-submodules', '--', bundle, `${ref}:${ref}`];
+  const args = [
+    '--git-dir',
+    rec.gitDir,
+    '-c',
+    'gc.auto=0',
+    '-c',
+    'maintenance.auto=false',
+    'fetch',
+    '--quiet',
+    '--no-tags',
+    '--no-write-fetch-head',
+    '--no-recurse-submodules',
+    '--',
+    bundle,
+    `${ref}:${ref}`,
+  ];
   try {
     await confinedGit(host, { cwd: rec.gitDir, writable: true, ...limits }, args);
     return null;

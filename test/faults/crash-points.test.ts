@@ -24,17 +24,7 @@ import { makeContext, type E2EContext } from '../support/e2e-context.js';
 import { startServer, type RunningServer } from '../support/mcp-server.js';
 import { script } from '../../src/testbed/scripted-model.js';
 import { waitForNoProcesses } from '../support/processes.js';
-import {
-  history,
-  mentions,
-  pidsWithCmdline,
-  settle,
-  status,
-  turnOpenings,
-  until,
-  waitForDeath,
-  type Acceptance,
-} from '../support/fault-harness.js';
+import { history, mentions, pidsWithCmdline, settle, status, turnOpenings, until, waitForDeath, type Acceptance } from '../support/fault-harness.js';
 
 const ROUNDS = Number(process.env.FAULT_ROUNDS ?? 3);
 const T0 = Date.now();
@@ -136,7 +126,9 @@ async function expectUnknownSession(server: RunningServer, session: string, unkn
   const view = await status(server, session);
   expect(view.agentState).toBe('unknown');
   const items = await history(server, session);
-  expect(items).toContainEqual(expect.objectContaining({ type: 'notice', kind: 'unknown', run: unknownRun, detail: expect.stringContaining('controller_stopped') }));
+  expect(items).toContainEqual(
+    expect.objectContaining({ type: 'notice', kind: 'unknown', run: unknownRun, detail: expect.stringContaining('controller_stopped') }),
+  );
   const follow = await server.call('droid_send_message', { requestKey: `after-${randomUUID()}`, session, prompt: 'continue' });
   expect(follow.structured.error).toMatchObject({ code: 'session_unknown_outcome' });
 }
@@ -155,7 +147,11 @@ async function crashWithQueuedFollowUp(s: ReturnType<typeof scenario>, point: Cr
   const crashing = await s.start(point);
   const a = await crashing.ok<Acceptance>('droid_create_session', createArgs(s, firstPrompt));
   // droid takes ~750 ms to start; the follow-up is accepted (queued) well before.
-  const f = await crashing.ok<Acceptance>('droid_send_message', { requestKey: s.key(), session: a.metadata.session, prompt: `${followMarker} ${script({ text: 'follow' })}` });
+  const f = await crashing.ok<Acceptance>('droid_send_message', {
+    requestKey: s.key(),
+    session: a.metadata.session,
+    prompt: `${followMarker} ${script({ text: 'follow' })}`,
+  });
   expect(f.status.latestRun.state).toBe('queued');
   await s.crashed(crashing, point);
   const server = await s.start();
@@ -163,7 +159,6 @@ async function crashWithQueuedFollowUp(s: ReturnType<typeof scenario>, point: Cr
   expectQueueLost(view.latestRun, f.metadata.run);
   return { server, a, view };
 }
-
 
 for (let round = 1; round <= ROUNDS; round++) {
   describe(`crash campaign, round ${round}`, () => {
@@ -192,7 +187,9 @@ for (let round = 1; round <= ROUNDS; round++) {
       }
       expect(again.status.agentState).toBe('idle');
       expectQueueLost(again.status.latestRun, again.metadata.run);
-      expect(await history(server, again.metadata.session)).toContainEqual(expect.objectContaining({ type: 'notice', kind: 'cancelled', run: again.metadata.run }));
+      expect(await history(server, again.metadata.session)).toContainEqual(
+        expect.objectContaining({ type: 'notice', kind: 'cancelled', run: again.metadata.run }),
+      );
       // The session's outcome is known, so it continues (a fresh droid session: none was ever made).
       const m2 = s.marker('acc-next');
       await server.ok('droid_send_message', { requestKey: s.key(), session: again.metadata.session, prompt: `${m2} ${script({ text: 'second' })}` });
@@ -309,7 +306,11 @@ for (let round = 1; round <= ROUNDS; round++) {
       const m2 = s.marker('kill9-follow');
       const server0 = await s.start();
       const a = await server0.ok<Acceptance>('droid_create_session', createArgs(s, sleeper(m1, s.nonce)));
-      const f = await server0.ok<Acceptance>('droid_send_message', { requestKey: s.key(), session: a.metadata.session, prompt: `${m2} ${script({ text: 'follow' })}` });
+      const f = await server0.ok<Acceptance>('droid_send_message', {
+        requestKey: s.key(),
+        session: a.metadata.session,
+        prompt: `${m2} ${script({ text: 'follow' })}`,
+      });
       await until(() => pidsWithCmdline(`sleep 61.${s.nonce}`).length > 0, 30_000, 'the Execute command running');
       process.kill(server0.pid, 'SIGKILL');
       await s.crashed(server0, null);

@@ -89,7 +89,9 @@ async function start(env: Record<string, string> = {}): Promise<RunningServer> {
 /** Methods the mock droids of this test's turns received, in order (every turn of a test has its own workspace). */
 function methodsReceived(): string[] {
   let text = '';
-  for (const ws of readdirSync(approved).filter((name) => name.startsWith('ws-')).sort((a, b) => Number(a.slice(3)) - Number(b.slice(3)))) {
+  for (const ws of readdirSync(approved)
+    .filter((name) => name.startsWith('ws-'))
+    .sort((a, b) => Number(a.slice(3)) - Number(b.slice(3)))) {
     if (Number(ws.slice(3)) <= firstWorkspaceOfTest) continue;
     try {
       text += readFileSync(join(approved, ws, FRAME_LOG), 'utf8');
@@ -166,7 +168,11 @@ describe('droid never answers interrupt and never ends the turn', () => {
     const [done] = await settle(s, [a.metadata.session]);
     expect(methodsReceived()).toContain('droid.interrupt_session');
     // A stop we asked for is a cancellation, never a failure (DESIGN: cancel timeline).
-    expect(done!.latestRun, JSON.stringify(done!.latestRun)).toMatchObject({ state: 'cancelled', cancelReason: 'interrupt_unconfirmed', error: { code: 'interrupt_unconfirmed' } });
+    expect(done!.latestRun, JSON.stringify(done!.latestRun)).toMatchObject({
+      state: 'cancelled',
+      cancelReason: 'interrupt_unconfirmed',
+      error: { code: 'interrupt_unconfirmed' },
+    });
     expect(took(done!.latestRun, t0)).toBeLessThan(CANCEL_BUDGET_MS);
     await onlyServerLeft(s);
   });

@@ -112,7 +112,13 @@ async function expectNothingLeft(tag: string, killedAt: number, marker: string):
 
 function create(server: RunningServer, name: string, marker: string): Promise<ToolOutcome> {
   const ws = ctx.workspace(`${name}-${n}`);
-  return server.call('droid_create_session', { requestKey: `k-${name}-${n}`, workspace: ws, prompt: `${marker} ${script({ text: 'done' })}`, autonomy: 'off', replyTo: null });
+  return server.call('droid_create_session', {
+    requestKey: `k-${name}-${n}`,
+    workspace: ws,
+    prompt: `${marker} ${script({ text: 'done' })}`,
+    autonomy: 'off',
+    replyTo: null,
+  });
 }
 
 // Each test sets its own pool size, so the pool-off run (package.json test:pool-off:built) leaves this file out.
@@ -128,7 +134,13 @@ describe('kill -9 of the server while a droid starts', () => {
   it("a cold turn's droid, spawned by its worker's entry, dies with it", async () => {
     const { server, tag } = await start({ warmPoolSize: 0 });
     // A create refused for its model reads the catalog and starts no turn: the next create's bwrap is its turn's.
-    const refused = await server.call('droid_create_session', { requestKey: `k-refused-${n}`, workspace: ctx.workspace(`refused-${n}`), prompt: 'x', model: 'no-such-model', replyTo: null });
+    const refused = await server.call('droid_create_session', {
+      requestKey: `k-refused-${n}`,
+      workspace: ctx.workspace(`refused-${n}`),
+      prompt: 'x',
+      model: 'no-such-model',
+      replyTo: null,
+    });
     expect(refused.isError).toBe(true);
     await until(() => childrenOf(server.pid).length === 0, 10_000, 'the catalog read done');
     const marker = `cold-kill-${n}`;
@@ -144,10 +156,14 @@ describe('the next start on the same state', () => {
     // Sandbox off: the pool's worker holds a warm droid in its group.
     const { server, tag, state } = await start({ sandbox: 'off', warmPoolSize: 1 });
     let worker: number | undefined;
-    await until(() => {
-      worker = pidsWithEnvTag(tag).find((pid) => cmdlineOf(pid).startsWith(WARM_IDLE_TITLE));
-      return worker !== undefined && pidsWithEnvTag(tag).some((pid) => cmdlineOf(pid).includes('stream-jsonrpc'));
-    }, 20_000, 'a warm worker with its droid');
+    await until(
+      () => {
+        worker = pidsWithEnvTag(tag).find((pid) => cmdlineOf(pid).startsWith(WARM_IDLE_TITLE));
+        return worker !== undefined && pidsWithEnvTag(tag).some((pid) => cmdlineOf(pid).includes('stream-jsonrpc'));
+      },
+      20_000,
+      'a warm worker with its droid',
+    );
     const old = pidsWithEnvTag(tag).filter((pid) => pid !== server.pid);
     stopped.push(...old);
     // A worker that cannot hear the disconnect (stopped, as a hung one would be) keeps its group alive.
@@ -162,10 +178,14 @@ describe('the next start on the same state', () => {
     const created = await create(next.server, 'next', marker);
     expect(created.isError, created.text).toBe(false);
     const session = (created.structured as { metadata: { session: string } }).metadata.session;
-    await until(async () => {
-      const view = await next.server.ok<{ status: { latestRun: { startedAt: string | null } } }>('droid_get_session_status', { session });
-      return view.status.latestRun.startedAt !== null;
-    }, 20_000, 'the turn admitted');
+    await until(
+      async () => {
+        const view = await next.server.ok<{ status: { latestRun: { startedAt: string | null } } }>('droid_get_session_status', { session });
+        return view.status.latestRun.startedAt !== null;
+      },
+      20_000,
+      'the turn admitted',
+    );
     expect(alive(), "the previous controller's processes running once a turn was admitted").toEqual([]);
     await next.server.ok('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 30 });
     await waitForNoProcesses(tag, 5_000);

@@ -26,7 +26,8 @@ function retarget(value: string | undefined, from: number, to: number, scheme: s
 
 /** Headers of one connection, not of the request: a proxy never forwards them (RFC 9110 7.6.1). */
 const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade'];
-const endToEnd = (headers: IncomingHttpHeaders): IncomingHttpHeaders => Object.fromEntries(Object.entries(headers).filter(([name]) => !HOP_BY_HOP.includes(name)));
+const endToEnd = (headers: IncomingHttpHeaders): IncomingHttpHeaders =>
+  Object.fromEntries(Object.entries(headers).filter(([name]) => !HOP_BY_HOP.includes(name)));
 
 export async function startBearerProxy(upstreamPort: number, token: string): Promise<BearerProxy> {
   const server = createServer((req, res) => {

@@ -120,7 +120,11 @@ export function tearDownEach(tag: string, parts: () => { server: RunningServer |
  * process gone) after each, the context removed after the last. `take`
  * hands over the test's server and forgets it.
  */
-export function serverPerTest(tag: string, made: (ctx: E2EContext) => void, parts: () => { ctx: E2EContext | undefined; take(): RunningServer | undefined }): void {
+export function serverPerTest(
+  tag: string,
+  made: (ctx: E2EContext) => void,
+  parts: () => { ctx: E2EContext | undefined; take(): RunningServer | undefined },
+): void {
   beforeAll(async () => made(await makeContext(tag)));
   afterEach(async () => {
     await parts().take()?.close();

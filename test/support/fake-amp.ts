@@ -95,10 +95,18 @@ function tools(options: FakeAmpOptions, mode: FakeAmpMode): Tool[] {
     });
   }
   list.push(
-    { name: 'manage_amp', description: 'Administer the Amp account: settings, members, tokens.', inputSchema: { ...OBJECT, properties: { command: { type: 'string' } } } },
+    {
+      name: 'manage_amp',
+      description: 'Administer the Amp account: settings, members, tokens.',
+      inputSchema: { ...OBJECT, properties: { command: { type: 'string' } } },
+    },
     { name: 'find_thread', description: 'Search every Amp thread of the account.', inputSchema: { ...OBJECT, properties: { query: { type: 'string' } } } },
     { name: 'read_thread', description: 'Read any Amp thread of the account.', inputSchema: { ...OBJECT, properties: { threadID: { type: 'string' } } } },
-    { name: UNKNOWN_TOOL, description: 'A tool Amp added later that nobody reviewed.', inputSchema: { ...OBJECT, properties: { threadID: { type: 'string' } } } },
+    {
+      name: UNKNOWN_TOOL,
+      description: 'A tool Amp added later that nobody reviewed.',
+      inputSchema: { ...OBJECT, properties: { threadID: { type: 'string' } } },
+    },
     ...(options.extraTools ?? []),
   );
   return list;
@@ -159,7 +167,12 @@ export async function startFakeAmp(options: FakeAmpOptions = {}): Promise<FakeAm
         body = undefined;
       }
       const frames = Array.isArray(body) ? body : body ? [body] : [];
-      const entry: HttpLog = { method: req.method ?? '?', rpc: frames.map((f: { method?: unknown }) => String(f?.method ?? 'response')), status: 0, at: Date.now() };
+      const entry: HttpLog = {
+        method: req.method ?? '?',
+        rpc: frames.map((f: { method?: unknown }) => String(f?.method ?? 'response')),
+        status: 0,
+        at: Date.now(),
+      };
       httpLog.push(entry);
       res.on('finish', () => (entry.status = res.statusCode));
       if (mode === 'hang') return; // never answered; closeAllConnections ends it

@@ -86,7 +86,11 @@ export async function history(server: RunningServer, session: string): Promise<H
   const items: HistoryItem[] = [];
   let cursor: string | undefined;
   do {
-    const page = await server.ok<{ items: HistoryItem[]; nextCursor: string | null }>('droid_read_session', { session, limit: 100, ...(cursor ? { cursor } : {}) });
+    const page = await server.ok<{ items: HistoryItem[]; nextCursor: string | null }>('droid_read_session', {
+      session,
+      limit: 100,
+      ...(cursor ? { cursor } : {}),
+    });
     items.push(...page.items);
     cursor = page.nextCursor ?? undefined;
   } while (cursor);

@@ -31,9 +31,7 @@ export interface FakeContext {
 export function fakeContext(): FakeContext {
   const calls: string[] = [];
   let reads = 0;
-  const overrides = new Map<string, (...args: unknown[]) => unknown>([
-    ['capacity', () => ({ maximum: 4, active: 0, queued: 0, available: 4 })],
-  ]);
+  const overrides = new Map<string, (...args: unknown[]) => unknown>([['capacity', () => ({ maximum: 4, active: 0, queued: 0, available: 4 })]]);
   const controller = new Proxy(
     {},
     {
@@ -91,8 +89,7 @@ export interface CapturedLog extends HttpLog {
 
 export function captureLog(): CapturedLog {
   const entries: LogEntry[] = [];
-  const serialize = (value: unknown) =>
-    JSON.stringify(value, (_k, v: unknown) => (v instanceof Error ? { message: v.message, stack: v.stack } : v));
+  const serialize = (value: unknown) => JSON.stringify(value, (_k, v: unknown) => (v instanceof Error ? { message: v.message, stack: v.stack } : v));
   return {
     entries,
     info: (obj, msg) => entries.push({ level: 'info', obj, msg }),

@@ -71,13 +71,7 @@ export async function startHttpServer(
   }
 }
 
-async function connectClient(
-  child: ChildProcess,
-  port: number,
-  token: string,
-  stderr: () => string,
-  removeToken: () => void,
-): Promise<RunningHttpServer> {
+async function connectClient(child: ChildProcess, port: number, token: string, stderr: () => string, removeToken: () => void): Promise<RunningHttpServer> {
   const url = `http://127.0.0.1:${port}/mcp`;
   const mcp = await McpDriver.http(url, token);
   const stop = async () => {

@@ -25,7 +25,14 @@ export interface RunningServer {
 
 /** The driver as tests hold it: the server's pid and a bounded tail of its stderr. */
 export function runningServer(mcp: McpDriver, pid: number, stderr: () => string, close = () => mcp.close()): RunningServer {
-  return { client: mcp.client, pid, stderr, call: (name, args) => mcp.call(name, args), ok: <T,>(name: string, args?: Record<string, unknown>) => mcp.ok<T>(name, args), close };
+  return {
+    client: mcp.client,
+    pid,
+    stderr,
+    call: (name, args) => mcp.call(name, args),
+    ok: <T>(name: string, args?: Record<string, unknown>) => mcp.ok<T>(name, args),
+    close,
+  };
 }
 
 /** Keeps the last ~100–200 kB of a stream, for failure messages. */

@@ -47,8 +47,27 @@ const zeroUsage = () => ({ inputTokens: 0, outputTokens: 0, cacheCreationTokens:
 const TURN_USAGE = { inputTokens: 10, outputTokens: 5, cacheCreationTokens: 0, cacheReadTokens: 0, thinkingTokens: 0, factoryCredits: 0 };
 
 const MODELS = [
-  { id: 'mock-model', modelId: 'mock-model', modelProvider: 'anthropic', displayName: 'Mock Model', shortDisplayName: 'Mock Model', supportedReasoningEfforts: ['off', 'low', 'medium', 'high'], defaultReasoningEffort: 'high', deprecated: false, isCustom: false },
-  { id: 'custom:Mock-Custom-0', displayName: 'Mock Custom', shortDisplayName: 'Mock Custom', modelProvider: 'generic-chat-completion-api', supportedReasoningEfforts: ['none'], defaultReasoningEffort: 'none', isCustom: true, noImageSupport: true },
+  {
+    id: 'mock-model',
+    modelId: 'mock-model',
+    modelProvider: 'anthropic',
+    displayName: 'Mock Model',
+    shortDisplayName: 'Mock Model',
+    supportedReasoningEfforts: ['off', 'low', 'medium', 'high'],
+    defaultReasoningEffort: 'high',
+    deprecated: false,
+    isCustom: false,
+  },
+  {
+    id: 'custom:Mock-Custom-0',
+    displayName: 'Mock Custom',
+    shortDisplayName: 'Mock Custom',
+    modelProvider: 'generic-chat-completion-api',
+    supportedReasoningEfforts: ['none'],
+    defaultReasoningEffort: 'none',
+    isCustom: true,
+    noImageSupport: true,
+  },
 ];
 
 // ---- output -------------------------------------------------------------
@@ -191,8 +210,23 @@ function finishText(prompt, parentId) {
 function complete(turnId, reason, usage, started) {
   const add = (a, b) => Object.fromEntries(Object.keys(a).map((k) => [k, a[k] + b[k]]));
   session.cumulative = add(session.cumulative, usage);
-  notify({ type: 'session_token_usage_changed', sessionId: session.sessionId, tokenUsage: session.cumulative, inclusiveTokenUsage: session.cumulative, lastCallTokenUsage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cacheReadTokens: 0 } });
-  notify({ type: 'agent_turn_completed', reason, turnId, tokenUsage: usage, cumulativeTokenUsage: session.cumulative, childTokenUsage: zeroUsage(), cumulativeChildTokenUsage: zeroUsage(), durationMs: now() - started });
+  notify({
+    type: 'session_token_usage_changed',
+    sessionId: session.sessionId,
+    tokenUsage: session.cumulative,
+    inclusiveTokenUsage: session.cumulative,
+    lastCallTokenUsage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cacheReadTokens: 0 },
+  });
+  notify({
+    type: 'agent_turn_completed',
+    reason,
+    turnId,
+    tokenUsage: usage,
+    cumulativeTokenUsage: session.cumulative,
+    childTokenUsage: zeroUsage(),
+    cumulativeChildTokenUsage: zeroUsage(),
+    durationMs: now() - started,
+  });
   state('idle');
   persist();
 }
@@ -224,7 +258,11 @@ async function askTurn(messageId, signal) {
   startTool(use, messageId);
   notify({ type: 'tool_execution_phase_changed', toolUseId: use.id, toolName: use.name, phase: 'executing' });
   state('waiting_for_tool_confirmation');
-  const reply = await ask('droid.ask_user', { toolCallId: use.id, questions: [{ index: 1, topic: 'Deploy', question: 'Deploy now?', options: ['yes', 'no'] }] }, signal);
+  const reply = await ask(
+    'droid.ask_user',
+    { toolCallId: use.id, questions: [{ index: 1, topic: 'Deploy', question: 'Deploy now?', options: ['yes', 'no'] }] },
+    signal,
+  );
   state('executing_tool');
   if (!reply.result || reply.result.cancelled) toolResult(use, 'Error: AskUser cancelled', true);
   else toolResult(use, JSON.stringify(reply.result), false);
@@ -241,7 +279,10 @@ async function runTurn(prompt, messageId, requestId) {
   if (scenario === 'linger') linger();
   try {
     state('streaming_assistant_message');
-    addMessage({ id: messageId, role: 'user', content: [{ type: 'text', text: prompt }], interactionMode: session.settings.interactionMode, parentId: 'root' }, { requestId });
+    addMessage(
+      { id: messageId, role: 'user', content: [{ type: 'text', text: prompt }], interactionMode: session.settings.interactionMode, parentId: 'root' },
+      { requestId },
+    );
     state('thinking');
     await sleep(5, signal);
     switch (scenario) {
@@ -279,7 +320,13 @@ async function runTurn(prompt, messageId, requestId) {
         break;
       case 'auth-error-0215': {
         const text = 'No access token available';
-        notify({ type: 'error', message: text, errorType: 'Error', timestamp: new Date().toISOString(), error: { name: 'AuthenticationError', message: text } });
+        notify({
+          type: 'error',
+          message: text,
+          errorType: 'Error',
+          timestamp: new Date().toISOString(),
+          error: { name: 'AuthenticationError', message: text },
+        });
         addMessage({ id: randomUUID(), role: 'system', content: [{ type: 'text', text: 'Authentication failed. Please log in.' }], parentId: messageId });
         complete(messageId, 'error', zeroUsage(), started);
         return;
@@ -292,7 +339,13 @@ async function runTurn(prompt, messageId, requestId) {
           await sleep(100, signal);
           spent = sum(spent, step);
           const total = sum(session.cumulative, spent);
-          notify({ type: 'session_token_usage_changed', sessionId: session.sessionId, tokenUsage: total, inclusiveTokenUsage: total, lastCallTokenUsage: { inputTokens: 10, outputTokens: 0, cacheReadTokens: 0 } });
+          notify({
+            type: 'session_token_usage_changed',
+            sessionId: session.sessionId,
+            tokenUsage: total,
+            inclusiveTokenUsage: total,
+            lastCallTokenUsage: { inputTokens: 10, outputTokens: 0, cacheReadTokens: 0 },
+          });
         }
         session.cumulative = sum(session.cumulative, spent);
         break;
@@ -314,7 +367,13 @@ async function runTurn(prompt, messageId, requestId) {
     complete(scenario === 'wrong-turn' ? `not-${messageId}` : messageId, 'completed', { ...TURN_USAGE }, started);
   } catch (e) {
     if (!(e instanceof Cancelled)) throw e;
-    addMessage({ id: randomUUID(), role: 'system', content: [{ type: 'text', text: 'Request cancelled by user' }], visibility: 'llm_only', parentId: messageId });
+    addMessage({
+      id: randomUUID(),
+      role: 'system',
+      content: [{ type: 'text', text: 'Request cancelled by user' }],
+      visibility: 'llm_only',
+      parentId: messageId,
+    });
     complete(messageId, 'cancelled', zeroUsage(), started);
   } finally {
     turn = null;
@@ -370,9 +429,7 @@ const methods = {
     // The real CLI acknowledges first and then reports the missing session
     // with a second response to the same id; mirrored on purpose.
     if (!session) return noSession(id);
-    turnChain = turnChain
-      .then(() => runTurn(p.text, p.messageId, id))
-      .catch((e) => process.stderr.write(`mock-droid: turn failed: ${e?.stack ?? e}\n`));
+    turnChain = turnChain.then(() => runTurn(p.text, p.messageId, id)).catch((e) => process.stderr.write(`mock-droid: turn failed: ${e?.stack ?? e}\n`));
   },
   'droid.interrupt_session'(id) {
     if (turn?.deaf) return; // never answered: the request can only time out

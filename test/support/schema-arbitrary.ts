@@ -26,7 +26,10 @@ function arbitrary(schema: z.core.$ZodType): fc.Arbitrary<unknown> {
   const valid = (v: unknown) => (schema as z.ZodType).safeParse(v).success;
   switch (def.type) {
     case 'string': {
-      const body = bounds.minLength > 0 || bounds.maxLength !== undefined ? fc.string({ minLength: bounds.minLength, maxLength: Math.min(bounds.maxLength ?? 12, 12 + bounds.minLength) }) : text;
+      const body =
+        bounds.minLength > 0 || bounds.maxLength !== undefined
+          ? fc.string({ minLength: bounds.minLength, maxLength: Math.min(bounds.maxLength ?? 12, 12 + bounds.minLength) })
+          : text;
       return body.map((s) => bounds.prefix + s).filter(valid);
     }
     case 'number': {

@@ -18,7 +18,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 
-
 export interface TurnRun {
   handle: WorkerHandle;
   started: Promise<string>;

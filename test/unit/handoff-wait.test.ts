@@ -15,7 +15,9 @@ const HANDOFF = join(import.meta.dirname, '..', '..', 'HANDOFF.md');
 
 /** The two lines after `until …`, sleeping 0 s, `sudo -u droid -H` dropped (the stand-in runs as the caller). */
 function waitScript(): string {
-  const lines = readFileSync(HANDOFF, 'utf8').split('\n').map((l) => l.trim());
+  const lines = readFileSync(HANDOFF, 'utf8')
+    .split('\n')
+    .map((l) => l.trim());
   const at = lines.findIndex((l) => l.startsWith('until ') && l.includes('droid-mcp status'));
   expect(at, 'the wait loop of HANDOFF step 7').toBeGreaterThan(-1);
   return lines
@@ -37,7 +39,9 @@ function waitWith(codes: number[]): { status: number | null; stderr: string; cal
   const calls = join(dir, 'calls');
   writeFileSync(calls, '');
   const table = codes.map((c, i) => `${i + 1}) exit ${c};;`).join(' ');
-  writeFileSync(join(dir, 'droid-mcp'), `#!/bin/sh\necho x >> ${calls}\nn=$(wc -l < ${calls})\ncase $n in ${table} *) exit ${codes.at(-1)};; esac\n`, { mode: 0o700 });
+  writeFileSync(join(dir, 'droid-mcp'), `#!/bin/sh\necho x >> ${calls}\nn=$(wc -l < ${calls})\ncase $n in ${table} *) exit ${codes.at(-1)};; esac\n`, {
+    mode: 0o700,
+  });
   const run = spawnSync('sh', ['-c', waitScript()], { env: { PATH: `${dir}:${process.env.PATH ?? ''}` }, encoding: 'utf8', timeout: 10_000 });
   return { status: run.status, stderr: run.stderr, calls: readFileSync(calls, 'utf8').split('\n').length - 1 };
 }

@@ -149,11 +149,7 @@ export class CrashFs implements StoreFs {
     const settle = (): void => {
       node.durable = new Map(node.volatile);
     };
-    await this.#run(
-      call,
-      async () => settle(),
-      settle,
-    );
+    await this.#run(call, async () => settle(), settle);
   }
 
   /**
@@ -223,7 +219,12 @@ export class CrashFs implements StoreFs {
           node.volatile = next;
         }),
       // A close that reports an error still releases the descriptor.
-      close: () => this.#run({ op: 'close', path }, () => real.close(), () => real.close()),
+      close: () =>
+        this.#run(
+          { op: 'close', path },
+          () => real.close(),
+          () => real.close(),
+        ),
     };
   }
 

@@ -137,7 +137,12 @@ function exhausted(message: string, action: string): { error: ErrorInfo; action:
  * session's runs, the run itself among them. The limit is undefined when
  * neither the caller nor the host set any.
  */
-export function launchLimit(run: RunRecord, session: SessionRecord, runs: readonly Pick<RunRecord, 'id' | 'usage'>[], host: HostCeilings): { limit?: Budget; refused?: ErrorInfo } {
+export function launchLimit(
+  run: RunRecord,
+  session: SessionRecord,
+  runs: readonly Pick<RunRecord, 'id' | 'usage'>[],
+  host: HostCeilings,
+): { limit?: Budget; refused?: ErrorInfo } {
   const spent = sessionSpend(runs, run.id);
   const limit = turnLimit(run.budget, session.budget, spent, host);
   if (!hasLimit(limit)) return {};

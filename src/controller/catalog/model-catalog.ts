@@ -89,7 +89,9 @@ export function visibleModels(models: readonly CatalogModel[], excludeIds: reado
  */
 export function droidCatalogFetcher(droidPath: string, env: Readonly<Record<string, string>>, sandbox: SandboxSpec, timeoutMs = 20_000): CatalogFetcher {
   return (background = false) =>
-    withShortLivedDroid({ droidPath, env, sandbox, requestTimeoutMs: timeoutMs, ...(background && { niceness: BACKGROUND_NICENESS }) }, (client) => client.listModels());
+    withShortLivedDroid({ droidPath, env, sandbox, requestTimeoutMs: timeoutMs, ...(background && { niceness: BACKGROUND_NICENESS }) }, (client) =>
+      client.listModels(),
+    );
 }
 
 /** What the last list_models read said of each model's `disabled` flag, which turns' lists leave out. */
@@ -174,10 +176,13 @@ export class ModelCatalog {
     if (this.closed || !this.cached) return;
     const ttl = this.options.ttlMs;
     const due = Math.max(this.cached.fetchedAt + AHEAD * ttl, (this.failedAt ?? -Infinity) + RETRY * ttl);
-    this.timer = this.timers.start(() => {
-      this.timer = undefined;
-      this.background();
-    }, Math.max(0, due - this.now()));
+    this.timer = this.timers.start(
+      () => {
+        this.timer = undefined;
+        this.background();
+      },
+      Math.max(0, due - this.now()),
+    );
   }
 
   /** A read nobody waits for: its failure is logged (read_failed) and thrown nowhere. */

@@ -64,7 +64,8 @@ export interface CheckoutDeps {
   resolveWorkspace(requested: string): Promise<string>;
 }
 
-const OFF_ACTION = 'Omit isolation (or pass "none") to work in the workspace itself; the operator enables checkouts with "worktrees": {"directory": …} in the config.';
+const OFF_ACTION =
+  'Omit isolation (or pass "none") to work in the workspace itself; the operator enables checkouts with "worktrees": {"directory": …} in the config.';
 
 export class SessionCheckouts {
   /** Sessions whose checkout is being checked and removed right now. */
@@ -94,22 +95,39 @@ export class SessionCheckouts {
     if (!host) throw new ControllerError('isolation_unavailable', 'this host does not make per-session checkouts (isolation: "worktree" is off)', OFF_ACTION);
     if (autonomy === 'off') throw readerRefusal();
     if (this.deps.sandboxUnavailable !== null) {
-      throw new ControllerError('sandbox_unavailable', `the configured sandbox cannot run (${this.deps.sandboxUnavailable}), and checkouts are made inside it`, 'Fix the sandbox first (droid_list_workspaces policy.sandbox).');
+      throw new ControllerError(
+        'sandbox_unavailable',
+        `the configured sandbox cannot run (${this.deps.sandboxUnavailable}), and checkouts are made inside it`,
+        'Fix the sandbox first (droid_list_workspaces policy.sandbox).',
+      );
     }
     const repo = await inspectRepository(this.git, workspace);
     if (!repo) {
-      throw new ControllerError('isolation_not_a_repository', 'the workspace is not inside a git work tree, so there is nothing to make a checkout of', 'Create the session without isolation, or in a directory inside a git repository (with at least one commit).');
+      throw new ControllerError(
+        'isolation_not_a_repository',
+        'the workspace is not inside a git work tree, so there is nothing to make a checkout of',
+        'Create the session without isolation, or in a directory inside a git repository (with at least one commit).',
+      );
     }
     const problem = placementProblem(workspace, repo, host.directory) ?? (await this.unapproved(repo));
-    if (problem) throw new ControllerError('isolation_not_possible', problem, 'Create the session without isolation, or have the operator move "worktrees.directory" outside the repository (or approve the repository\'s own folder).');
+    if (problem)
+      throw new ControllerError(
+        'isolation_not_possible',
+        problem,
+        'Create the session without isolation, or have the operator move "worktrees.directory" outside the repository (or approve the repository\'s own folder).',
+      );
     return { repo, directory: host.directory };
   }
 
   /** The controller writes the repository's branches and clones all of it: its top and git folder must be approved too. */
   private async unapproved(repo: Repository): Promise<string | null> {
-    for (const [what, path] of [['top folder', repo.top], ['git folder', repo.gitDir]] as const) {
+    for (const [what, path] of [
+      ['top folder', repo.top],
+      ['git folder', repo.gitDir],
+    ] as const) {
       const resolved = await this.deps.resolveWorkspace(path).catch(() => null);
-      if (resolved !== path) return `the repository's ${what} ${path} is not an approved directory (the workspace is inside a repository that starts above the approved roots, or its .git points elsewhere)`;
+      if (resolved !== path)
+        return `the repository's ${what} ${path} is not an approved directory (the workspace is inside a repository that starts above the approved roots, or its .git points elsewhere)`;
     }
     return null;
   }
@@ -168,7 +186,11 @@ export class SessionCheckouts {
     const checkout = this.state.session(run.sessionId).checkout!;
     try {
       const problem = await syncBranch(this.git, checkout);
-      if (problem !== null) this.state.log.warn({ session: run.sessionId, branch: checkout.branch, problem }, 'the session branch could not be brought back into the repository; its commits stay in the checkout');
+      if (problem !== null)
+        this.state.log.warn(
+          { session: run.sessionId, branch: checkout.branch, problem },
+          'the session branch could not be brought back into the repository; its commits stay in the checkout',
+        );
       return await commitsAhead(this.git, checkout, problem === null, problem ?? undefined);
     } catch (err) {
       this.state.log.warn({ err, run: run.id }, 'could not read the session branch after the turn');
@@ -183,7 +205,11 @@ export class SessionCheckouts {
    * called once the archive is recorded (or refused). `check` throws when
    * the update itself would be refused.
    */
-  async beginRemoval(sessionId: string, check: (session: SessionRecord) => void, lock: WorkspaceLock): Promise<{ checkout: CheckoutRecord | null; done(): void }> {
+  async beginRemoval(
+    sessionId: string,
+    check: (session: SessionRecord) => void,
+    lock: WorkspaceLock,
+  ): Promise<{ checkout: CheckoutRecord | null; done(): void }> {
     let release: (() => void) | null = null;
     const checkout = await this.state.serialized(async () => {
       const session = this.state.session(sessionId);
@@ -191,7 +217,8 @@ export class SessionCheckouts {
       if (!current || current.state === 'removed') return null;
       // The whole update is checked before anything is removed: bad input changes nothing.
       check(session);
-      if (this.removing.has(sessionId) || this.state.store.runsBySession(sessionId).some((r) => isWorking(r.state))) throw busy('it has queued or running turns, or its checkout is being removed');
+      if (this.removing.has(sessionId) || this.state.store.runsBySession(sessionId).some((r) => isWorking(r.state)))
+        throw busy('it has queued or running turns, or its checkout is being removed');
       // The checkout's writer lock for the check and the removal: no turn (of any session) in it meanwhile.
       release = lock({ sessionId, workspace: current.path, writer: true });
       if (!release) throw busy("another session's turn is queued or running in its checkout");
@@ -240,5 +267,10 @@ function readerRefusal(): ControllerError {
 }
 
 function busy(why: string): ControllerError {
-  return new ControllerError('session_busy', `this session cannot change now: ${why}`, 'Wait for the session to settle (droid_wait_for_sessions), then retry.', true);
+  return new ControllerError(
+    'session_busy',
+    `this session cannot change now: ${why}`,
+    'Wait for the session to settle (droid_wait_for_sessions), then retry.',
+    true,
+  );
 }

@@ -15,9 +15,7 @@
 import { isReplyHandle as isHandle } from '../../droid/amp-tools.js';
 
 export type GateVerdict =
-  | { approve: true; action: 'send' }
-  | { approve: true; action: 'read_reply'; handle: string }
-  | { approve: false; code: GateDenial; reason: string };
+  { approve: true; action: 'send' } | { approve: true; action: 'read_reply'; handle: string } | { approve: false; code: GateDenial; reason: string };
 
 export type GateDenial =
   /** A send to anything but the session's current recipient (including none, or detached). */
@@ -62,7 +60,12 @@ export function decideReplyCall(route: GateRoute, input: unknown): GateVerdict {
       const own = route.replyTo === null ? 'the session is detached' : `this session reports only to ${route.replyTo}`;
       return deny('reply_misrouted', `send to ${to} refused: ${own}`);
     }
-    if (!onlyKeys(params, ['conversationID', 'message']) || typeof params.message !== 'string' || params.message.length === 0 || params.message.length > MAX_MESSAGE_CHARS) {
+    if (
+      !onlyKeys(params, ['conversationID', 'message']) ||
+      typeof params.message !== 'string' ||
+      params.message.length === 0 ||
+      params.message.length > MAX_MESSAGE_CHARS
+    ) {
       return deny('reply_call_malformed', 'send takes exactly params {conversationID, message} with a non-empty message');
     }
     return { approve: true, action: 'send' };

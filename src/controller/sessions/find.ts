@@ -69,7 +69,12 @@ export function parseInstant(value: unknown, field: string): number {
   const m = ISO_INSTANT.exec(value);
   if (!m) throw bad();
   const [year, month, day, hour, minute, second] = [m[1], m[2], m[3], m[4], m[5], m[6]].map((x) => (x === undefined ? 0 : Number(x))) as [
-    number, number, number, number, number, number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
   ];
   const millis = m[7] === undefined ? 0 : Number(m[7].slice(0, 3).padEnd(3, '0'));
   if (month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59) throw bad();
@@ -117,7 +122,8 @@ const STATES: readonly AgentState[] = ['working', 'idle', 'unknown'];
 
 function normalizeFilters(filters: FindFilters): NormalizedFilters {
   const { query, state, workspace, labels, archived, hasChanges } = filters;
-  if (hasChanges !== undefined && typeof hasChanges !== 'boolean') throw invalidArguments('hasChanges is true or false', 'Pass hasChanges: true or false, or omit it.');
+  if (hasChanges !== undefined && typeof hasChanges !== 'boolean')
+    throw invalidArguments('hasChanges is true or false', 'Pass hasChanges: true or false, or omit it.');
   if (query !== undefined && typeof query !== 'string') throw invalidArguments('query is text', 'Pass query as a string.');
   if (state !== undefined && !STATES.includes(state)) {
     throw invalidArguments('state is working, idle or unknown', 'Pass state as "working", "idle" or "unknown", or omit it.');
@@ -133,13 +139,20 @@ function normalizeFilters(filters: FindFilters): NormalizedFilters {
   if (labels !== undefined && !Array.isArray(labels)) throw invalidArguments('labels is a list', 'Pass labels as a list of labels.');
   for (const label of labels ?? []) {
     if (typeof label !== 'string' || !LABEL_PATTERN.test(label)) {
-      throw invalidArguments(`invalid label filter ${JSON.stringify(String(label).slice(0, 60))}`, 'Labels are lowercase letters, digits and . _ : - (up to 50).');
+      throw invalidArguments(
+        `invalid label filter ${JSON.stringify(String(label).slice(0, 60))}`,
+        'Labels are lowercase letters, digits and . _ : - (up to 50).',
+      );
     }
   }
-  if (archived !== undefined && typeof archived !== 'boolean') throw invalidArguments('archived is true or false', 'Pass archived: true to list archived sessions only.');
+  if (archived !== undefined && typeof archived !== 'boolean')
+    throw invalidArguments('archived is true or false', 'Pass archived: true to list archived sessions only.');
   const { afterMs, beforeMs } = parseRange(filters.after, filters.before);
   const { tokensAbove, creditsAbove } = filters;
-  for (const [key, value] of [['tokensAbove', tokensAbove], ['creditsAbove', creditsAbove]] as const) {
+  for (const [key, value] of [
+    ['tokensAbove', tokensAbove],
+    ['creditsAbove', creditsAbove],
+  ] as const) {
     if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
       throw invalidArguments(`${key} is a number of at least 0`, `Pass ${key} as a number such as 1000, or omit it.`);
     }
@@ -163,7 +176,17 @@ function normalizeFilters(filters: FindFilters): NormalizedFilters {
 function filterHash(f: NormalizedFilters): string {
   // hasChanges only when set, so cursors issued before the filter existed stay valid.
   const spend = f.tokensAbove !== null || f.creditsAbove !== null ? [{ spend: [f.tokensAbove, f.creditsAbove] }] : [];
-  const canonical = JSON.stringify([f.query, f.state, f.workspace, f.labels, f.afterMs, f.beforeMs, f.archived, ...(f.hasChanges !== null ? [f.hasChanges] : []), ...spend]);
+  const canonical = JSON.stringify([
+    f.query,
+    f.state,
+    f.workspace,
+    f.labels,
+    f.afterMs,
+    f.beforeMs,
+    f.archived,
+    ...(f.hasChanges !== null ? [f.hasChanges] : []),
+    ...spend,
+  ]);
   return createHash('sha256').update(canonical).digest('base64url').slice(0, 16);
 }
 
@@ -217,7 +240,8 @@ export function findSessions(
   if (from && (!below || compareKeys(from, below) < 0)) below = from;
 
   const query = f.query === null ? null : compileQuery(f.query);
-  const workspaceDir: WorkspaceScope | null = f.workspace === null ? null : { dir: f.workspace, below: f.workspace.endsWith('/') ? f.workspace : `${f.workspace}/` };
+  const workspaceDir: WorkspaceScope | null =
+    f.workspace === null ? null : { dir: f.workspace, below: f.workspace.endsWith('/') ? f.workspace : `${f.workspace}/` };
   const page: SessionRecord[] = [];
   let last: SortKey | undefined;
   let more = false;

@@ -36,14 +36,7 @@ export interface ToolCallItem {
   result: string | null;
 }
 
-export type NoticeKind =
-  | 'interrupted'
-  | 'cancelled'
-  | 'permission_declined'
-  | 'question_declined'
-  | 'failed'
-  | 'timed_out'
-  | 'unknown';
+export type NoticeKind = 'interrupted' | 'cancelled' | 'permission_declined' | 'question_declined' | 'failed' | 'timed_out' | 'unknown';
 
 export interface NoticeItem {
   type: 'notice';

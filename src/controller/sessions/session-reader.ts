@@ -175,12 +175,19 @@ export class SessionReader {
   }
 
   private summary(sessionId: string): Summary {
-    return (this.index.summaryOf(sessionId) as Summary | undefined) ?? this.index.prepare(sessionId, this.summaryFromFacts(sessionId) ?? this.summaryFromRecords(sessionId));
+    return (
+      (this.index.summaryOf(sessionId) as Summary | undefined) ??
+      this.index.prepare(sessionId, this.summaryFromFacts(sessionId) ?? this.summaryFromRecords(sessionId))
+    );
   }
 
   private summaryFromRecords(sessionId: string): Summary {
     const runs = this.runs(sessionId);
-    const spend = this.spend(runs, (r) => (r.usage === null ? 0 : tokensOf(r.usage)), (r) => r.usage?.factoryCredits ?? 0);
+    const spend = this.spend(
+      runs,
+      (r) => (r.usage === null ? 0 : tokensOf(r.usage)),
+      (r) => r.usage?.factoryCredits ?? 0,
+    );
     return { ...summarizeRuns(this.store.sessions.get(sessionId)!.headRunId, runs), hasChanges: runs.some((r) => !!r.changes && hasChanges(r.changes)), spend };
   }
 
@@ -212,7 +219,18 @@ export class SessionReader {
     }
     const preview = latest === undefined ? '' : (latest.preview ?? this.store.runs.get(latest.id)?.preview ?? '');
     const agentState = working ? 'working' : unknown ? 'unknown' : 'idle';
-    return { agentState, preview, queuedRuns, headId: (head ?? facts[facts.length - 1]!).id, hasChanges: changed, spend: this.spend(facts, (f) => f.spentTokens, (f) => f.spentCredits) };
+    return {
+      agentState,
+      preview,
+      queuedRuns,
+      headId: (head ?? facts[facts.length - 1]!).id,
+      hasChanges: changed,
+      spend: this.spend(
+        facts,
+        (f) => f.spentTokens,
+        (f) => f.spentCredits,
+      ),
+    };
   }
 
   /**

@@ -35,7 +35,11 @@ export class SessionWaits {
   async waitFor(ids: readonly string[], timeoutSeconds: number, signal?: AbortSignal): Promise<{ sessions: SessionView[]; timedOut: boolean }> {
     const unique = [...new Set(ids)];
     if (unique.length === 0 || unique.length > MAX_WAIT_SESSIONS) {
-      throw new ControllerError('invalid_arguments', `wait takes 1 to ${MAX_WAIT_SESSIONS} distinct sessions`, `Pass between 1 and ${MAX_WAIT_SESSIONS} session handles.`);
+      throw new ControllerError(
+        'invalid_arguments',
+        `wait takes 1 to ${MAX_WAIT_SESSIONS} distinct sessions`,
+        `Pass between 1 and ${MAX_WAIT_SESSIONS} session handles.`,
+      );
     }
     for (const id of unique) this.reader.session(id);
     // Runs change state only through commits, so progress events are answered from the cache.

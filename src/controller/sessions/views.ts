@@ -138,9 +138,7 @@ function runView(run: RunRecord): RunView {
       ? {
           run: run.predecessorFailure.runId,
           state: run.predecessorFailure.state,
-          error: run.predecessorFailure.error
-            ? { code: run.predecessorFailure.error.code, message: run.predecessorFailure.error.message }
-            : null,
+          error: run.predecessorFailure.error ? { code: run.predecessorFailure.error.code, message: run.predecessorFailure.error.message } : null,
         }
       : null,
     events: run.events,

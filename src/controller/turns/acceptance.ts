@@ -159,7 +159,17 @@ export class TurnAcceptance {
     const session = this.state.session(input.session);
     const interrupt = input.interrupt ?? false;
     const budget = acceptBudget(this.deps, 'turn', input.budget);
-    const intent: Intent = { kind: 'send', target: session.id, prompt: input.prompt, interrupt, replyTo: input.replyTo, title: null, labels: [], ...schemaIntent(schema), ...budget.intent };
+    const intent: Intent = {
+      kind: 'send',
+      target: session.id,
+      prompt: input.prompt,
+      interrupt,
+      replyTo: input.replyTo,
+      title: null,
+      labels: [],
+      ...schemaIntent(schema),
+      ...budget.intent,
+    };
     return this.accept({
       input,
       intent,
@@ -223,21 +233,24 @@ export class TurnAcceptance {
     const at = this.state.now().toISOString();
     // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
     const route = nextRoute(basis.route, input.replyTo, randomUUID).route;
-    const run = withBudget(withReply(
-      acceptedRun({
-        // The id a droid may already be booting for (next-turn-droids.ts).
-        id: this.nextDroids.runIdFor(basis.sessionId),
-        sessionId: basis.sessionId,
-        seq: basis.runs.length + 1,
-        kind: intent.kind,
-        requestKey: input.requestKey,
-        fingerprint: fingerprint(intent),
-        interrupt: intent.interrupt,
-        settings,
-        acceptedAt: at,
-      }),
-      route,
-    ), request.runBudget);
+    const run = withBudget(
+      withReply(
+        acceptedRun({
+          // The id a droid may already be booting for (next-turn-droids.ts).
+          id: this.nextDroids.runIdFor(basis.sessionId),
+          sessionId: basis.sessionId,
+          seq: basis.runs.length + 1,
+          kind: intent.kind,
+          requestKey: input.requestKey,
+          fingerprint: fingerprint(intent),
+          interrupt: intent.interrupt,
+          settings,
+          acceptedAt: at,
+        }),
+        route,
+      ),
+      request.runBudget,
+    );
     const stops = intent.interrupt ? this.steering.plan(basis.runs, 'superseded', at) : { dropped: [], stopping: [] };
     const session = basis.head(run, route, at);
     return { staged: { request, run, session, stops, sessions: [session], runs: [run, ...stops.dropped, ...stops.stopping] } };
@@ -261,7 +274,11 @@ export class TurnAcceptance {
       );
     }
     if (!isConversationId(replyTo)) {
-      throw new ControllerError('invalid_arguments', 'replyTo must be an Amp conversation id: T- followed by a lowercase UUID', 'Pass the conversation id, or null for detached work.');
+      throw new ControllerError(
+        'invalid_arguments',
+        'replyTo must be an Amp conversation id: T- followed by a lowercase UUID',
+        'Pass the conversation id, or null for detached work.',
+      );
     }
   }
 
@@ -284,7 +301,12 @@ export class TurnAcceptance {
     }
     return {
       metadata: { session: original.sessionId, run: original.id, requestKey, replayed: true },
-      admission: { action: 'replayed', waitingFor: [], capacityFull: false, detail: `this requestKey was accepted before; nothing new was queued (the run is ${original.state})` },
+      admission: {
+        action: 'replayed',
+        waitingFor: [],
+        capacityFull: false,
+        detail: `this requestKey was accepted before; nothing new was queued (the run is ${original.state})`,
+      },
       status: this.state.reader.status(original.sessionId),
     };
   }
@@ -296,7 +318,8 @@ export class TurnAcceptance {
     let admission = accepted.admission;
     if (admission.action === 'started') {
       await turn.launched;
-      if (turn.inLine()) admission = { ...admission, action: 'queued', detail: 'admitted, but its start could not be recorded; it keeps its place and is retried shortly' };
+      if (turn.inLine())
+        admission = { ...admission, action: 'queued', detail: 'admitted, but its start could not be recorded; it keeps its place and is retried shortly' };
     }
     return {
       metadata: { session: run.sessionId, run: run.id, requestKey: run.requestKey!, replayed: false },

@@ -66,11 +66,7 @@ export interface Blocker {
  * earlier turns in line it may not overtake (the rules of `selectRunnable`).
  * Capacity is not a turn; the caller reports it apart.
  */
-function blockersOf(
-  turn: QueuedTurn,
-  held: ReadonlyArray<LockClaim & { runId: string }>,
-  ahead: readonly QueuedTurn[],
-): Blocker[] {
+function blockersOf(turn: QueuedTurn, held: ReadonlyArray<LockClaim & { runId: string }>, ahead: readonly QueuedTurn[]): Blocker[] {
   const out: Blocker[] = [];
   for (const other of [...held, ...ahead]) {
     if (other.runId === turn.runId) continue;
@@ -114,6 +110,7 @@ export function explainQueued(
     return `run ${w.run} ${what}, ${how}`;
   });
   if (capacityFull) parts.push(`all ${capacity} run slots are busy`);
-  const detail = action === 'interrupting' ? `interrupting: starts once it has stopped; waits for ${parts.join('; ')}` : `queued behind ${parts.join('; ') || 'admission'}`;
+  const detail =
+    action === 'interrupting' ? `interrupting: starts once it has stopped; waits for ${parts.join('; ')}` : `queued behind ${parts.join('; ') || 'admission'}`;
   return { action, waitingFor, capacityFull, detail };
 }

@@ -61,7 +61,11 @@ export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: Termina
     (run.reply?.failure ?? null) !== null;
   const events = [...ctx.events];
   if (readOnlyChanged) {
-    events.push({ at: ctx.at, kind: 'readonly_turn_changed_files', detail: 'this autonomy off (read-only) turn shows changed files in its workspace; see changes' });
+    events.push({
+      at: ctx.at,
+      kind: 'readonly_turn_changed_files',
+      detail: 'this autonomy off (read-only) turn shows changed files in its workspace; see changes',
+    });
     if (events.length > MAX_EVENTS) events.splice(0, events.length - MAX_EVENTS);
   }
   // The running figure's mark goes: the terminal figure is droid's final one unless no end came.

@@ -86,7 +86,10 @@ export class TurnOwner implements TurnRunner {
     const refused = await this.refusal(turn);
     if (refused) {
       // A spent budget refuses this turn alone (cancelled, not failed): later queued turns are judged on their own.
-      await this.settle(turn, refused.code === 'budget_exhausted' ? stoppedResult({ kind: 'unsubmitted', by: 'budget_exhausted', error: refused }) : failedResult(refused));
+      await this.settle(
+        turn,
+        refused.code === 'budget_exhausted' ? stoppedResult({ kind: 'unsubmitted', by: 'budget_exhausted', error: refused }) : failedResult(refused),
+      );
       return;
     }
 
@@ -97,7 +100,10 @@ export class TurnOwner implements TurnRunner {
       // Not durable, so not started: back in line with memory as it was.
       const failedAt = this.state.now().getTime();
       turn.requeue(failedAt);
-      this.state.log.error({ err, run: turn.runId, retryInMs: turn.retryAt - failedAt }, 'could not record the turn as starting; it stays queued and is retried');
+      this.state.log.error(
+        { err, run: turn.runId, retryInMs: turn.retryAt - failedAt },
+        'could not record the turn as starting; it stays queued and is retried',
+      );
       return;
     }
     if (!run) return;
@@ -149,7 +155,10 @@ export class TurnOwner implements TurnRunner {
     crashPoint('terminal-received');
     // One line per refused destination per turn: what an operator may want to allow (network.allow).
     for (const r of result.egress?.refused ?? []) {
-      this.state.log.warn({ session: run.sessionId, run: turn.runId, host: r.host, port: r.port, count: r.count, firstAt: r.firstAt }, `egress proxy refused ${r.host}:${r.port}: ${r.why}`);
+      this.state.log.warn(
+        { session: run.sessionId, run: turn.runId, host: r.host, port: r.port, count: r.count, firstAt: r.firstAt },
+        `egress proxy refused ${r.host}:${r.port}: ${r.why}`,
+      );
     }
     await started();
     const commits = this.state.checkouts.syncsAfter(run) ? await this.state.checkouts.afterTurn(run) : undefined;
@@ -214,7 +223,8 @@ export class TurnOwner implements TurnRunner {
     if (moved) return { code: moved.code, message: `${moved.message} Nothing was submitted.`, retryable: false };
     // A routed session never runs unrouted because the host stopped offering reply-back.
     if (session.replyTo !== null && deps.ampMcpUrl === null) {
-      const message = 'this session reports back to a conversation but reply-back is no longer configured on this host; nothing was submitted. Send with replyTo: null to detach it, or have the operator set "ampMcp" again';
+      const message =
+        'this session reports back to a conversation but reply-back is no longer configured on this host; nothing was submitted. Send with replyTo: null to detach it, or have the operator set "ampMcp" again';
       return { code: 'reply_back_unavailable', message, retryable: false };
     }
     // Never a silent fallback to an unconfined droid.
@@ -236,7 +246,10 @@ export class TurnOwner implements TurnRunner {
     }
     // The turn reports on the session's route as it is now (a retarget may have come since acceptance).
     const { limit } = budgetAtLaunch(this.state, current, this.deps.ceilings);
-    const run: RunRecord = withReply({ ...current, state: 'starting', startedAt: this.state.now().toISOString(), ...(limit && { limit }) }, routeOf(this.state.session(current.sessionId)));
+    const run: RunRecord = withReply(
+      { ...current, state: 'starting', startedAt: this.state.now().toISOString(), ...(limit && { limit }) },
+      routeOf(this.state.session(current.sessionId)),
+    );
     await this.state.commit({ runs: [run] }, () => turn.start());
     return run;
   }
@@ -249,9 +262,9 @@ export class TurnOwner implements TurnRunner {
     let nextPrepared = false;
     const options: WorkerOptions = {
       onStarted: (droidSessionId, stages) => {
-        started = state.serialized(() => this.onStarted(turn.runId, droidSessionId, { ...marks, ...stages })).catch((err) =>
-          log.error({ err, run: turn.runId }, 'could not record that the turn started; its result will record it'),
-        );
+        started = state
+          .serialized(() => this.onStarted(turn.runId, droidSessionId, { ...marks, ...stages }))
+          .catch((err) => log.error({ err, run: turn.runId }, 'could not record that the turn started; its result will record it'));
       },
       onProgress: (event) => {
         if (turn.record(event, state.now().toISOString())) state.changed();
@@ -265,11 +278,14 @@ export class TurnOwner implements TurnRunner {
       onCatalog: (models, answeredAt) => this.deps.offerModels?.(models, answeredAt),
       onRename: (outcome) => void state.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => log.error({ err }, 'rename record failed')),
       onInvalidMessage: (problem) => log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),
-      onSessionCopy: (copy) => log.warn({ run: turn.runId, ...copy }, "some of droid's session files were not copied back from the turn's private sessions folder"),
+      onSessionCopy: (copy) =>
+        log.warn({ run: turn.runId, ...copy }, "some of droid's session files were not copied back from the turn's private sessions folder"),
       onStuck: (members, waitedMs) => log.warn({ run: turn.runId, members, waitedMs }, "the turn's processes survive SIGKILL; its workspace lock stays held"),
       onReplyCall: (call) => state.serialized(() => this.replies.onCall(turn, call)),
       onReplyEvent: (event) =>
-        void state.serialized(() => this.replies.onEvent(turn, event)).catch((err) => log.error({ err, run: turn.runId }, 'could not record a reply-back result')),
+        void state
+          .serialized(() => this.replies.onEvent(turn, event))
+          .catch((err) => log.error({ err, run: turn.runId }, 'could not record a reply-back result')),
     };
     return { options, started: () => started };
   }
@@ -295,7 +311,11 @@ export class TurnOwner implements TurnRunner {
     const log = this.state.log;
     if (outcome.error === RENAME_SKIPPED) log.info({ session: run.sessionId, run: runId }, 'Factory title left for a later turn: a follow-up was waiting');
     else log.warn({ session: run.sessionId, run: runId, error: outcome.error }, 'Factory title not applied; will retry on the next turn');
-    const note = { at: this.state.now().toISOString(), kind: 'title_sync_failed', detail: `title not applied in Factory (retried next turn): ${outcome.error ?? 'unknown'}` };
+    const note = {
+      at: this.state.now().toISOString(),
+      kind: 'title_sync_failed',
+      detail: `title not applied in Factory (retried next turn): ${outcome.error ?? 'unknown'}`,
+    };
     await this.state.commit({ runs: [{ ...run, events: [...run.events, note].slice(-MAX_EVENTS) }] });
   }
 
@@ -360,7 +380,9 @@ export class TurnOwner implements TurnRunner {
 }
 
 function checkoutFailure(err: unknown): ErrorInfo {
-  return err instanceof ControllerError ? { code: err.code, message: err.message, retryable: err.retryable } : { code: 'checkout_failed', message: String(err), retryable: false };
+  return err instanceof ControllerError
+    ? { code: err.code, message: err.message, retryable: err.retryable }
+    : { code: 'checkout_failed', message: String(err), retryable: false };
 }
 
 /**

@@ -67,7 +67,13 @@ export class TurnQueue {
   }
 
   /** Called after the acceptance commit: the turn joins the queue. `interrupting`: live turns steering stops. */
-  enqueue(run: RunRecord, workspace: string, prompt: string, interrupting: readonly RunRecord[], outputSchema: Record<string, unknown> | null): { turn: Turn; admission: Admission } {
+  enqueue(
+    run: RunRecord,
+    workspace: string,
+    prompt: string,
+    interrupting: readonly RunRecord[],
+    outputSchema: Record<string, unknown> | null,
+  ): { turn: Turn; admission: Admission } {
     const claim: LockClaim = { sessionId: run.sessionId, workspace, writer: run.settings.autonomy !== 'off' };
     const turn = new Turn(run.id, claim, prompt, outputSchema);
     const turns = this.state.turns;

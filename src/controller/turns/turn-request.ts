@@ -48,7 +48,11 @@ export function validOutputSchema(schema: unknown): Record<string, unknown> | nu
   if (schema === undefined) return null;
   const check = checkOutputSchema(schema);
   if (!check.ok) {
-    throw new ControllerError('invalid_arguments', check.reason, 'Pass outputSchema as a JSON Schema object with "type": "object" at its root, at most 32 KiB serialized, or omit it.');
+    throw new ControllerError(
+      'invalid_arguments',
+      check.reason,
+      'Pass outputSchema as a JSON Schema object with "type": "object" at its root, at most 32 KiB serialized, or omit it.',
+    );
   }
   return check.schema;
 }
@@ -64,7 +68,7 @@ export function sessionNetwork(asked: SessionNetwork | undefined, sandbox: Sandb
   if (asked === 'open' && hostMode === 'proxy') {
     throw new ControllerError(
       'network_above_ceiling',
-      "network \"open\" is more than this host allows: its turns reach only the model endpoints and the operator's allow list, through a proxy",
+      'network "open" is more than this host allows: its turns reach only the model endpoints and the operator\'s allow list, through a proxy',
       'Omit network (or pass "host"), and ask the operator to add the hosts the work needs to "network": {"allow": [...]}.',
     );
   }

@@ -87,12 +87,7 @@ export function resolveLaunchSettings(
   return { model: model.id, autonomy, reasoningEffort };
 }
 
-function resolveEffort(
-  explicit: string | undefined,
-  model: CatalogModel,
-  previous: EffectiveSettings | null,
-  host: LaunchDefaults,
-): string | null {
+function resolveEffort(explicit: string | undefined, model: CatalogModel, previous: EffectiveSettings | null, host: LaunchDefaults): string | null {
   const supported = model.supportedReasoningEfforts ?? [];
   if (explicit !== undefined) {
     if (supports(model, explicit)) return explicit;

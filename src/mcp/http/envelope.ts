@@ -8,9 +8,7 @@ import { JSONRPCMessageSchema, type JSONRPCMessage } from '@modelcontextprotocol
 /** Mirrors the SDK transport's own batch bound. */
 const MAX_BATCH = 100;
 
-export type Envelope =
-  | { ok: true; messages: JSONRPCMessage | JSONRPCMessage[] }
-  | { ok: false; code: -32700 | -32600; message: string };
+export type Envelope = { ok: true; messages: JSONRPCMessage | JSONRPCMessage[] } | { ok: false; code: -32700 | -32600; message: string };
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 

@@ -48,7 +48,10 @@ export function answer(res: ServerResponse, status: 200 | 202, json?: string): v
   if (res.headersSent || res.destroyed) return;
   // Raw header pairs: Node then builds no header map for the response.
   const length = String(json === undefined ? 0 : Buffer.byteLength(json));
-  const headers = json === undefined ? ['Cache-Control', 'no-store', 'Content-Length', length] : ['Content-Type', 'application/json', 'Cache-Control', 'no-store', 'Content-Length', length];
+  const headers =
+    json === undefined
+      ? ['Cache-Control', 'no-store', 'Content-Length', length]
+      : ['Content-Type', 'application/json', 'Cache-Control', 'no-store', 'Content-Length', length];
   res.writeHead(status, headers);
   res.end(json);
 }

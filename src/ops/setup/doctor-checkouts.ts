@@ -43,7 +43,8 @@ export async function checkCheckouts(directory: string | undefined, stateDirecto
     name: NAME,
     status: 'warn',
     detail: detail + missing,
-    action: 'Orphaned folders belong to no session: inspect each (git -C <folder> status, git log) and remove it by hand when nothing in it is needed; nothing removes them for you. Archive sessions whose checkout is missing.',
+    action:
+      'Orphaned folders belong to no session: inspect each (git -C <folder> status, git log) and remove it by hand when nothing in it is needed; nothing removes them for you. Archive sessions whose checkout is missing.',
   };
 }
 
@@ -63,8 +64,15 @@ export function gitVersionProblem(versionOutput: string): string | null {
 /** doctor's line about the git that checkouts run: warns on a git older than the fixes the checkouts' defences lean on. */
 export async function checkCheckoutGit(directory: string | undefined, gitPath = 'git'): Promise<CheckoutsCheck | null> {
   if (directory === undefined) return null;
-  const out = await new Promise<string>((resolve) => execFile(gitPath, ['--version'], { timeout: 10_000, encoding: 'utf8' }, (err, stdout) => resolve(err ? `${err.message}` : stdout)));
+  const out = await new Promise<string>((resolve) =>
+    execFile(gitPath, ['--version'], { timeout: 10_000, encoding: 'utf8' }, (err, stdout) => resolve(err ? `${err.message}` : stdout)),
+  );
   const problem = gitVersionProblem(out);
   if (problem === null) return { name: 'checkouts git', status: 'ok', detail: out.trim(), action: null };
-  return { name: 'checkouts git', status: 'warn', detail: problem, action: 'Upgrade git (the distribution\'s security updates carry the fixes) before enabling session checkouts.' };
+  return {
+    name: 'checkouts git',
+    status: 'warn',
+    detail: problem,
+    action: "Upgrade git (the distribution's security updates carry the fixes) before enabling session checkouts.",
+  };
 }

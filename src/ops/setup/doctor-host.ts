@@ -64,18 +64,44 @@ export async function checkState(dir: string): Promise<{ check: Check; livePid: 
   if (lock.kind === 'live') {
     const who = lock.pid === null ? 'a process that left no owner record' : `a live controller, pid ${lock.pid} (started ${owner?.startedAt ?? 'unknown'})`;
     const stop = lock.pid === null ? 'stop it first' : `stop pid ${lock.pid} first`;
-    return { check: warn(name, `${dir} is private and held by ${who}; ${read}`, `A second server on it is refused (state_locked); ${stop} if this config is for a new one.`), livePid: lock.pid };
+    return {
+      check: warn(
+        name,
+        `${dir} is private and held by ${who}; ${read}`,
+        `A second server on it is refused (state_locked); ${stop} if this config is for a new one.`,
+      ),
+      livePid: lock.pid,
+    };
   }
   if (lock.kind === 'unresponsive') {
-    return { check: warn(name, `${dir} is private and held by pid ${lock.pid} (started ${owner?.startedAt ?? 'unknown'}), alive but unresponsive (${lock.why}); ${read}`, `Find out why pid ${lock.pid} does not answer (kill -CONT ${lock.pid} if it was stopped), or stop it; a start now would take the directory over while it lives.`), livePid: lock.pid };
+    return {
+      check: warn(
+        name,
+        `${dir} is private and held by pid ${lock.pid} (started ${owner?.startedAt ?? 'unknown'}), alive but unresponsive (${lock.why}); ${read}`,
+        `Find out why pid ${lock.pid} does not answer (kill -CONT ${lock.pid} if it was stopped), or stop it; a start now would take the directory over while it lives.`,
+      ),
+      livePid: lock.pid,
+    };
   }
   const left = seen.inFlight.flatMap((s) => s.turns).length;
   if (seen.tornTail || left > 0) {
-    const torn = seen.tornTail ? `its journal ends in a torn line (line ${seen.tornTail.line}, ${seen.tornTail.bytes} bytes, never acknowledged): start-up copies it to journal.torn-<time> and cuts it off` : '';
+    const torn = seen.tornTail
+      ? `its journal ends in a torn line (line ${seen.tornTail.line}, ${seen.tornTail.bytes} bytes, never acknowledged): start-up copies it to journal.torn-<time> and cuts it off`
+      : '';
     const inFlight = left > 0 ? `${left} turn(s) were left live or queued: start-up marks them unknown / queue_lost` : '';
-    return { check: warn(name, `${dir} is private; ${read}; ${[torn, inFlight].filter(Boolean).join('; ')}`, 'Nothing to fix before starting; afterwards inspect the sessions that need attention (droid-mcp status lists them now).'), livePid: null };
+    return {
+      check: warn(
+        name,
+        `${dir} is private; ${read}; ${[torn, inFlight].filter(Boolean).join('; ')}`,
+        'Nothing to fix before starting; afterwards inspect the sessions that need attention (droid-mcp status lists them now).',
+      ),
+      livePid: null,
+    };
   }
-  const how = lock.kind === 'dead' ? `its lock was left by ${lock.dead.pid ? `pid ${lock.dead.pid}, which is gone` : 'a process that is gone'}: the next start takes it over` : `free${owner ? ` (last owner pid ${owner.pid} stopped cleanly)` : ''}`;
+  const how =
+    lock.kind === 'dead'
+      ? `its lock was left by ${lock.dead.pid ? `pid ${lock.dead.pid}, which is gone` : 'a process that is gone'}: the next start takes it over`
+      : `free${owner ? ` (last owner pid ${owner.pid} stopped cleanly)` : ''}`;
   return { check: ok(name, `${dir} is private (700) and ${how}; ${read}`), livePid: null };
 }
 
@@ -85,10 +111,15 @@ export async function checkRoot(dir: string): Promise<Check> {
   try {
     real = await realpath(dir);
   } catch (err) {
-    return fail(name, `${dir} ${errCode(err) === 'ENOENT' ? 'does not exist' : `cannot be resolved (${errCode(err) ?? 'unknown error'})`}`, 'Create it, or remove it from approvedDirectories.');
+    return fail(
+      name,
+      `${dir} ${errCode(err) === 'ENOENT' ? 'does not exist' : `cannot be resolved (${errCode(err) ?? 'unknown error'})`}`,
+      'Create it, or remove it from approvedDirectories.',
+    );
   }
   if (!(await stat(real)).isDirectory()) return fail(name, `${dir} is not a directory`, 'List project root directories only.');
-  if (real !== dir) return warn(name, `${dir} resolves to ${real} (a symlink): sessions see the real path`, `List ${real} instead, so callers and the server agree on paths.`);
+  if (real !== dir)
+    return warn(name, `${dir} resolves to ${real} (a symlink): sessions see the real path`, `List ${real} instead, so callers and the server agree on paths.`);
   return ok(name, `${dir} exists, is a directory, canonical`);
 }
 
@@ -97,7 +128,8 @@ function checkPort(port: number, livePid: number | null): Promise<Check> {
     const server = createServer();
     server.once('error', (err) => {
       const code = errCode(err);
-      if (code === 'EADDRINUSE' && livePid !== null) resolve(warn('port', `${HTTP_HOST}:${port} is in use, presumably by the running controller pid ${livePid}`, 'Nothing, if that is this server.'));
+      if (code === 'EADDRINUSE' && livePid !== null)
+        resolve(warn('port', `${HTTP_HOST}:${port} is in use, presumably by the running controller pid ${livePid}`, 'Nothing, if that is this server.'));
       else resolve(fail('port', `${HTTP_HOST}:${port} cannot be bound (${code ?? 'unknown error'})`, 'Stop what listens there, or choose another "port".'));
     });
     server.listen(port, HTTP_HOST, () => server.close(() => resolve(ok('port', `${HTTP_HOST}:${port} is free`))));

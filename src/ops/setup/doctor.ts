@@ -75,7 +75,12 @@ async function checkConfig(configPath: string): Promise<{ file: ConfigFile | nul
   }
   try {
     const config = await loadConfig(configPath);
-    return { file, checks: [ok('config', `${configPath} is valid (${config.transport}, ${config.approvedDirectories.length} approved root(s), sandbox ${config.sandbox.mode})`)] };
+    return {
+      file,
+      checks: [
+        ok('config', `${configPath} is valid (${config.transport}, ${config.approvedDirectories.length} approved root(s), sandbox ${config.sandbox.mode})`),
+      ],
+    };
   } catch (err) {
     // Filesystem-level refusals: the checks below say the same per item; this line names the first.
     return { file, checks: [fail('config', `the server would refuse to start: ${describe(err)}`, 'Fix what the lines below report, then run doctor again.')] };
@@ -88,11 +93,27 @@ async function checkDroid(file: ConfigFile, env: NodeJS.ProcessEnv): Promise<{ c
     // Never run a droid a turn could have rewritten: --version runs outside the sandbox.
     const roots = await Promise.all(file.approvedDirectories.map((dir) => realpath(dir).catch(() => dir)));
     const misplaced = await unconfinedIn(roots, [{ what: 'the droid executable', path: droidPath }]);
-    if (misplaced) return { check: fail('droid', `${droidPath} was not run: ${misplaced.message}`, 'Move droid out of every approved root (or approve another folder), then run doctor again.'), path: null };
+    if (misplaced)
+      return {
+        check: fail(
+          'droid',
+          `${droidPath} was not run: ${misplaced.message}`,
+          'Move droid out of every approved root (or approve another folder), then run doctor again.',
+        ),
+        path: null,
+      };
     const version = await droidVersion(droidPath, env);
-    return { check: version ? ok('droid', `${droidPath}, version ${version}`) : fail('droid', `${droidPath} did not answer --version`, 'Reinstall the droid CLI for the service user.'), path: droidPath };
+    return {
+      check: version
+        ? ok('droid', `${droidPath}, version ${version}`)
+        : fail('droid', `${droidPath} did not answer --version`, 'Reinstall the droid CLI for the service user.'),
+      path: droidPath,
+    };
   } catch (err) {
-    return { check: fail('droid', describe(err), 'Install the droid CLI as the service user (curl -fsSL https://app.factory.ai/cli | sh) or set "droidPath".'), path: null };
+    return {
+      check: fail('droid', describe(err), 'Install the droid CLI as the service user (curl -fsSL https://app.factory.ai/cli | sh) or set "droidPath".'),
+      path: null,
+    };
   }
 }
 
@@ -104,26 +125,41 @@ export async function checkCatalog(
   env: NodeJS.ProcessEnv,
 ): Promise<{ check: Check | null; models: CatalogModel[] | null }> {
   if (!droidPath) return { check: null, models: null };
-  if (!sandbox.usable) return { check: fail('catalog', 'not read: the sandbox its droid runs in failed its trial run (see the sandbox line)', SANDBOX_ACTION), models: null };
+  if (!sandbox.usable)
+    return { check: fail('catalog', 'not read: the sandbox its droid runs in failed its trial run (see the sandbox line)', SANDBOX_ACTION), models: null };
   const started = Date.now();
   try {
     const models = visibleModels(await droidCatalogFetcher(droidPath, stringEnv(env), sandbox.spec, 30_000)(), file.excludeModelIds);
-    return { check: ok('catalog', `droid.list_models answered with ${models.length} usable models in ${Date.now() - started} ms (no session created)`), models };
+    return {
+      check: ok('catalog', `droid.list_models answered with ${models.length} usable models in ${Date.now() - started} ms (no session created)`),
+      models,
+    };
   } catch (err) {
-    return { check: fail('catalog', `droid.list_models failed: ${describe(err)}`, 'Run droid once as the service user (droid --version; droid) and check its login.'), models: null };
+    return {
+      check: fail('catalog', `droid.list_models failed: ${describe(err)}`, 'Run droid once as the service user (droid --version; droid) and check its login.'),
+      models: null,
+    };
   }
 }
 
 function checkDefaultModel(file: ConfigFile, catalog: CatalogModel[] | null): Check {
   if (file.defaultModel === undefined) {
     const pick = catalog ? suggestedDefault(catalog) : undefined;
-    return warn('default model', 'defaultModel is not set: every droid_create_session must name a model', `Set "defaultModel" to a standard model from the live catalog${pick ? `, e.g. "${pick}"` : ''}.`);
+    return warn(
+      'default model',
+      'defaultModel is not set: every droid_create_session must name a model',
+      `Set "defaultModel" to a standard model from the live catalog${pick ? `, e.g. "${pick}"` : ''}.`,
+    );
   }
   if (!catalog) return warn('default model', `"${file.defaultModel}" was not checked: no catalog`, 'Fix the droid and catalog checks, then run doctor again.');
   const model = catalog.find((m) => m.id === file.defaultModel);
   if (!model) return fail('default model', `"${file.defaultModel}" is not in the live catalog`, `Choose one of: ${choices(catalog)}.`);
   if (looksFast(model.displayName ?? '') || looksFast(model.id)) {
-    return fail('default model', `"${file.defaultModel}" (${model.displayName}) is a Fast variant`, `The host default must be a standard model (callers may still pick a Fast one explicitly); choose one of: ${choices(catalog)}.`);
+    return fail(
+      'default model',
+      `"${file.defaultModel}" (${model.displayName}) is a Fast variant`,
+      `The host default must be a standard model (callers may still pick a Fast one explicitly); choose one of: ${choices(catalog)}.`,
+    );
   }
   return ok('default model', `"${file.defaultModel}" (${model.displayName ?? 'no display name'}) is in the catalog and not Fast`);
 }
@@ -147,32 +183,57 @@ export async function checkSandbox(file: ConfigFile, env: NodeJS.ProcessEnv): Pr
   const off: SandboxSpec = { mode: 'off' };
   const host = { ...file, network: networkConfigOf(file), sandboxReadable: file.sandboxReadable ?? [] };
   const unusable = hostSandboxSpec('/nonexistent/bwrap', host, stringEnv(env));
-  if (file.sandbox === 'off') return { check: warn('sandbox', 'off: turns run unconfined, with every right of the service user', `Only where bubblewrap cannot run. ${SANDBOX_ACTION}`), spec: off, usable: true };
-  if (process.platform !== 'linux') return { check: fail('sandbox', `bwrap is Linux only and this is ${process.platform}`, 'Set "sandbox": "off".'), spec: unusable, usable: false };
+  if (file.sandbox === 'off')
+    return {
+      check: warn('sandbox', 'off: turns run unconfined, with every right of the service user', `Only where bubblewrap cannot run. ${SANDBOX_ACTION}`),
+      spec: off,
+      usable: true,
+    };
+  if (process.platform !== 'linux')
+    return { check: fail('sandbox', `bwrap is Linux only and this is ${process.platform}`, 'Set "sandbox": "off".'), spec: unusable, usable: false };
   let bwrap = file.bwrapPath ?? null;
   if (!bwrap) {
     for (const dir of (env.PATH ?? '').split(':').filter((d) => d.startsWith('/'))) {
-      if (await stat(join(dir, 'bwrap')).then((s) => s.isFile(), () => false)) {
+      if (
+        await stat(join(dir, 'bwrap')).then(
+          (s) => s.isFile(),
+          () => false,
+        )
+      ) {
         bwrap = join(dir, 'bwrap');
         break;
       }
     }
   }
-  if (!bwrap) return { check: fail('sandbox', 'bwrap (the default sandbox) is not on PATH: every turn would fail sandbox_unavailable', SANDBOX_ACTION), spec: unusable, usable: false };
+  if (!bwrap)
+    return {
+      check: fail('sandbox', 'bwrap (the default sandbox) is not on PATH: every turn would fail sandbox_unavailable', SANDBOX_ACTION),
+      spec: unusable,
+      usable: false,
+    };
   const health = await probeSandbox(bwrap);
   const spec = hostSandboxSpec(bwrap, host, stringEnv(env));
   if (!health.ok) return { check: fail('sandbox', `bwrap ${bwrap}: ${health.detail}`, SANDBOX_ACTION), spec, usable: false };
-  return { check: ok('sandbox', `bwrap ${bwrap}: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets`), spec, usable: true };
+  return {
+    check: ok('sandbox', `bwrap ${bwrap}: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets`),
+    spec,
+    usable: true,
+  };
 }
 
 /** Whom turns may reach (issue 37): the proxy's allowlist, or a warning when turns share the host's network. */
 function checkNetwork(file: ConfigFile): Check {
   const network = networkConfigOf(file);
-  if (file.sandbox === 'off') return warn('network', 'unconfined: without the sandbox a turn reaches every host, the host\'s loopback and cloud metadata included', 'Run turns in bubblewrap ("sandbox": "bwrap").');
+  if (file.sandbox === 'off')
+    return warn(
+      'network',
+      "unconfined: without the sandbox a turn reaches every host, the host's loopback and cloud metadata included",
+      'Run turns in bubblewrap ("sandbox": "bwrap").',
+    );
   if (network.mode === 'open') {
     return warn(
       'network',
-      'open: turns share the host\'s network (its loopback services, cloud metadata at 169.254.169.254, the whole internet), so a prompt-injected turn can send out what it reads',
+      "open: turns share the host's network (its loopback services, cloud metadata at 169.254.169.254, the whole internet), so a prompt-injected turn can send out what it reads",
       'Remove "network": {"mode": "open"} and list the hosts turns need in "network": {"allow": [...]}.',
     );
   }
@@ -224,7 +285,11 @@ function formatChecks(checks: readonly Check[]): string[] {
   const lines = checks.map((c) => `${c.status.padEnd(4)}  ${c.name.padEnd(width)}  ${c.detail}${c.action ? `\n${' '.repeat(width + 8)}→ ${c.action}` : ''}`);
   const failed = checks.filter((c) => c.status === 'fail').length;
   const warned = checks.filter((c) => c.status === 'warn').length;
-  lines.push(failed ? `${failed} check(s) failed, ${warned} warning(s): fix the failures before registering the server.` : `all checks passed${warned ? ` (${warned} warning(s))` : ''}.`);
+  lines.push(
+    failed
+      ? `${failed} check(s) failed, ${warned} warning(s): fix the failures before registering the server.`
+      : `all checks passed${warned ? ` (${warned} warning(s))` : ''}.`,
+  );
   return lines;
 }
 

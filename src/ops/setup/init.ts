@@ -76,14 +76,17 @@ export async function init(options: InitOptions): Promise<InitResult> {
   const approved: string[] = [];
   for (const dir of options.approve) {
     const real = await realpath(absolute('--approve', dir)).catch(() => {
-      throw new InitRefusal(`--approve ${dir} does not exist; init never creates project roots: create it first (as the service user: mkdir -p ${dir}) or name an existing folder`);
+      throw new InitRefusal(
+        `--approve ${dir} does not exist; init never creates project roots: create it first (as the service user: mkdir -p ${dir}) or name an existing folder`,
+      );
     });
     if (!(await stat(real)).isDirectory()) throw new InitRefusal(`--approve ${dir} is not a directory`);
     if (!approved.includes(real)) approved.push(real);
   }
   const state = absolute('--state', options.state);
   const tokenFile = options.http ? absolute('--token-file', options.tokenFile ?? join(dirname(configPath), 'token')) : undefined;
-  if (tokenFile && (await present(tokenFile))) throw new InitRefusal(`${tokenFile} already exists; init never overwrites a token file (pass --token-file for another path)`);
+  if (tokenFile && (await present(tokenFile)))
+    throw new InitRefusal(`${tokenFile} already exists; init never overwrites a token file (pass --token-file for another path)`);
 
   let droidMissing: string | null = null;
   let droidPath: string | undefined;
@@ -144,21 +147,32 @@ async function trialLoad(config: Record<string, unknown>, configPath: string, dr
  * model, else the suggested default. Never a model the catalog lacks: with
  * no catalog, `--model` is refused and no default is written.
  */
-async function chooseModel(config: Record<string, unknown>, droidPath: string | null, options: InitOptions): Promise<{ model?: string; missing: string | null }> {
+async function chooseModel(
+  config: Record<string, unknown>,
+  droidPath: string | null,
+  options: InitOptions,
+): Promise<{ model?: string; missing: string | null }> {
   const env = options.env ?? process.env;
   const file = configFileSchema.parse(config);
   const read = droidPath === null ? { check: null, models: null } : await checkCatalog(file, droidPath, await checkSandbox(file, env), env);
   const why = read.check?.status === 'fail' ? read.check.detail : 'droid was not found';
   if (!read.models) {
-    if (options.model !== undefined) throw new InitRefusal(`--model ${options.model} cannot be checked against the live catalog (${why}); fix that (droid-mcp doctor says how), or leave --model out and set "defaultModel" later`);
-    return { missing: `no defaultModel was written: the live catalog could not be read (${why}); every create must name a model until you set one (doctor lists the choices)` };
+    if (options.model !== undefined)
+      throw new InitRefusal(
+        `--model ${options.model} cannot be checked against the live catalog (${why}); fix that (droid-mcp doctor says how), or leave --model out and set "defaultModel" later`,
+      );
+    return {
+      missing: `no defaultModel was written: the live catalog could not be read (${why}); every create must name a model until you set one (doctor lists the choices)`,
+    };
   }
   if (options.model === undefined) {
     const model = suggestedDefault(read.models);
     return model === undefined ? { missing: 'no defaultModel was written: the live catalog has no standard model' } : { model, missing: null };
   }
   if (!standardModels(read.models).some((m) => m.id === options.model)) {
-    const what = read.models.some((m) => m.id === options.model) ? 'is a Fast variant (the host default must be a standard model)' : `is not in the live catalog of ${droidPath}`;
+    const what = read.models.some((m) => m.id === options.model)
+      ? 'is a Fast variant (the host default must be a standard model)'
+      : `is not in the live catalog of ${droidPath}`;
     throw new InitRefusal(`--model ${options.model} ${what}; choose one of: ${choices(read.models)}`);
   }
   return { model: options.model, missing: null };
@@ -217,9 +231,11 @@ const INIT_OPTIONS = {
 function initOptions(values: OptionValues<typeof INIT_OPTIONS>): InitOptions {
   if (!values.config) throw new CommandRefusal('--config /absolute/path/for/config.json is required');
   if (!values.state) throw new CommandRefusal('--state /absolute/path/of/the/state/directory is required');
-  if (!values.http && (values.port || values['token-file'] || values['public-url'])) throw new CommandRefusal('--port, --token-file and --public-url go with --http');
+  if (!values.http && (values.port || values['token-file'] || values['public-url']))
+    throw new CommandRefusal('--port, --token-file and --public-url go with --http');
   const port = values.port === undefined ? undefined : Number(values.port);
-  if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535)) throw new CommandRefusal(`--port must be an integer from 1 to 65535; got ${values.port}`);
+  if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535))
+    throw new CommandRefusal(`--port must be an integer from 1 to 65535; got ${values.port}`);
   return {
     configPath: values.config,
     approve: values.approve ?? [],

@@ -49,13 +49,23 @@ export function partsOf(m: Manifest): string[] {
 /** The refusal of a command that must not run beside a server. */
 function refuseLive(lock: OwnerLock, stateDir: string, what: string): void {
   if (lock.kind !== 'live' && lock.kind !== 'unresponsive') return;
-  const who = lock.kind === 'unresponsive' ? `the server, pid ${lock.pid}, alive but unresponsive (${lock.why}),` : lock.pid === null ? 'a process that left no owner record' : `the server, pid ${lock.pid},`;
-  throw new ServerRunning(`${who} holds ${stateDir}: stop it first (systemctl stop droid-mcp, or end the client that runs it over stdio), then ${what}; droid-mcp status says what it is running`);
+  const who =
+    lock.kind === 'unresponsive'
+      ? `the server, pid ${lock.pid}, alive but unresponsive (${lock.why}),`
+      : lock.pid === null
+        ? 'a process that left no owner record'
+        : `the server, pid ${lock.pid},`;
+  throw new ServerRunning(
+    `${who} holds ${stateDir}: stop it first (systemctl stop droid-mcp, or end the client that runs it over stdio), then ${what}; droid-mcp status says what it is running`,
+  );
 }
 
 /** `20261202T060041Z`: UTC to the second, sortable, no character a shell or tar treats specially. */
 export function stamp(at: Date): string {
-  return at.toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/[-:]/g, '');
+  return at
+    .toISOString()
+    .replace(/\.\d{3}Z$/, 'Z')
+    .replace(/[-:]/g, '');
 }
 
 /**
@@ -70,7 +80,9 @@ async function refuseOtherOwner(state: string): Promise<void> {
     refuseOtherIdentity(state, owner, currentIdentity());
   } catch (err) {
     if (!(err instanceof StoreError)) throw err;
-    throw new CommandRefusal(`refusing to back up (${err.code}): ${err.problem}. Run backup as the user, with the HOME and FACTORY_HOME_OVERRIDE, the server runs with`);
+    throw new CommandRefusal(
+      `refusing to back up (${err.code}): ${err.problem}. Run backup as the user, with the HOME and FACTORY_HOME_OVERRIDE, the server runs with`,
+    );
   }
 }
 
@@ -116,7 +128,10 @@ export async function holdingState<T>(state: string, what: string, job: () => Pr
   try {
     refuseLive(await heldBy(state), state, what);
     const result = await job();
-    if (lost) throw new CommandFailure(`lost the startup lock of ${state} while it ran (${lost.message}): a server may have started meanwhile; check with droid-mcp status and ${what} again`);
+    if (lost)
+      throw new CommandFailure(
+        `lost the startup lock of ${state} while it ran (${lost.message}): a server may have started meanwhile; check with droid-mcp status and ${what} again`,
+      );
     return result;
   } finally {
     await release().catch(() => undefined);
@@ -134,7 +149,10 @@ async function writeArchive(manifest: Manifest, archive: string): Promise<void> 
     const excludes = ['owner.lock', STARTUP_LOCK].map((lock) => `--exclude=${memberOf(join(state, lock))}`);
     const fd = openSync(partial, 'wx', 0o600);
     try {
-      const run = await tar(['--create', '--gzip', '--file=-', '--hard-dereference', ...excludes, '-C', scratch, MANIFEST, '-C', '/', ...partsOf(manifest).map(memberOf)], fd);
+      const run = await tar(
+        ['--create', '--gzip', '--file=-', '--hard-dereference', ...excludes, '-C', scratch, MANIFEST, '-C', '/', ...partsOf(manifest).map(memberOf)],
+        fd,
+      );
       if (run.code !== 0) throw new CommandFailure(`tar could not write the archive (exit ${run.code}: ${run.stderr}); nothing was kept`);
       fsyncSync(fd);
     } finally {
@@ -155,7 +173,13 @@ async function writeArchive(manifest: Manifest, archive: string): Promise<void> 
 async function backup(configPath: string, toDir: string, at = new Date()): Promise<{ archive: string; bytes: number; manifest: Manifest }> {
   if (!isAbsolute(configPath) || !isAbsolute(toDir)) throw new CommandRefusal('--config and --to must be absolute paths');
   const manifest = await manifestFor(configPath, at);
-  if (!(await stat(toDir).then((s) => s.isDirectory(), () => false))) throw new CommandRefusal(`--to ${toDir} is not an existing folder; create it first (mkdir -m 700 -p ${toDir})`);
+  if (
+    !(await stat(toDir).then(
+      (s) => s.isDirectory(),
+      () => false,
+    ))
+  )
+    throw new CommandRefusal(`--to ${toDir} is not an existing folder; create it first (mkdir -m 700 -p ${toDir})`);
   const within = partsOf(manifest).find((part) => inside(toDir, part));
   if (within) throw new CommandRefusal(`--to ${toDir} is inside ${within}, which the archive holds; keep backups elsewhere`);
   const state = manifest.stateDirectory;
@@ -172,11 +196,7 @@ async function backup(configPath: string, toDir: string, at = new Date()): Promi
 
 export const backupCommand = command({
   usage: ['--config /abs/config.json --to /abs/backup/folder'],
-  summary: [
-    'one private archive (600, named to the second) of the config,',
-    "token, state directory and droid's home; refuses while the",
-    'server runs',
-  ],
+  summary: ['one private archive (600, named to the second) of the config,', "token, state directory and droid's home; refuses while the", 'server runs'],
   options: { config: { type: 'string' }, to: { type: 'string' } },
   async run(values) {
     if (!values.config || !values.to) throw new CommandRefusal('--config FILE and --to DIR are required');

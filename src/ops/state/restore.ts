@@ -42,13 +42,17 @@ async function readManifest(archive: string): Promise<Manifest> {
 async function refuseOtherPlaces(m: Manifest, configPath: string, archive: string): Promise<void> {
   const file = await readConfigFile(configPath).catch((err: unknown) => {
     const how = `umask 077; tar -xzOf ${archive} ${memberOf(m.config)} > ${configPath}`;
-    throw new CommandRefusal(`${err instanceof Error ? err.message : String(err)}. restore puts the archive back where this config says; write it first (init, or the archive's copy: ${how})`);
+    throw new CommandRefusal(
+      `${err instanceof Error ? err.message : String(err)}. restore puts the archive back where this config says; write it first (init, or the archive's copy: ${how})`,
+    );
   });
   const here = { config: configPath, tokenFile: file.tokenFile ?? null, stateDirectory: file.stateDirectory, factoryDir: factoryDirOf(process.env) };
   for (const key of ['config', 'tokenFile', 'stateDirectory', 'factoryDir'] as const) {
     const theirs = m[key];
     if (theirs === null || theirs === here[key]) continue;
-    throw new CommandRefusal(`${archive} holds ${key} ${theirs}, but ${key === 'factoryDir' ? "droid's home here is" : `${configPath} names`} ${here[key] ?? 'none'}; nothing was changed. Restore only onto the places the backup came from`);
+    throw new CommandRefusal(
+      `${archive} holds ${key} ${theirs}, but ${key === 'factoryDir' ? "droid's home here is" : `${configPath} names`} ${here[key] ?? 'none'}; nothing was changed. Restore only onto the places the backup came from`,
+    );
   }
   const parts = partsOf(m);
   const nested = parts.find((a) => parts.some((b) => a !== b && isInside(a, b)));
@@ -100,7 +104,17 @@ async function extractStaged(archive: string, parts: string[], staged: (part: st
   for (const part of parts) if (await exists(staged(part))) throw new CommandRefusal(`${staged(part)} already exists; run again in a second`);
   // Names only (flags rSH): a symlink keeps its target, and there are no hard links.
   const transforms = parts.map((p) => `--transform=s,^${literal(memberOf(p))},${memberOf(staged(p)).replace(/[\\&,]/g, '\\$&')},rSH`);
-  const run = await tar(['--extract', '--gzip', `--file=${archive}`, '--preserve-permissions', '--keep-old-files', ...transforms, '-C', '/', ...parts.map(memberOf)]);
+  const run = await tar([
+    '--extract',
+    '--gzip',
+    `--file=${archive}`,
+    '--preserve-permissions',
+    '--keep-old-files',
+    ...transforms,
+    '-C',
+    '/',
+    ...parts.map(memberOf),
+  ]);
   if (run.code === 0) return;
   for (const part of parts) await rm(staged(part), { recursive: true, force: true });
   throw new CommandFailure(`tar could not extract ${archive} (exit ${run.code}: ${run.stderr}); nothing was changed`);
@@ -139,7 +153,9 @@ async function swapIn(parts: string[], state: string, staged: (part: string) => 
     }
   } catch (err) {
     const left = parts.filter((p) => !done.includes(p)).map((p) => `${staged(p)} (extracted, not yet in place)`);
-    throw new CommandFailure(`could not put the restored copy in place (${err instanceof Error ? err.message : String(err)}). Restored: ${done.join(', ') || 'none'}; moved aside: ${movedAside.join(', ') || 'none'}; left: ${left.join(', ')}`);
+    throw new CommandFailure(
+      `could not put the restored copy in place (${err instanceof Error ? err.message : String(err)}). Restored: ${done.join(', ') || 'none'}; moved aside: ${movedAside.join(', ') || 'none'}; left: ${left.join(', ')}`,
+    );
   }
   return movedAside;
 }
@@ -167,14 +183,11 @@ async function restore(archive: string, configPath: string, at = new Date()): Pr
 
 export const restoreCommand = command({
   usage: ['--from /abs/droid-mcp-<time>.tgz --config /abs/config.json'],
-  summary: [
-    'put a backup back where the config says it came from, moving',
-    'what is there aside first (modes kept); refuses while the',
-    'server runs',
-  ],
+  summary: ['put a backup back where the config says it came from, moving', 'what is there aside first (modes kept); refuses while the', 'server runs'],
   options: { from: { type: 'string' }, config: { type: 'string' } },
   async run(values) {
-    if (!values.from || !values.config) throw new CommandRefusal('--from /absolute/path/to/archive.tgz and --config /absolute/path/to/config.json are required');
+    if (!values.from || !values.config)
+      throw new CommandRefusal('--from /absolute/path/to/archive.tgz and --config /absolute/path/to/config.json are required');
     const { manifest, movedAside } = await restore(values.from, values.config);
     out(`restored from ${values.from} (made ${manifest.createdAt}):`);
     for (const part of partsOf(manifest)) out(`  ${part}`);

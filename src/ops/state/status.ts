@@ -38,7 +38,8 @@ function ownerLine(seen: StateSeen): string {
   const who = owner
     ? `pid ${owner.pid} (host ${owner.hostname}, HOME ${owner.home}, FACTORY_HOME_OVERRIDE ${owner.factoryHomeOverride ?? 'unset'}, started ${owner.startedAt})`
     : 'none recorded';
-  if (lock.kind === 'live') return lock.pid === null ? 'owner: a process that left no owner record holds the lock (alive)' : `owner: ${who}: alive, holds the state directory`;
+  if (lock.kind === 'live')
+    return lock.pid === null ? 'owner: a process that left no owner record holds the lock (alive)' : `owner: ${who}: alive, holds the state directory`;
   if (lock.kind === 'unresponsive') return `owner: ${who}: alive but unresponsive (${lock.why}); it still holds the state directory`;
   if (lock.kind === 'dead') return `owner: ${who}: not running (${lock.dead.why}); the next start takes its lock over`;
   return owner ? `owner: ${who}: not running (stopped cleanly)` : 'owner: none yet (no controller has started on it)';
@@ -54,18 +55,27 @@ function statusLines(seen: StateSeen): string[] {
   if (!seen.exists) return [`state directory ${seen.dir} does not exist yet: no controller has run on it`, 'idle: nothing live or queued.'];
   const { live, queued, ownerAlive, busy } = busyness(seen);
   const lines = [`state directory ${seen.dir}: ${seen.sessions} session(s), ${seen.runs} run(s), last commit ${seen.seq}`, ownerLine(seen)];
-  if (seen.tornTail && !ownerAlive) lines.push(`journal: ends in a torn line (line ${seen.tornTail.line}, ${seen.tornTail.bytes} bytes, never acknowledged): the next start copies it aside and cuts it off`);
+  if (seen.tornTail && !ownerAlive)
+    lines.push(
+      `journal: ends in a torn line (line ${seen.tornTail.line}, ${seen.tornTail.bytes} bytes, never acknowledged): the next start copies it aside and cuts it off`,
+    );
   for (const s of seen.inFlight) {
     lines.push(`  session ${s.id}  ${s.workspace}${s.title ? `  ${JSON.stringify(s.title)}` : ''}`, ...s.turns.map(turnLine));
   }
   if (seen.lock.kind === 'unresponsive') {
     const pid = seen.lock.pid;
-    lines.push(`unresponsive: ${live} live and ${queued} queued turn(s), and the owner, pid ${pid}, does not keep its lock fresh. Find out why (kill -CONT ${pid} if it was stopped) before a restart, backup or restore; a restart cuts short whatever it holds.`);
+    lines.push(
+      `unresponsive: ${live} live and ${queued} queued turn(s), and the owner, pid ${pid}, does not keep its lock fresh. Find out why (kill -CONT ${pid} if it was stopped) before a restart, backup or restore; a restart cuts short whatever it holds.`,
+    );
   } else if (busy) {
-    lines.push(`busy: ${live} live and ${queued} queued turn(s). A restart now interrupts the live ones (they end interrupted) and drops the queued ones (queue_lost): wait for them, or hold the callers first.`);
+    lines.push(
+      `busy: ${live} live and ${queued} queued turn(s). A restart now interrupts the live ones (they end interrupted) and drops the queued ones (queue_lost): wait for them, or hold the callers first.`,
+    );
   } else if (live + queued > 0) {
     // A clean stop leaves queued turns queued too; start-up's recovery words both (store/recovery.ts).
-    lines.push(`not running: ${live} live and ${queued} queued turn(s) were left when the controller stopped; the next start marks live ones unknown and queued ones queue_lost (nothing to wait for).`);
+    lines.push(
+      `not running: ${live} live and ${queued} queued turn(s) were left when the controller stopped; the next start marks live ones unknown and queued ones queue_lost (nothing to wait for).`,
+    );
   } else lines.push('idle: nothing live or queued; a restart loses nothing.');
   return lines;
 }
@@ -108,7 +118,8 @@ export const statusCommand = command({
       seen = await inspectState(file.stateDirectory);
     } catch (err) {
       if (!(err instanceof StoreError)) throw err;
-      if (values.json) out(JSON.stringify({ ok: false, stateDirectory: file.stateDirectory, error: { code: err.code, message: err.problem, action: err.action } }, null, 2));
+      if (values.json)
+        out(JSON.stringify({ ok: false, stateDirectory: file.stateDirectory, error: { code: err.code, message: err.problem, action: err.action } }, null, 2));
       else out(`state directory ${file.stateDirectory} cannot be read: start-up would refuse it (${err.code}): ${err.problem}\n→ ${err.action}`);
       return 1;
     }

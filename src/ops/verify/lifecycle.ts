@@ -9,7 +9,19 @@
  */
 import { randomUUID } from 'node:crypto';
 import { command } from '../command.js';
-import { droidSessionIdsIn, exact, exactPrompt, onDisposableInstance, Report, settle, SHARED_ARGS, SLOW_PROMPT, untilRunning, verifyOptions, type VerifyOptions } from './verify.js';
+import {
+  droidSessionIdsIn,
+  exact,
+  exactPrompt,
+  onDisposableInstance,
+  Report,
+  settle,
+  SHARED_ARGS,
+  SLOW_PROMPT,
+  untilRunning,
+  verifyOptions,
+  type VerifyOptions,
+} from './verify.js';
 
 async function lifecycle(title: string, options: VerifyOptions, cancelThird: boolean): Promise<number> {
   const report = new Report(title);
@@ -18,7 +30,14 @@ async function lifecycle(title: string, options: VerifyOptions, cancelThird: boo
     const { mcp } = instance;
     report.check(true, 'server started over stdio with a disposable private state directory');
     const models = await mcp.ok<{ models: Array<{ id: string }> }>('droid_models');
-    if (!report.check(models.models.some((m) => m.id === options.model), `model ${options.model} is in the live catalog`, 'pick one from droid_models')) return;
+    if (
+      !report.check(
+        models.models.some((m) => m.id === options.model),
+        `model ${options.model} is in the live catalog`,
+        'pick one from droid_models',
+      )
+    )
+      return;
 
     const first = exactPrompt('FIRST');
     const created = await mcp.ok<{ metadata: { session: string } }>('droid_create_session', {
@@ -30,12 +49,20 @@ async function lifecycle(title: string, options: VerifyOptions, cancelThird: boo
     });
     const session = created.metadata.session;
     const one = await settle(mcp, session);
-    report.check(one.state === 'succeeded' && exact(one.preview, first.expected), 'turn 1 (droid_create_session) succeeded with the exact reply', `run ${one.state}${one.errorCode ? ` ${one.errorCode}` : ''}${one.state === 'succeeded' ? ', reply differs' : ''}`);
+    report.check(
+      one.state === 'succeeded' && exact(one.preview, first.expected),
+      'turn 1 (droid_create_session) succeeded with the exact reply',
+      `run ${one.state}${one.errorCode ? ` ${one.errorCode}` : ''}${one.state === 'succeeded' ? ', reply differs' : ''}`,
+    );
 
     const second = exactPrompt('SECOND');
     await mcp.ok('droid_send_message', { requestKey: `verify-${randomUUID()}`, session, prompt: second.prompt });
     const two = await settle(mcp, session);
-    report.check(two.state === 'succeeded' && exact(two.preview, second.expected), 'turn 2 (droid_send_message, same session) succeeded with the exact reply', `run ${two.state}${two.errorCode ? ` ${two.errorCode}` : ''}${two.state === 'succeeded' ? ', reply differs' : ''}`);
+    report.check(
+      two.state === 'succeeded' && exact(two.preview, second.expected),
+      'turn 2 (droid_send_message, same session) succeeded with the exact reply',
+      `run ${two.state}${two.errorCode ? ` ${two.errorCode}` : ''}${two.state === 'succeeded' ? ', reply differs' : ''}`,
+    );
     const ids = droidSessionIdsIn(instance.stateDir);
     report.check(ids.size === 1, "turn 2 resumed turn 1's droid session (one droid session id recorded, not shown)", `${ids.size} droid session ids recorded`);
 
@@ -45,7 +72,9 @@ async function lifecycle(title: string, options: VerifyOptions, cancelThird: boo
     const cancelled = await mcp.ok<{ status: { latestRun: { state: string } } }>('droid_cancel_session', { session });
     const three = await settle(mcp, session);
     report.check(
-      reached === 'running' && ['cancelling', 'interrupted', 'cancelled'].includes(cancelled.status.latestRun.state) && (three.state === 'interrupted' || three.state === 'cancelled'),
+      reached === 'running' &&
+        ['cancelling', 'interrupted', 'cancelled'].includes(cancelled.status.latestRun.state) &&
+        (three.state === 'interrupted' || three.state === 'cancelled'),
       'turn 3 reached droid and droid_cancel_session stopped it (interrupted)',
       `reached ${reached}, cancel answered ${cancelled.status.latestRun.state}, ended ${three.state}`,
     );
@@ -60,7 +89,11 @@ export const smokeCommand = command({
 });
 
 export const verifyLiveCommand = command({
-  usage: ['--droid /abs/droid --model ID --workspace /abs/approved/dir', '[--reasoning low] [--autonomy low] [--state /abs/new/dir]', '[--no-sandbox] [--timeout 300]'],
+  usage: [
+    '--droid /abs/droid --model ID --workspace /abs/approved/dir',
+    '[--reasoning low] [--autonomy low] [--state /abs/new/dir]',
+    '[--no-sandbox] [--timeout 300]',
+  ],
   summary: ['smoke, then a cancelled third turn and process cleanup,', 'under a hard --timeout'],
   options: SHARED_ARGS,
   run: (values) => lifecycle('verify-live', verifyOptions(values), true),

@@ -86,7 +86,13 @@ async function verifyRoute(options: VerifyRouteOptions): Promise<RouteCheck[]> {
   // One private sessions folder for the whole check: the resumed steps load what the first created.
   const sessionsCopy = mkdtempSync(join(privateTmpRoot(), 'verify-sessions-'));
   const servers: McpServerSpec[] = [{ name: AMP_SERVER, type: 'http', url: options.url }];
-  const base = { machineId: hostname(), cwd, autonomyLevel: 'off' as const, interactionMode: 'spec' as const, ...(options.modelId && { modelId: options.modelId }) };
+  const base = {
+    machineId: hostname(),
+    cwd,
+    autonomyLevel: 'off' as const,
+    interactionMode: 'spec' as const,
+    ...(options.modelId && { modelId: options.modelId }),
+  };
   const checks: RouteCheck[] = [];
   let sessionId: string | null = null;
   try {

@@ -283,10 +283,10 @@ interface Settled {
 /** Waits (repeated bounded calls) until the session settles; returns its latest run. */
 export async function settle(mcp: McpDriver, session: string): Promise<Settled> {
   for (;;) {
-    const waited = await mcp.ok<{ sessions: Array<{ agentState: string; preview: string; latestRun: { state: string; error: { code: string } | null } }>; timedOut: boolean }>(
-      'droid_wait_for_sessions',
-      { sessions: [session], timeoutSeconds: 60 },
-    );
+    const waited = await mcp.ok<{
+      sessions: Array<{ agentState: string; preview: string; latestRun: { state: string; error: { code: string } | null } }>;
+      timedOut: boolean;
+    }>('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 60 });
     if (waited.timedOut) continue;
     const s = waited.sessions[0]!;
     return { state: s.latestRun.state, agentState: s.agentState, preview: s.preview, errorCode: s.latestRun.error?.code ?? null };

@@ -135,7 +135,8 @@ interface Served {
 function readHead(client: Socket, limits: ProxyLimits, onHead: (head: string, rest: Buffer) => void): void {
   const chunks: Buffer[] = [];
   let size = 0;
-  const tooLarge = () => answer(limits, client, 431, 'Request Header Fields Too Large', `droid-mcp's egress proxy takes at most ${limits.maxHeadBytes} bytes of request head\n`);
+  const tooLarge = () =>
+    answer(limits, client, 431, 'Request Header Fields Too Large', `droid-mcp's egress proxy takes at most ${limits.maxHeadBytes} bytes of request head\n`);
   // From the first moment, however slowly the bytes come.
   const deadline = setTimeout(() => client.destroy(), limits.headTimeoutMs);
   client.once('close', () => clearTimeout(deadline));
@@ -182,7 +183,12 @@ async function serve(ctx: Served, client: Socket, head: string, rest: Buffer): P
   }
   const usable = usableAddresses(decision.entry, addresses);
   if (usable.length === 0) {
-    return ctx.refuse(client, target.host, target.port, `it resolves to an internal address (${addresses.join(', ')}), reachable only through an entry naming that exact host and port`);
+    return ctx.refuse(
+      client,
+      target.host,
+      target.port,
+      `it resolves to an internal address (${addresses.join(', ')}), reachable only through an entry naming that exact host and port`,
+    );
   }
   const upstream = await reach(usable, target.port, ctx.limits.connectTimeoutMs);
   if (!upstream) {
@@ -214,7 +220,9 @@ function parseTarget(head: string, maxLine: number): Target {
     return { kind: 'connect', host, port };
   }
   if (!target.startsWith('http://')) {
-    throw new BadRequest(target.startsWith('https://') ? 'https is tunnelled with CONNECT, not forwarded' : 'this is a proxy: send an absolute http:// URL or CONNECT');
+    throw new BadRequest(
+      target.startsWith('https://') ? 'https is tunnelled with CONNECT, not forwarded' : 'this is a proxy: send an absolute http:// URL or CONNECT',
+    );
   }
   let url: URL;
   try {
@@ -240,8 +248,13 @@ function forwardedHead(head: string, target: { host: string; port: number; path:
 
 function answer(limits: ProxyLimits, client: Socket, status: number, text: string, body: string, headers: Record<string, string> = {}): void {
   const bytes = Buffer.from(body, 'utf8');
-  const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-  client.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${bytes.length}\r\n${extra}Connection: close\r\n\r\n${bytes.toString('latin1')}`, 'latin1');
+  const extra = Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  client.end(
+    `HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${bytes.length}\r\n${extra}Connection: close\r\n\r\n${bytes.toString('latin1')}`,
+    'latin1',
+  );
   // A client that never closes its side does not keep a connection slot.
   setTimeout(() => client.destroy(), limits.answeredLingerMs).unref();
 }

@@ -95,10 +95,13 @@ export function attachEgress(listener: Promise<EgressListener>, entries: readonl
       closed = true;
       clearTimeout(timer);
       proxy?.close();
-      void listener.then(({ server, take }) => {
-        server.close();
-        for (const socket of take()) socket.destroy();
-      }, () => undefined);
+      void listener.then(
+        ({ server, take }) => {
+          server.close();
+          for (const socket of take()) socket.destroy();
+        },
+        () => undefined,
+      );
     },
   };
 }

@@ -59,7 +59,13 @@ interface JournalRead {
  * past `snapshotSeq + 1`. Hands each commit past the snapshot to `apply`,
  * with its line number, in order.
  */
-export async function readJournal(file: FileHandle, path: string, snapshotSeq: number, refuse: Refuse, apply: (commit: JournalCommit, line: number) => void): Promise<JournalRead> {
+export async function readJournal(
+  file: FileHandle,
+  path: string,
+  snapshotSeq: number,
+  refuse: Refuse,
+  apply: (commit: JournalCommit, line: number) => void,
+): Promise<JournalRead> {
   let firstSeq: number | undefined;
   const scan = await forEachLine(file, {
     refuse: (_line, problem) => refuse(`${path} ${problem}`),

@@ -143,7 +143,12 @@ export async function writeRunIndex(
     seq[at] = f.seq;
     length[at] = bytes;
     state[at] = stateCode.get(f.state)!;
-    flags[at] = (f.started ? FLAG_STARTED : 0) | (f.hasChanges ? FLAG_CHANGES : 0) | (f.preview !== '' ? FLAG_PREVIEW : 0) | (u !== null ? FLAG_USAGE : 0) | (f.usageLive ? FLAG_USAGE_LIVE : 0);
+    flags[at] =
+      (f.started ? FLAG_STARTED : 0) |
+      (f.hasChanges ? FLAG_CHANGES : 0) |
+      (f.preview !== '' ? FLAG_PREVIEW : 0) |
+      (u !== null ? FLAG_USAGE : 0) |
+      (f.usageLive ? FLAG_USAGE_LIVE : 0);
     if (f.preview !== '') {
       const seen = latest.get(f.sessionId);
       if (seen === undefined || seen.facts.seq < f.seq) latest.set(f.sessionId, { at, facts: f });
@@ -157,7 +162,11 @@ export async function writeRunIndex(
   const pad = Buffer.alloc((8 - (strings.length % 8)) % 8, 0x20);
   const columns = [accepted, new Float64Array(usage), session, seq, length, state, flags].map((c) => Buffer.from(c.buffer, c.byteOffset, c.byteLength));
   const body = Buffer.concat([strings, pad, ...columns]);
-  const header = JSON.stringify({ version: INDEX_VERSION, endian: 'LE', body: { bytes: body.length, strings: strings.length, sha256: createHash('sha256').update(body).digest('hex') } });
+  const header = JSON.stringify({
+    version: INDEX_VERSION,
+    endian: 'LE',
+    body: { bytes: body.length, strings: strings.length, sha256: createHash('sha256').update(body).digest('hex') },
+  });
   // The header line is padded so the body, and with it every Float64 column, starts 8-aligned.
   const head = Buffer.from(header.padEnd(header.length + ((7 - (header.length % 8)) % 8)) + '\n', 'utf8');
   await writeFileAtomic(join(dir, INDEX_FILE), Buffer.concat([head, body]), fs);
@@ -187,7 +196,8 @@ export async function readRunIndex(dir: string): Promise<{ body: IndexBody } | {
   if (h.version !== INDEX_VERSION) return bad(`has version ${JSON.stringify(h.version)}, not ${INDEX_VERSION}`);
   if (h.endian !== 'LE' || endianness() !== 'LE') return bad('has numbers in another byte order');
   let body = bytes.subarray(newline + 1);
-  if (h.body?.bytes !== body.length) return bad(`is truncated or extended (its body has ${body.length} bytes, its header says ${JSON.stringify(h.body?.bytes)})`);
+  if (h.body?.bytes !== body.length)
+    return bad(`is truncated or extended (its body has ${body.length} bytes, its header says ${JSON.stringify(h.body?.bytes)})`);
   if (h.body.sha256 !== createHash('sha256').update(body).digest('hex')) return bad('does not match its own checksum');
   const stringBytes = h.body.strings;
   if (!Number.isSafeInteger(stringBytes) || (stringBytes as number) > body.length) return bad('has a malformed header');

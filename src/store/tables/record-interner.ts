@@ -69,7 +69,11 @@ export class RecordInterner {
   readonly #pool: Pool;
 
   constructor(private readonly options: InternerOptions) {
-    this.#pool = { str: (s) => this.#str(s), session: (id) => this.options.sessionId?.(id) ?? this.#str(id), shared: (key, copy, value) => this.#shared(key, copy, value) };
+    this.#pool = {
+      str: (s) => this.#str(s),
+      session: (id) => this.options.sessionId?.(id) ?? this.#str(id),
+      shared: (key, copy, value) => this.#shared(key, copy, value),
+    };
   }
 
   session(s: SessionRecord): SessionRecord {

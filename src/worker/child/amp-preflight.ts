@@ -25,14 +25,12 @@ const NOTHING = 'nothing was submitted';
 
 /** Each preflight failure with what the operator can do about it. */
 const ACTION: Record<Extract<DroidErrorCode, `amp_mcp_${string}`>, string> = {
-  amp_mcp_unreachable:
-    'Check that the ampMcp endpoint is reachable from this host (network, DNS, TLS, a local relay that is running), then send again.',
+  amp_mcp_unreachable: 'Check that the ampMcp endpoint is reachable from this host (network, DNS, TLS, a local relay that is running), then send again.',
   amp_mcp_auth_required:
     'As the service user, complete Factory droid’s MCP OAuth sign-in once for exactly the configured ampMcp url, then send again; or send with replyTo: null to run detached.',
   amp_mcp_not_started:
     'The endpoint answers HTTP but droid did not start the server: check that the service user’s Factory login holds an Amp OAuth token for exactly this url and that the url is an MCP endpoint (droid’s own log names the cause), then send again.',
-  amp_mcp_tool_missing:
-    'The Amp profile does not offer a usable puck tool: check the ampMcp url (profile=puck), or send with replyTo: null to run detached.',
+  amp_mcp_tool_missing: 'The Amp profile does not offer a usable puck tool: check the ampMcp url (profile=puck), or send with replyTo: null to run detached.',
   amp_mcp_admin_tool_exposed:
     'A tool of the Amp server other than puck stays usable after disabling (a droid or Amp change): do not route sessions until it is understood; send with replyTo: null to run detached, and check the protocol notes for this droid version.',
   amp_mcp_setup_failed: 'droid could not list or configure its tools; retry, and if it persists, check the droid version against the protocol notes.',
@@ -133,7 +131,13 @@ export async function preflightAmp(client: PreflightClient, url: string, saved: 
   const verdict = verifyInventory(tools);
   if (verdict.ok) return;
   if (verdict.code === 'amp_mcp_admin_tool_exposed') {
-    throw fail('amp_mcp_admin_tool_exposed', `after disabling, ${AMP_SERVER} still exposes ${verdict.tools.map((t) => JSON.stringify(t)).join(', ').slice(0, 300)}`);
+    throw fail(
+      'amp_mcp_admin_tool_exposed',
+      `after disabling, ${AMP_SERVER} still exposes ${verdict.tools
+        .map((t) => JSON.stringify(t))
+        .join(', ')
+        .slice(0, 300)}`,
+    );
   }
   throw fail(
     'amp_mcp_tool_missing',

@@ -54,7 +54,11 @@ export function earlyAlive(early: EarlyDroid): boolean {
  */
 export function warmSpawnPath(): void {
   try {
-    const { child } = startDroid({ droidPath: process.execPath, env: {}, launcher: { command: process.execPath, args: ['--version'], fd3: new Uint8Array(1) } });
+    const { child } = startDroid({
+      droidPath: process.execPath,
+      env: {},
+      launcher: { command: process.execPath, args: ['--version'], fd3: new Uint8Array(1) },
+    });
     child.stdout.resume();
     child.stderr.resume();
   } catch {

@@ -47,7 +47,8 @@ function load(held: unknown[], early: EarlyDroid | undefined, heldAt: number): v
     runWorker = (loaded.exports as { runWorker?: RunWorker }).runWorker!;
     if (typeof runWorker !== 'function') throw new Error('worker.cjs exports no runWorker');
     // Not an error (the bundle was compiled from source), but every turn pays for it: the runner keeps this in the stderr tail.
-    if (loaded.cache !== 'accepted') process.stderr.write(`worker: loaded without its code cache (${loaded.cache}): rebuild with this node, and start the server without V8 flags\n`);
+    if (loaded.cache !== 'accepted')
+      process.stderr.write(`worker: loaded without its code cache (${loaded.cache}): rebuild with this node, and start the server without V8 flags\n`);
   } catch (err) {
     process.stderr.write(`worker: could not load: ${(err as Error).message}\n`);
     early?.started.kill('SIGKILL');

@@ -12,7 +12,16 @@ import { droidAutonomy } from '../../droid/permission-policy.js';
 import { assertDroidExecutable } from '../../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../../droid/turn-collector.js';
 import { epochMs } from '../../util/epoch.js';
-import { stoppedResult, type StartMarks, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnOutcome, type TurnSpec, type TurnResult } from '../contract/protocol.js';
+import {
+  stoppedResult,
+  type StartMarks,
+  type RenameOutcome,
+  type ReplyCall,
+  type ReplyEvent,
+  type TurnOutcome,
+  type TurnSpec,
+  type TurnResult,
+} from '../contract/protocol.js';
 import { judgeStop, type Reached, type TurnStop } from '../../shared/turn-stop.js';
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -187,7 +196,10 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   }
   // droid writes nothing before the prompt is submitted: the "before" snapshot runs during setup.
   state.evidence = beginEvidence(spec, state.gitLauncher ?? null);
-  void state.evidence.before.then(() => (state.marks.before_snapshot = epochMs()), () => undefined);
+  void state.evidence.before.then(
+    () => (state.marks.before_snapshot = epochMs()),
+    () => undefined,
+  );
   if (spec.replyBack) {
     client.routeReplies({
       caller: spec.autonomy,
@@ -203,11 +215,13 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
 
   // Setup: nothing is submitted if a stop or an exit comes first.
   // No request of ours before droid's proxy listens: the model, Factory and a routed turn's Amp endpoint must find it.
-  const setup = Promise.resolve(state.egress?.ready).then(() => openSession(spec, client, state)).then((id) => {
-    state.droidSessionId = id;
-    state.marks.session_ready = epochMs();
-    return null;
-  });
+  const setup = Promise.resolve(state.egress?.ready)
+    .then(() => openSession(spec, client, state))
+    .then((id) => {
+      state.droidSessionId = id;
+      state.marks.session_ready = epochMs();
+      return null;
+    });
   const exitDuringSetup = exited.then((e) => Promise.reject(e));
   // Whichever loses the race must not surface later as an unhandled rejection.
   setup.catch(() => undefined);
@@ -349,7 +363,13 @@ async function assertWorkspaceUnchanged(workspace: string): Promise<void> {
   );
   const resolved = await realpath(workspace).catch(() => null);
   if (resolved !== workspace) throw changed;
-  if (!(await stat(resolved).then((s) => s.isDirectory(), () => false))) throw changed;
+  if (
+    !(await stat(resolved).then(
+      (s) => s.isDirectory(),
+      () => false,
+    ))
+  )
+    throw changed;
 }
 
 async function sameDirectory(a: string, b: string): Promise<boolean> {

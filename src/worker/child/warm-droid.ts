@@ -69,7 +69,14 @@ function startInputsSync(spec: WarmDroidSpec): string {
 }
 
 async function startInputs(spec: WarmDroidSpec): Promise<string> {
-  const parts = await Promise.all(startInputPaths(spec).map((path) => stat(path).then((s) => describeStat(path, s), () => describeStat(path, null))));
+  const parts = await Promise.all(
+    startInputPaths(spec).map((path) =>
+      stat(path).then(
+        (s) => describeStat(path, s),
+        () => describeStat(path, null),
+      ),
+    ),
+  );
   return parts.join('|');
 }
 

@@ -6,7 +6,15 @@
  */
 import { toErrorInfo } from '../../droid/errors.js';
 import { parseParentMessage, parseWorkerMessage, runEnvelopeSchema } from '../contract/ipc.js';
-import { failedResult, turnSpecSchema, type RenameOutcome, type ReplyCall, type TurnResult, type WarmDroidSpec, type WorkerToParent } from '../contract/protocol.js';
+import {
+  failedResult,
+  turnSpecSchema,
+  type RenameOutcome,
+  type ReplyCall,
+  type TurnResult,
+  type WarmDroidSpec,
+  type WorkerToParent,
+} from '../contract/protocol.js';
 import { AHEAD_TITLE, WARM_IDLE_TITLE, WORKER_TITLE } from '../contract/worker-process.js';
 import { startEarly, warmSpawnPath, type EarlyDroid } from './early-droid.js';
 import { stopOrphanedGroup } from './orphan.js';
@@ -14,7 +22,6 @@ import { runTurn } from './run-turn.js';
 import { spawnWarmDroid, type WarmDroid } from './warm-droid.js';
 import { ACK_WAIT_MS } from '../contract/timeline.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-
 
 function send(message: WorkerToParent): Promise<void> {
   return new Promise((resolve) => {
@@ -168,15 +175,21 @@ async function execute(rawSpec: unknown): Promise<void> {
     result = failedResult({ code: 'turn_spec_invalid', message: `invalid turn spec: ${detail}`, retryable: false });
   } else {
     try {
-      ({ result, release } = await runTurn(parsed.data, {
-        cancelled,
-        onStarted: (droidSessionId, stages) => void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString(), stages: { run_received: runReceivedAt, ...stages } }),
-        onProgress: (event) => void send({ type: 'progress', event }),
-        onUsage: (usage) => void send({ type: 'usage', usage }),
-        onCatalog: sendCatalog,
-        replyGate: askGate,
-        onReply: (event) => void send({ type: 'reply_event', event }),
-      }, warm, early));
+      ({ result, release } = await runTurn(
+        parsed.data,
+        {
+          cancelled,
+          onStarted: (droidSessionId, stages) =>
+            void send({ type: 'started', droidSessionId, submittedAt: new Date().toISOString(), stages: { run_received: runReceivedAt, ...stages } }),
+          onProgress: (event) => void send({ type: 'progress', event }),
+          onUsage: (usage) => void send({ type: 'usage', usage }),
+          onCatalog: sendCatalog,
+          replyGate: askGate,
+          onReply: (event) => void send({ type: 'reply_event', event }),
+        },
+        warm,
+        early,
+      ));
     } catch (err) {
       result = failedResult(toErrorInfo(err));
     }

@@ -39,7 +39,8 @@ function parse<T>(schema: z.ZodType<T>, raw: unknown): Parsed<T> {
 /** `type=X: path: message; …`, bounded; never the message's content. */
 function describe(raw: unknown, error: z.ZodError): string {
   let what: string;
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) what = `not an object (${raw === null ? 'null' : Array.isArray(raw) ? 'array' : typeof raw})`;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    what = `not an object (${raw === null ? 'null' : Array.isArray(raw) ? 'array' : typeof raw})`;
   else {
     const type = (raw as { type?: unknown }).type;
     what = typeof type === 'string' ? `type=${head(type, 40)}` : 'no type';

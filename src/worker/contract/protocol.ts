@@ -52,7 +52,10 @@ export const turnSpecSchema = z
                 .strict(),
             ])
             .optional(),
-          reads: z.object({ hidden: z.array(z.string().startsWith('/')), readable: z.array(z.string().startsWith('/')) }).strict().optional(),
+          reads: z
+            .object({ hidden: z.array(z.string().startsWith('/')), readable: z.array(z.string().startsWith('/')) })
+            .strict()
+            .optional(),
           hiddenDirs: z.array(z.string().startsWith('/')),
           hiddenFiles: z.array(z.string().startsWith('/')),
           /** Set by the runner (runner.ts) for each turn: the private copy droid sees as its sessions folder. */
@@ -75,7 +78,10 @@ export const turnSpecSchema = z
      * `amp-puck`, preflight it, and route every puck call through the reply
      * gate (the controller). Detached turns never contact it.
      */
-    replyBack: z.object({ url: z.string().min(1), replyTo: z.string().min(1) }).strict().optional(),
+    replyBack: z
+      .object({ url: z.string().min(1), replyTo: z.string().min(1) })
+      .strict()
+      .optional(),
     /**
      * The turn's spend ceiling (controller/budget/budget-policy.ts): the worker
      * interrupts the turn when droid's running usage reaches it. Absent: none.
@@ -193,7 +199,10 @@ const wireLaunch = z
     droidPath: z.string().min(1),
     env: z.record(z.string(), z.string()),
     cwd: z.string().startsWith('/'),
-    launcher: z.object({ command: z.string().min(1), args: z.array(z.string()), fd3: z.base64(), egress: z.literal(true).optional() }).strict().optional(),
+    launcher: z
+      .object({ command: z.string().min(1), args: z.array(z.string()), fd3: z.base64(), egress: z.literal(true).optional() })
+      .strict()
+      .optional(),
   })
   .strict();
 export type WireLaunch = z.infer<typeof wireLaunch>;
@@ -203,7 +212,17 @@ export type WireLaunch = z.infer<typeof wireLaunch>;
  * the time between the controller's take and droid's first model request
  * goes. Logged by the controller and printed by bench/latency.ts.
  */
-const START_STAGES = ['run_received', 'spec_received', 'droid_spawned', 'droid_first_byte', 'initialized', 'session_ready', 'before_snapshot', 'submit_sent', 'submit_answered'] as const;
+const START_STAGES = [
+  'run_received',
+  'spec_received',
+  'droid_spawned',
+  'droid_first_byte',
+  'initialized',
+  'session_ready',
+  'before_snapshot',
+  'submit_sent',
+  'submit_answered',
+] as const;
 const startMarks = z.partialRecord(z.enum(START_STAGES), z.number().finite());
 export type StartMarks = z.infer<typeof startMarks>;
 

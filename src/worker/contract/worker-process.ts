@@ -63,6 +63,10 @@ export function launchOfRun(raw: unknown): WireLaunch | null {
   const { droidPath, env, cwd, launcher } = launch;
   if (typeof droidPath !== 'string' || typeof cwd !== 'string' || !cwd.startsWith('/')) return null;
   if (typeof env !== 'object' || env === null || !Object.values(env).every((v) => typeof v === 'string')) return null;
-  if (launcher !== undefined && (typeof launcher !== 'object' || launcher === null || typeof launcher.command !== 'string' || !isStrings(launcher.args) || typeof launcher.fd3 !== 'string')) return null;
+  if (
+    launcher !== undefined &&
+    (typeof launcher !== 'object' || launcher === null || typeof launcher.command !== 'string' || !isStrings(launcher.args) || typeof launcher.fd3 !== 'string')
+  )
+    return null;
   return launch as WireLaunch;
 }

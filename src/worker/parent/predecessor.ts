@@ -79,7 +79,10 @@ export async function stopMarkedProcesses(mark: string, onStuck?: (pids: number[
     }
     await sleep(POLL_MS);
     if (Date.now() >= nextReport) {
-      onStuck?.(marked.map((p) => p.pid), Date.now() - startedAt);
+      onStuck?.(
+        marked.map((p) => p.pid),
+        Date.now() - startedAt,
+      );
       nextReport = Date.now() + STUCK_REPORT_MS;
     }
   }

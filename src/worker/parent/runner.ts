@@ -9,7 +9,16 @@ import type { CatalogModel } from '../../droid/client.js';
 import type { ProgressEvent } from '../../droid/turn-collector.js';
 import type { TokenUsage } from '../../droid/notifications.js';
 import { parseWorkerMessage } from '../contract/ipc.js';
-import { failedResult, stoppedResult, type ParentToWorker, type RenameOutcome, type ReplyCall, type ReplyEvent, type TurnResult, type TurnSpec } from '../contract/protocol.js';
+import {
+  failedResult,
+  stoppedResult,
+  type ParentToWorker,
+  type RenameOutcome,
+  type ReplyCall,
+  type ReplyEvent,
+  type TurnResult,
+  type TurnSpec,
+} from '../contract/protocol.js';
 import { TextTail } from '../../util/text.js';
 import { epochMs } from '../../util/epoch.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
@@ -116,7 +125,16 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
   const pid = child.pid ?? -1;
 
   let settle!: (result: TurnResult) => void;
-  const watch: TurnWatch = { gotResult: false, cancelRequested: false, startedSession: null, reportedSession: null, firedBackstop: null, invalidMessages: 0, ipcProblems: [], readyAt: 0 };
+  const watch: TurnWatch = {
+    gotResult: false,
+    cancelRequested: false,
+    startedSession: null,
+    reportedSession: null,
+    firedBackstop: null,
+    invalidMessages: 0,
+    ipcProblems: [],
+    readyAt: 0,
+  };
   const result = new Promise<TurnResult>((resolve) => (settle = resolve));
 
   const backstop = backstopTimer(pid, watch);
@@ -229,7 +247,13 @@ function backstopTimer(pid: number, watch: TurnWatch): { arm(kind: Backstop, ms:
  * diagnostic, never acted on. An invalid `terminal` is not the result: the
  * turn then ends as worker_failed when the worker exits.
  */
-function relayMessage(raw: unknown, watch: TurnWatch, options: WorkerOptions, post: (message: ParentToWorker) => void, onResult: (result: TurnResult) => void): void {
+function relayMessage(
+  raw: unknown,
+  watch: TurnWatch,
+  options: WorkerOptions,
+  post: (message: ParentToWorker) => void,
+  onResult: (result: TurnResult) => void,
+): void {
   const parsed = parseWorkerMessage(raw);
   if (!parsed.ok) {
     const problem = `ipc_invalid_message #${++watch.invalidMessages} from the worker, ignored: ${parsed.problem}`;
@@ -291,7 +315,9 @@ function confineTurn(turnSpec: TurnSpec, prepared?: ConfinedTurn): { resumeId: s
 
 /** The spec naming the turn's private folders (what a sandboxed launch binds). */
 export function withFolders(spec: TurnSpec, confined: ConfinedTurn | null): TurnSpec {
-  return confined && spec.sandbox.mode === 'bwrap' ? { ...spec, sandbox: { ...spec.sandbox, sessionsCopy: confined.sessions.dir, turnTmp: confined.tmp.turnTmp } } : spec;
+  return confined && spec.sandbox.mode === 'bwrap'
+    ? { ...spec, sandbox: { ...spec.sandbox, sessionsCopy: confined.sessions.dir, turnTmp: confined.tmp.turnTmp } }
+    : spec;
 }
 
 /** A sandboxed turn's private folders, named after its run (so a restart finds what a dead controller left); the sessions copy empty until filled. */
@@ -317,7 +343,9 @@ export function emptyConfinedTurn(spec: TurnSpec): ConfinedTurn {
 async function releaseConfinedTurn(confined: ConfinedTurn, droidSessionId: string | null, options: WorkerOptions): Promise<void> {
   await commitSessions(confined.sessions, droidSessionId, options);
   const [copyLeft, tmpLeft] = await Promise.all([confined.sessions.dispose(), confined.tmp.dispose()]);
-  const left = [copyLeft && `the private sessions copy was not removed: ${copyLeft}`, tmpLeft && `the turn's TMPDIR was not removed: ${tmpLeft}`].filter((x): x is string => !!x);
+  const left = [copyLeft && `the private sessions copy was not removed: ${copyLeft}`, tmpLeft && `the turn's TMPDIR was not removed: ${tmpLeft}`].filter(
+    (x): x is string => !!x,
+  );
   if (left.length) options.onSessionCopy?.({ copied: [], refused: left });
 }
 

@@ -45,7 +45,11 @@ export interface ShortLivedDroidOptions {
 export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, use: (client: DroidClient) => Promise<T>): Promise<T> {
   let dispose: () => Promise<unknown> = async () => null;
   let client: DroidClient;
-  const common = { droidPath: options.droidPath, detached: true, ...(options.requestTimeoutMs !== undefined && { requestTimeoutMs: options.requestTimeoutMs }) };
+  const common = {
+    droidPath: options.droidPath,
+    detached: true,
+    ...(options.requestTimeoutMs !== undefined && { requestTimeoutMs: options.requestTimeoutMs }),
+  };
   if (options.sandbox.mode === 'bwrap') {
     const factoryDir = factoryDirOf(options.env);
     const paths = prepareTurnPaths(factoryDir, options.droidPath);
@@ -64,7 +68,12 @@ export async function withShortLivedDroid<T>(options: ShortLivedDroidOptions, us
         ...turnReads(options.sandbox.reads, options.droidPath, options.cwd ?? null),
         network: networkOf(options.sandbox),
       });
-      client = DroidClient.spawn({ ...common, env: confinedEnv(options.env), cwd: options.cwd ?? paths.turnTmp, launcher: options.niceness === undefined ? launcher : niced(launcher, options.niceness) });
+      client = DroidClient.spawn({
+        ...common,
+        env: confinedEnv(options.env),
+        cwd: options.cwd ?? paths.turnTmp,
+        launcher: options.niceness === undefined ? launcher : niced(launcher, options.niceness),
+      });
     } catch (err) {
       await dispose();
       throw err;

@@ -219,7 +219,9 @@ export class WarmPool {
     const dir = this.options.droid ? mkdtempSync(join(tmpdir(), WARM_DIR_PREFIX)) : null;
     let child: ChildProcess;
     try {
-      child = forkWorker({ ...(this.options.env && { env: this.options.env }), ...(this.options.workerEntry && { workerEntry: this.options.workerEntry }) }, [POOL_ARG]);
+      child = forkWorker({ ...(this.options.env && { env: this.options.env }), ...(this.options.workerEntry && { workerEntry: this.options.workerEntry }) }, [
+        POOL_ARG,
+      ]);
     } catch (err) {
       if (dir) rmSync(dir, { recursive: true, force: true });
       throw err;
@@ -302,7 +304,12 @@ export class WarmPool {
  * (prestart.ts), else a warm one from the pool when one is ready, else a
  * cold fork. The pool worker's neutral folder goes once its group is gone.
  */
-export function startPooledWorker(pool: WarmPool | null, spec: TurnSpec, options: WorkerOptions, early?: { worker: TakenWorker; confined: ConfinedTurn }): WorkerHandle {
+export function startPooledWorker(
+  pool: WarmPool | null,
+  spec: TurnSpec,
+  options: WorkerOptions,
+  early?: { worker: TakenWorker; confined: ConfinedTurn },
+): WorkerHandle {
   const earlyChild = early?.worker.child;
   const earlyLives = earlyChild !== undefined && earlyChild.exitCode === null && earlyChild.signalCode === null && earlyChild.connected;
   // A worker that died while its turn waited would never say so again: the turn takes another, with the same folders.

@@ -106,7 +106,12 @@ describe('live usage', () => {
     expect((await status(server, a.metadata.session)).latestRun.usage).toBeNull();
     const done = await settle(server, a.metadata.session);
     expect(done.latestRun.usage).toBeNull();
-    expect(await server.ok('droid_get_usage', { session: a.metadata.session })).toMatchObject({ turns: 1, turnsWithUsage: 0, inputTokens: 0, factoryCredits: null });
+    expect(await server.ok('droid_get_usage', { session: a.metadata.session })).toMatchObject({
+      turns: 1,
+      turnsWithUsage: 0,
+      inputTokens: 0,
+      factoryCredits: null,
+    });
   }, 60_000);
 
   it('a crash mid-turn leaves the last durable figure, not final, on an unknown run', async () => {
@@ -150,7 +155,12 @@ describe('budgets', () => {
     expect(refused.structured.error).toMatchObject({ code: 'budget_exhausted', retryable: false });
     expect(String((refused.structured.error as { action: string }).action)).toMatch(/own budget.*new session/);
     // Its own budget lets it continue.
-    await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: `last ${steps(0, 0)}`, budget: { maxTokens: 1_000 } });
+    await server.ok<Acceptance>('droid_send_message', {
+      requestKey: key(),
+      session: a.metadata.session,
+      prompt: `last ${steps(0, 0)}`,
+      budget: { maxTokens: 1_000 },
+    });
     const third = await settle(server, a.metadata.session);
     expect(third.latestRun).toMatchObject({ state: 'succeeded', limit: { maxTokens: 1_000 } });
   }, 120_000);
@@ -160,7 +170,12 @@ describe('budgets', () => {
     const a = await create(server, { workspace: ctx.workspace('queued'), prompt: `loop ${steps(12, 300)}`, budget: { maxTokens: 300 } });
     // Both queued behind the first turn, before it spends the session's budget.
     const t2 = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'without a budget' });
-    const t3 = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: `own ${steps(0, 0)}`, budget: { maxTokens: 1_000 } });
+    const t3 = await server.ok<Acceptance>('droid_send_message', {
+      requestKey: key(),
+      session: a.metadata.session,
+      prompt: `own ${steps(0, 0)}`,
+      budget: { maxTokens: 1_000 },
+    });
     expect([t2.admission.action, t3.admission.action]).toEqual(['queued', 'queued']);
     const done = await settle(server, a.metadata.session);
     expect(done.latestRun).toMatchObject({ run: t3.metadata.run, state: 'succeeded', limit: { maxTokens: 1_000, maxCredits: null } });
@@ -190,7 +205,13 @@ describe('budgets', () => {
 
   it('a replay keeps its original budget, also after the operator lowered a ceiling; another budget under the same key is a conflict', async () => {
     server = await ctx.start();
-    const args = { requestKey: key(), replyTo: null, workspace: ctx.workspace('replay'), prompt: `one ${steps(0, 0)}`, budget: { maxTokens: 5_000, maxCredits: 4 } };
+    const args = {
+      requestKey: key(),
+      replyTo: null,
+      workspace: ctx.workspace('replay'),
+      prompt: `one ${steps(0, 0)}`,
+      budget: { maxTokens: 5_000, maxCredits: 4 },
+    };
     const a = await server.ok<Acceptance>('droid_create_session', args);
     await settle(server, a.metadata.session);
     const follow = { requestKey: key(), session: a.metadata.session, prompt: `two ${steps(0, 0)}`, budget: { maxTokens: 2_000 } };

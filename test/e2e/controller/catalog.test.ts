@@ -31,7 +31,8 @@ afterAll(async () => {
   await ctx?.cleanup();
 });
 
-type Event = { kind: 'read'; background: boolean; models: number; startedAt: number; at: number } | { kind: 'offered'; models: number; at: number } | { kind: string };
+type Event =
+  { kind: 'read'; background: boolean; models: number; startedAt: number; at: number } | { kind: 'offered'; models: number; at: number } | { kind: string };
 
 /** The catalog events the server logged so far, in order. */
 function catalogEvents(s: RunningServer): Event[] {
@@ -92,7 +93,7 @@ describe('model catalog (real droid, TTL 5 s)', () => {
   it("is refreshed by a turn's own answer, read ahead from it in the background, and a create after a pause reads nothing", async () => {
     server = await startServer(ctx.config({ modelCacheTtlMs: TTL }), { ...ctx.env, DROID_MCP_LOG_LEVEL: 'debug' });
     const listed = await server.ok<{ models: unknown[] }>('droid_models');
-    const first = (await until(() => reads(server!)[0], 5_000));
+    const first = await until(() => reads(server!)[0], 5_000);
     expect(first.background).toBe(false);
     // The turn's answer comes a while after the read, so the two schedules differ.
     await sleep(1_000);

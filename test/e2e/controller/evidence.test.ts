@@ -50,7 +50,6 @@ async function settle(session: string): Promise<Status> {
   }
 }
 
-
 const SCHEMA = {
   type: 'object',
   properties: { summary: { type: 'string' }, filesTouched: { type: 'integer', minimum: 0 } },

@@ -71,12 +71,23 @@ describe('a follow-up sent the moment wait returns', () => {
       workspaces.push(workspace);
       // The model takes a second over its answer, as models do: the next turn's droid boots meanwhile.
       const first = `first-${warmPoolSize}-${Date.now()}`;
-      const created = await server.ok<Accepted>('droid_create_session', { requestKey: `c-${first}`, replyTo: null, workspace, autonomy: 'off', title: `Follow ${warmPoolSize}`, prompt: `${first} ${script({ text: 'first done', slowMs: 1_000 })}` });
+      const created = await server.ok<Accepted>('droid_create_session', {
+        requestKey: `c-${first}`,
+        replyTo: null,
+        workspace,
+        autonomy: 'off',
+        title: `Follow ${warmPoolSize}`,
+        prompt: `${first} ${script({ text: 'first done', slowMs: 1_000 })}`,
+      });
       const session = created.metadata.session;
       await server.ok('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 60 });
       const second = `second-${warmPoolSize}-${Date.now()}`;
       const sentAt = Date.now();
-      const sent = await server.ok<Accepted>('droid_send_message', { requestKey: `s-${second}`, session, prompt: `${second} ${script({ text: 'second done' })}` });
+      const sent = await server.ok<Accepted>('droid_send_message', {
+        requestKey: `s-${second}`,
+        session,
+        prompt: `${second} ${script({ text: 'second done' })}`,
+      });
       // It waited for the previous turn's claim, which was held while the title was being applied.
       expect(sent.admission?.action).toBe('queued');
       await server.ok('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 60 });
@@ -115,7 +126,11 @@ describe('a follow-up sent the moment wait returns', () => {
     await server.ok('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 60 });
     const seen = (await server.ok<{ status: { preview: string } }>('droid_get_session_status', { session })).status.preview;
     const sentAt = Date.now();
-    const sent = await server.ok<Accepted>('droid_send_message', { requestKey: `s-hostile-${Date.now()}`, session, prompt: `next ${script({ text: 'next done' })}` });
+    const sent = await server.ok<Accepted>('droid_send_message', {
+      requestKey: `s-hostile-${Date.now()}`,
+      session,
+      prompt: `next ${script({ text: 'next done' })}`,
+    });
     await server.ok('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 60 });
     // The droid was there while the commands ran: the follow-up ran on it.
     const start = loggedStart(sent.metadata.run);

@@ -201,7 +201,10 @@ describe('droid_read_session', () => {
     expect(page!.items).toEqual([{ type: 'partial_text', run: expect.any(String), text: expect.stringMatching(/^s/) }]);
     await settle(session);
     const done = await readAll(session, 100);
-    expect(done.map((i) => i.type), JSON.stringify(done)).toEqual(['assistant_text']);
+    expect(
+      done.map((i) => i.type),
+      JSON.stringify(done),
+    ).toEqual(['assistant_text']);
   });
 
   it('shows declined permissions and questions as notices', async () => {

@@ -145,7 +145,12 @@ describe('reporting back', () => {
     const a = await create(server, { workspace: ws, replyTo: A, autonomy: 'low', prompt: `report-marker-1 ${steps(sendTo(A, 'progress: done with step 1'))}` });
     expect(a.status).toMatchObject({ replyTo: A, notification: 'pending' });
     const [done] = await settle(server, a.metadata.session);
-    expect(done).toMatchObject({ notification: 'accepted', notificationError: null, needsAttention: false, latestRun: { state: 'succeeded', autonomy: 'low' } });
+    expect(done).toMatchObject({
+      notification: 'accepted',
+      notificationError: null,
+      needsAttention: false,
+      latestRun: { state: 'succeeded', autonomy: 'low' },
+    });
     const sends = amp.sends().slice(sendsBefore);
     expect(sends).toHaveLength(1);
     expect(sends[0]!.arguments).toEqual({ action: 'send', params: { conversationID: A, message: 'progress: done with step 1' } });
@@ -170,7 +175,12 @@ describe('reporting back', () => {
     const a = await create(server, { workspace: ws, replyTo: B, autonomy: 'off', prompt: `spec report ${steps(sendTo(B, long))}` });
     const [done] = await settle(server, a.metadata.session);
     expect(done).toMatchObject({ notification: 'accepted', latestRun: { state: 'succeeded', autonomy: 'off' } });
-    expect(amp.sends().slice(before).map((c) => c.arguments.params)).toEqual([{ conversationID: B, message: long }]);
+    expect(
+      amp
+        .sends()
+        .slice(before)
+        .map((c) => c.arguments.params),
+    ).toEqual([{ conversationID: B, message: long }]);
     // History shows the send with its message text bounded.
     const send = (await history(server, a.metadata.session)).find((i) => i.tool === PUCK)!;
     expect(long.length).toBeGreaterThan(10_000);
@@ -220,7 +230,10 @@ describe('reporting back', () => {
       // find a disabled tool. What the test names holds on both: calling the tool anyway never reaches Amp.
       const search = items.find((item) => item.tool === 'ToolSearch');
       if (search) expect(search.result, t).toContain('not found');
-      expect(items.find((item) => item.tool === `amp-puck___${t}`), t).toMatchObject({ isError: true });
+      expect(
+        items.find((item) => item.tool === `amp-puck___${t}`),
+        t,
+      ).toMatchObject({ isError: true });
       expect(done[i]!.latestRun.state, t).toBe('succeeded');
     }
   });
@@ -318,7 +331,10 @@ describe('what a routed turn may still do', () => {
         autonomy: 'high',
         prompt: `high ${steps(
           { name: 'Create', arguments: { file_path: join(ws, 'made.txt'), content: 'made\n' } },
-          { name: 'Execute', arguments: { command: 'rm -rf ./victim', riskLevel: 'high', riskLevelReason: 'deletes a folder', summary: 'Remove the victim folder' } },
+          {
+            name: 'Execute',
+            arguments: { command: 'rm -rf ./victim', riskLevel: 'high', riskLevelReason: 'deletes a folder', summary: 'Remove the victim folder' },
+          },
           ...report,
         )}`,
       });
@@ -353,7 +369,12 @@ describe('what a routed turn may still do', () => {
     const hinted = await startFakeAmp({ puckReadOnlyHint: true });
     extraAmps.push(hinted);
     server = await start(hinted.url);
-    const a = await create(server, { workspace: ctx.workspace('hinted'), replyTo: A, autonomy: 'low', prompt: `hinted ${script({ steps: [sendTo(A, 'unasked'), sendTo(A, 'again')], slowMs: 1_500 })}` });
+    const a = await create(server, {
+      workspace: ctx.workspace('hinted'),
+      replyTo: A,
+      autonomy: 'low',
+      prompt: `hinted ${script({ steps: [sendTo(A, 'unasked'), sendTo(A, 'again')], slowMs: 1_500 })}`,
+    });
     // Each model answer takes 1.5 s, as a real model's does: the interrupt sent at the first unasked call lands
     // while droid waits for the next answer. With instant answers droid could start the second call first.
     const [done] = await settle(server, a.metadata.session);
@@ -371,7 +392,12 @@ describe('preflight failures submit nothing', () => {
     const marker = `preflight-${code}-${key()}`;
     const requests = ctx.bed.model.requests.length;
     const titles = ctx.bed.model.titleRequests.length;
-    const a = await create(server, { workspace: ctx.workspace(marker), replyTo: A, autonomy: 'high', prompt: `${marker} ${script({ text: 'should never run' })}` });
+    const a = await create(server, {
+      workspace: ctx.workspace(marker),
+      replyTo: A,
+      autonomy: 'high',
+      prompt: `${marker} ${script({ text: 'should never run' })}`,
+    });
     const [done] = await settle(server, a.metadata.session);
     expect(done!.latestRun.state).toBe(state);
     expect(done!.latestRun.error?.code).toBe(code);

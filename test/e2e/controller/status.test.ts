@@ -86,7 +86,10 @@ describe('droid-mcp status', () => {
     const report = JSON.parse(json.stdout) as StatusJson;
     expect(report).toMatchObject({ ok: true, owner: { pid: server.pid, alive: true }, lock: 'held', live: 1, queued: 1, busy: true });
     expect(report.inFlight).toEqual([
-      expect.objectContaining({ id: busy.session, turns: [expect.objectContaining({ run: busy.first, seq: 1, state: 'running' }), expect.objectContaining({ run: busy.queued, seq: 2, state: 'queued' })] }),
+      expect.objectContaining({
+        id: busy.session,
+        turns: [expect.objectContaining({ run: busy.first, seq: 1, state: 'running' }), expect.objectContaining({ run: busy.queued, seq: 2, state: 'queued' })],
+      }),
     ]);
 
     // A clean stop interrupts the live turn; the queued one stays queued until the next start marks it queue_lost.
@@ -138,15 +141,21 @@ describe('droid-mcp status', () => {
       const text = await runCli(['status', '--config', config], ctx.env);
       expect(text.code, text.stdout).toBe(3);
       expect(text.stdout).toContain(`owner: pid ${server.pid} (host `);
-      expect(text.stdout).toMatch(/: alive but unresponsive \(pid running but lock not refreshed for 10 s: the owner is stopped \(SIGSTOP\) or hung\); it still holds the state directory$/m);
-      expect(text.stdout).toMatch(new RegExp(`^unresponsive: 0 live and 0 queued turn\\(s\\), and the owner, pid ${server.pid}, does not keep its lock fresh`, 'm'));
+      expect(text.stdout).toMatch(
+        /: alive but unresponsive \(pid running but lock not refreshed for 10 s: the owner is stopped \(SIGSTOP\) or hung\); it still holds the state directory$/m,
+      );
+      expect(text.stdout).toMatch(
+        new RegExp(`^unresponsive: 0 live and 0 queued turn\\(s\\), and the owner, pid ${server.pid}, does not keep its lock fresh`, 'm'),
+      );
       const backups = privateDir('droid-mcp-status-backups-');
       const made = await runCli(['backup', '--config', config, '--to', backups], ctx.env);
       expect(made.stderr).toContain(`the server, pid ${server.pid}, alive but unresponsive (`);
       expect(made.code).toBe(3);
       expect(readdirSync(backups)).toEqual([]);
       const doctor = await runCli(['doctor', '--config', config], ctx.env);
-      expect(doctor.stdout).toMatch(new RegExp(`^warn +state directory +\\S+ is private and held by pid ${server.pid} \\(started \\S+\\), alive but unresponsive \\(`, 'm'));
+      expect(doctor.stdout).toMatch(
+        new RegExp(`^warn +state directory +\\S+ is private and held by pid ${server.pid} \\(started \\S+\\), alive but unresponsive \\(`, 'm'),
+      );
       rmSync(backups, { recursive: true, force: true });
     } finally {
       process.kill(server.pid, 'SIGCONT');

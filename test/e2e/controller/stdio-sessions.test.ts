@@ -14,7 +14,6 @@ import { idlePoolPids, pidsWithEnvTag, waitForNoProcesses } from '../../support/
 import { droidProcesses, liveDroids, makeContext, type E2EContext } from '../../support/e2e-context.js';
 import type { Acceptance, SessionView } from '../../support/tool-views.js';
 
-
 let ctx: E2EContext;
 let server: RunningServer | undefined;
 const TAG = `e2e-${process.pid}-${Date.now()}`;
@@ -188,7 +187,10 @@ describe('tool surface', () => {
       expect(tool.inputSchema.additionalProperties).toBe(false);
       expect(tool.outputSchema).toBeDefined();
     }
-    const readOnly = tools.filter((t) => t.annotations?.readOnlyHint).map((t) => t.name).sort();
+    const readOnly = tools
+      .filter((t) => t.annotations?.readOnlyHint)
+      .map((t) => t.name)
+      .sort();
     expect(readOnly).toEqual([
       'droid_find_sessions',
       'droid_get_session_status',
@@ -209,7 +211,12 @@ describe('tool surface', () => {
 
   it('lists workspaces, capacity and policy, and the live models', async () => {
     server = await ctx.start({ maxConcurrentRuns: 3 });
-    const ws = await server.ok<{ workspaces: string[]; capacity: object; policy: { defaultModel: string; sandbox: object; worktrees: boolean }; droid: object }>('droid_list_workspaces');
+    const ws = await server.ok<{
+      workspaces: string[];
+      capacity: object;
+      policy: { defaultModel: string; sandbox: object; worktrees: boolean };
+      droid: object;
+    }>('droid_list_workspaces');
     expect(ws.workspaces).toEqual([ctx.root]);
     // No checkouts directory configured: isolation "worktree" is not offered.
     expect(ws.policy.worktrees).toBe(false);
@@ -238,9 +245,21 @@ describe('lifecycle', () => {
     server = await ctx.start({ network: { allow: ['allowed.invalid'] } });
     const ws = ctx.workspace('egress');
     const curl = (host: string) => `curl -s -m 10 http://${host}/ | head -c 60; echo`;
-    const tool = { name: 'Execute', arguments: { command: [curl('refused.invalid'), curl('refused.invalid'), curl('other.invalid:8080'), curl('allowed.invalid')].join('; '), riskLevel: 'low', riskLevelReason: 'test' } };
+    const tool = {
+      name: 'Execute',
+      arguments: {
+        command: [curl('refused.invalid'), curl('refused.invalid'), curl('other.invalid:8080'), curl('allowed.invalid')].join('; '),
+        riskLevel: 'low',
+        riskLevelReason: 'test',
+      },
+    };
     const a = await create(server, { workspace: ws, autonomy: 'high', prompt: `fetch ${script({ tool })}` });
-    const b = await create(server, { workspace: ctx.workspace('egress-model-only'), autonomy: 'high', network: 'model-only', prompt: `fetch ${script({ tool })}` });
+    const b = await create(server, {
+      workspace: ctx.workspace('egress-model-only'),
+      autonomy: 'high',
+      network: 'model-only',
+      prompt: `fetch ${script({ tool })}`,
+    });
     const [first, second] = await settle(server, a.metadata.session, b.metadata.session);
     expect(first!.latestRun.state).toBe('succeeded');
     const refused = (v: SessionView) => (v.latestRun.egress?.refused ?? []).map((r) => `${r.host}:${r.port}x${r.count}`).sort();
@@ -248,7 +267,10 @@ describe('lifecycle', () => {
     expect(refused(first!)).toEqual(['other.invalid:8080x1', 'refused.invalid:80x2']);
     expect(second!.network).toBe('model-only');
     expect(refused(second!)).toEqual(['allowed.invalid:80x1', 'other.invalid:8080x1', 'refused.invalid:80x2']);
-    const lines = server.stderr().split('\n').filter((line) => line.includes('egress proxy refused'));
+    const lines = server
+      .stderr()
+      .split('\n')
+      .filter((line) => line.includes('egress proxy refused'));
     expect(lines.filter((line) => line.includes(a.metadata.run))).toHaveLength(2);
     expect(lines.filter((line) => line.includes(b.metadata.run))).toHaveLength(3);
   });
@@ -276,7 +298,18 @@ describe('lifecycle', () => {
       .map((line) => (JSON.parse(line) as { start: { at: number; ms: Record<string, number> } }).start);
     expect(started).toHaveLength(1);
     const stages = Object.keys(started[0]!.ms);
-    for (const stage of ['launch_began', 'starting_committed', 'worker_ready', 'spec_received', 'droid_spawned', 'droid_first_byte', 'initialized', 'session_ready', 'submit_sent', 'submit_answered']) {
+    for (const stage of [
+      'launch_began',
+      'starting_committed',
+      'worker_ready',
+      'spec_received',
+      'droid_spawned',
+      'droid_first_byte',
+      'initialized',
+      'session_ready',
+      'submit_sent',
+      'submit_answered',
+    ]) {
       expect(stages).toContain(stage);
     }
     // Listed in the order they happened: droid answered before it was asked to submit.
@@ -303,8 +336,7 @@ describe('lifecycle', () => {
     expect(replayed.metadata).toEqual({ ...first.metadata, replayed: true });
     expect(replayed.status.latestRun).toMatchObject({ state: 'succeeded', autonomy: 'off' });
     // The turn ran once: one model request carried its prompt, replays added none.
-    const turnRequests = () =>
-      ctx.bed.model.requests.filter((r) => r.messages.some((m) => messageText(m).includes(args.prompt))).length;
+    const turnRequests = () => ctx.bed.model.requests.filter((r) => r.messages.some((m) => messageText(m).includes(args.prompt))).length;
     expect(turnRequests()).toBe(1);
     await new Promise((r) => setTimeout(r, 300));
     expect(turnRequests()).toBe(1);
@@ -318,8 +350,14 @@ describe('lifecycle', () => {
     await server.ok('droid_models'); // warm the catalog so its probe process is not counted
     const sampler = sampleDroids();
     const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `slow ${script({ text: 'first done', slowMs: 2_500 })}` });
-    await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state === 'running');
-    const f = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: `next ${script({ text: 'second done' })}` });
+    await until(
+      async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state === 'running',
+    );
+    const f = await server.ok<Acceptance>('droid_send_message', {
+      requestKey: key(),
+      session: a.metadata.session,
+      prompt: `next ${script({ text: 'second done' })}`,
+    });
     expect(f.status.latestRun.state).toBe('queued');
     const [done] = await settle(server, a.metadata.session);
     expect(done!.latestRun.state).toBe('succeeded');
@@ -338,7 +376,9 @@ describe('lifecycle', () => {
     server = await ctx.start();
     const ws = ctx.workspace('steer');
     const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `slow ${script({ text: prose(50, 'unfinished'), slowMs: 30_000 })}` });
-    await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state === 'running');
+    await until(
+      async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state === 'running',
+    );
     await new Promise((r) => setTimeout(r, 500));
     const steer = await server.ok<Acceptance>('droid_send_message', {
       requestKey: key(),
@@ -359,7 +399,11 @@ describe('lifecycle', () => {
     const ws = ctx.workspace('cancel');
     const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `slow ${script({ text: prose(50), slowMs: 30_000 })}` });
     const q1 = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'queued one' });
-    await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state !== 'queued' || liveDroids(TAG).length > 0);
+    await until(
+      async () =>
+        (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.latestRun.state !== 'queued' ||
+        liveDroids(TAG).length > 0,
+    );
     const cancelled = await server.ok<{ status: SessionView }>('droid_cancel_session', { session: a.metadata.session });
     expect(cancelled.status.latestRun).toMatchObject({ run: q1.metadata.run, state: 'cancelled', cancelReason: 'cancelled' });
     const [done] = await settle(server, a.metadata.session);
@@ -378,7 +422,9 @@ describe('admission', () => {
     const sampler = sampleDroids();
     for (let i = 0; i < 6; i++) {
       const ws = ctx.workspace(`cap-${i}`);
-      sessions.push((await create(server, { workspace: ws, autonomy: 'high', prompt: `n${i} ${script({ text: `done ${i}`, slowMs: 600 })}` })).metadata.session);
+      sessions.push(
+        (await create(server, { workspace: ws, autonomy: 'high', prompt: `n${i} ${script({ text: `done ${i}`, slowMs: 600 })}` })).metadata.session,
+      );
     }
     const done = await settle(server, ...sessions);
     const { peak, distinct } = await sampler.stop();
@@ -451,7 +497,13 @@ describe('sandbox', () => {
     const before = ctx.bed.model.requests.length;
     const sessionsBefore = (await server.ok<{ sessions: unknown[] }>('droid_find_sessions', { limit: 100 })).sessions.length;
     // The catalog droid runs in the sandbox too: no sandbox, no catalog, and never an unconfined fallback.
-    const refused = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: ctx.workspace('sandboxless'), autonomy: 'high', prompt: `never ${script({ text: 'must not run' })}` });
+    const refused = await server.call('droid_create_session', {
+      requestKey: key(),
+      replyTo: null,
+      workspace: ctx.workspace('sandboxless'),
+      autonomy: 'high',
+      prompt: `never ${script({ text: 'must not run' })}`,
+    });
     expect(refused.structured.error).toMatchObject({ code: 'sandbox_unavailable', retryable: false, action: expect.stringContaining('"sandbox": "off"') });
     const models = await server.call('droid_models', {});
     expect(models.structured.error).toMatchObject({ code: 'sandbox_unavailable' });
@@ -463,7 +515,11 @@ describe('sandbox', () => {
     // A bwrap that drops `--seccomp 3`: the sandbox runs, the filter does not, so the trial run must fail.
     const fake = join(ctx.root, '..', 'bwrap-without-filter');
     const real = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();
-    writeFileSync(fake, `#!/bin/sh\nfor a; do shift; if [ "$skip" = 1 ]; then skip=0; continue; fi; if [ "$a" = --seccomp ]; then skip=1; continue; fi; set -- "$@" "$a"; done\nexec ${real} "$@"\n`, { mode: 0o755 });
+    writeFileSync(
+      fake,
+      `#!/bin/sh\nfor a; do shift; if [ "$skip" = 1 ]; then skip=0; continue; fi; if [ "$a" = --seccomp ]; then skip=1; continue; fi; set -- "$@" "$a"; done\nexec ${real} "$@"\n`,
+      { mode: 0o755 },
+    );
     server = await ctx.start({ bwrapPath: fake });
     const ws = await server.ok<{ policy: { sandbox: { available: boolean; detail: string } } }>('droid_list_workspaces');
     expect(ws.policy.sandbox).toMatchObject({ available: false, detail: expect.stringContaining('seccomp filter did not load') });
@@ -488,7 +544,12 @@ describe('validation', () => {
     expect((outside.structured.error as { action: string }).action).toContain('approvedDirectories');
     const traversal = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: `${ws}/../../..`, prompt: 'p' });
     expect(traversal.structured.error).toMatchObject({ code: 'workspace_not_approved' });
-    const replyTo = await server.call('droid_create_session', { requestKey: key(), replyTo: 'T-11111111-2222-4333-8444-555555555555', workspace: ws, prompt: 'p' });
+    const replyTo = await server.call('droid_create_session', {
+      requestKey: key(),
+      replyTo: 'T-11111111-2222-4333-8444-555555555555',
+      workspace: ws,
+      prompt: 'p',
+    });
     expect(replyTo.structured.error).toMatchObject({ code: 'reply_back_unavailable' });
     // A session may ask for less network than the host allows, never more (issue 37).
     const network = await server.call('droid_create_session', { requestKey: key(), replyTo: null, workspace: ws, prompt: 'p', network: 'open' });
@@ -510,7 +571,11 @@ describe('durability', () => {
     const ws = ctx.workspace('crash');
     const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `${marker} ${script({ text: prose(50), slowMs: 30_000 })}` });
     const q = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'queued behind' });
-    await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.agentState === 'working' && liveDroids(TAG).length === 1);
+    await until(
+      async () =>
+        (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.agentState === 'working' &&
+        liveDroids(TAG).length === 1,
+    );
     // The turn's own model request is streaming (droid's title request is recorded apart).
     await until(() => ctx.bed.model.requests.some((r) => JSON.stringify(r.messages).includes(marker)));
     process.kill(server.pid, 'SIGKILL');
@@ -525,7 +590,9 @@ describe('durability', () => {
     expect(follow.structured.error).toMatchObject({ code: 'session_unknown_outcome' });
     expect(status.status.latestRun).toMatchObject({ run: q.metadata.run, state: 'cancelled', cancelReason: 'queue_lost' });
     // The crashed turn kept no transcript: history says so and invents nothing.
-    const history = await server.ok<{ items: Array<{ type: string; kind?: string }>; historyAvailable: boolean }>('droid_read_session', { session: a.metadata.session });
+    const history = await server.ok<{ items: Array<{ type: string; kind?: string }>; historyAvailable: boolean }>('droid_read_session', {
+      session: a.metadata.session,
+    });
     expect(history.historyAvailable).toBe(false);
     expect(history.items.every((i) => i.type === 'notice')).toBe(true);
     const sent = ctx.bed.model.requests.filter((r) => JSON.stringify(r.messages).includes(marker)).length;
@@ -540,7 +607,11 @@ describe('durability', () => {
     const marker = `graceful-${Date.now()}`;
     const a = await create(server, { workspace: ws, autonomy: 'off', prompt: `${marker} ${script({ text: prose(60), slowMs: 30_000 })}` });
     const q = await server.ok<Acceptance>('droid_send_message', { requestKey: key(), session: a.metadata.session, prompt: 'after the stop' });
-    await until(async () => (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.agentState === 'working' && liveDroids(TAG).length === 1);
+    await until(
+      async () =>
+        (await server!.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session })).status.agentState === 'working' &&
+        liveDroids(TAG).length === 1,
+    );
     await until(() => ctx.bed.model.requests.some((r) => JSON.stringify(r.messages).includes(marker)));
     // Closing stdio is how an MCP client stops a stdio server.
     await server.close();
@@ -549,7 +620,11 @@ describe('durability', () => {
 
     server = await ctx.start();
     const runs = await server.ok<{ status: SessionView }>('droid_get_session_status', { session: a.metadata.session });
-    expect(runs.status).toMatchObject({ agentState: 'idle', needsAttention: true, latestRun: { run: q.metadata.run, state: 'cancelled', cancelReason: 'queue_lost' } });
+    expect(runs.status).toMatchObject({
+      agentState: 'idle',
+      needsAttention: true,
+      latestRun: { run: q.metadata.run, state: 'cancelled', cancelReason: 'queue_lost' },
+    });
     const history = await server.ok<{ items: Array<{ type: string; kind?: string; run: string }> }>('droid_read_session', { session: a.metadata.session });
     expect(history.items, JSON.stringify(history.items)).toContainEqual(expect.objectContaining({ type: 'notice', kind: 'interrupted', run: a.metadata.run }));
     expect(ctx.bed.model.requests.some((r) => JSON.stringify(r.messages).includes('after the stop'))).toBe(false);

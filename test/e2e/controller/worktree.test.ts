@@ -48,11 +48,22 @@ interface Status {
   agentState: string;
   workspace: string;
   checkout?: { isolation: string; path: string; branch: string; base: string | null; repository: string; state: string };
-  latestRun: { run: string; state: string; startedAt: string | null; endedAt: string | null; error: { code: string } | null; changes: { added: string[] } | null; commits?: Commits | null };
+  latestRun: {
+    run: string;
+    state: string;
+    startedAt: string | null;
+    endedAt: string | null;
+    error: { code: string } | null;
+    changes: { added: string[] } | null;
+    commits?: Commits | null;
+  };
 }
 
 function git(dir: string, ...args: string[]): string {
-  return execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' } }).trim();
+  return execFileSync('git', ['-C', dir, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
+  }).trim();
 }
 
 async function settle(session: string): Promise<Status> {
@@ -63,7 +74,15 @@ async function settle(session: string): Promise<Status> {
 }
 
 async function create(key: string, workspace: string, prompt: string, over: Record<string, unknown> = {}): Promise<string> {
-  const accepted = await server.ok<{ metadata: { session: string } }>('droid_create_session', { requestKey: key, workspace, prompt, replyTo: null, autonomy: 'high', isolation: 'worktree', ...over });
+  const accepted = await server.ok<{ metadata: { session: string } }>('droid_create_session', {
+    requestKey: key,
+    workspace,
+    prompt,
+    replyTo: null,
+    autonomy: 'high',
+    isolation: 'worktree',
+    ...over,
+  });
   return accepted.metadata.session;
 }
 
@@ -97,10 +116,26 @@ describe('isolation: "worktree"', () => {
     expect((await server.ok<{ policy: { worktrees: boolean } }>('droid_list_workspaces')).policy.worktrees).toBe(true);
     const [a, b] = await Promise.all([create('wt-a', repo, turn('sh work.sh a 3')), create('wt-b', repo, turn('sh work.sh b 3'))]);
     const [sa, sb] = await Promise.all([settle(a), settle(b)]);
-    for (const [s, name] of [[sa, 'a'], [sb, 'b']] as const) {
+    for (const [s, name] of [
+      [sa, 'a'],
+      [sb, 'b'],
+    ] as const) {
       expect(s.latestRun).toMatchObject({ state: 'succeeded', error: null });
-      expect(s.checkout).toEqual({ isolation: 'worktree', path: join(checkouts, s.session), branch: `droid/${s.session}`, base, repository: repo, state: 'ready' });
-      expect(s.latestRun.commits).toMatchObject({ branch: `droid/${s.session}`, ahead: 1, commits: [{ subject: `work ${name}` }], truncated: 0, inRepository: true });
+      expect(s.checkout).toEqual({
+        isolation: 'worktree',
+        path: join(checkouts, s.session),
+        branch: `droid/${s.session}`,
+        base,
+        repository: repo,
+        state: 'ready',
+      });
+      expect(s.latestRun.commits).toMatchObject({
+        branch: `droid/${s.session}`,
+        ahead: 1,
+        commits: [{ subject: `work ${name}` }],
+        truncated: 0,
+        inRepository: true,
+      });
       // The branch is in the repository, holding the turn's commit, and only that session's file.
       expect(git(repo, 'log', '-1', '--format=%s', `droid/${s.session}`)).toBe(`work ${name}`);
       expect(git(repo, 'ls-tree', '--name-only', `droid/${s.session}`).split('\n').sort()).toEqual(['README.md', `${name}.txt`, 'save.sh', 'work.sh']);
@@ -153,7 +188,14 @@ describe('isolation: "worktree"', () => {
     const before = journal();
     const notGit = await server.call('droid_create_session', { requestKey: 'wt-plain', workspace: plain, prompt: 'x', replyTo: null, isolation: 'worktree' });
     expect(notGit.structured).toMatchObject({ error: { code: 'isolation_not_a_repository' } });
-    const reader = await server.call('droid_create_session', { requestKey: 'wt-reader', workspace: repo, prompt: 'x', replyTo: null, autonomy: 'off', isolation: 'worktree' });
+    const reader = await server.call('droid_create_session', {
+      requestKey: 'wt-reader',
+      workspace: repo,
+      prompt: 'x',
+      replyTo: null,
+      autonomy: 'off',
+      isolation: 'worktree',
+    });
     expect(reader.structured).toMatchObject({ error: { code: 'isolation_not_for_readers', action: expect.stringContaining('read-only') } });
     // Not even a session without a checkout may work where the checkouts are (it could rewrite one's .git).
     const over = await server.call('droid_create_session', { requestKey: 'wt-over', workspace: checkouts, prompt: 'x', replyTo: null });

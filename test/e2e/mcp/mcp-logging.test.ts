@@ -77,7 +77,11 @@ describe('MCP logging over stdio', () => {
     while (!texts(about(messages, first)).includes('turn ended') && Date.now() < end) await new Promise((r) => setTimeout(r, 25));
     const mine = about(messages, first);
     expect(texts(mine)).toEqual(expect.arrayContaining(['turn accepted', 'turn running: prompt submitted to droid', 'turn ended']));
-    expect(mine.find((m) => (m.data as { message: string }).message === 'turn ended')).toMatchObject({ level: 'info', logger: 'droid-mcp', data: { state: 'succeeded' } });
+    expect(mine.find((m) => (m.data as { message: string }).message === 'turn ended')).toMatchObject({
+      level: 'info',
+      logger: 'droid-mcp',
+      data: { state: 'succeeded' },
+    });
     for (const m of messages) for (const k of Object.keys(m.data as object)) expect(RELAYED_KEYS).toContain(k);
     const ids = droidSessionIds(ctx.stateDir);
     expect(ids.length).toBeGreaterThan(0);
@@ -111,10 +115,21 @@ describe('MCP logging over stdio', () => {
         await new Promise((r) => setTimeout(r, 25));
       }
     };
-    send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'dies', version: '1' } } });
+    send({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'dies', version: '1' } },
+    });
     await until(() => out.includes('"id":1'), 'the initialize answer');
     send({ jsonrpc: '2.0', method: 'notifications/initialized' });
-    const args = { requestKey: `logging-${++keys}`, replyTo: null, workspace: ctx.workspace('dies'), autonomy: 'off', prompt: `slow ${script({ text: prose(60), slowMs: 30_000 })}` };
+    const args = {
+      requestKey: `logging-${++keys}`,
+      replyTo: null,
+      workspace: ctx.workspace('dies'),
+      autonomy: 'off',
+      prompt: `slow ${script({ text: prose(60), slowMs: 30_000 })}`,
+    };
     send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'droid_create_session', arguments: args } });
     await until(() => err.includes('turn running: prompt submitted to droid'), 'the turn running');
     const running = err.split('\n').find((line) => line.includes('turn running: prompt submitted to droid'))!;

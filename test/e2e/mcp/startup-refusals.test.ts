@@ -33,7 +33,12 @@ let ctx: E2EContext;
 let first: RunningServer | undefined;
 const TAG = `e2e-refusals-${process.pid}-${Date.now()}`;
 const CORRUPT = '{"version": 1, "seq": 0, "sessions": 1, "runs": 0}\n{"session": {';
-const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'refusals', version: '1' } } };
+const INITIALIZE = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'refusals', version: '1' } },
+};
 
 beforeAll(async () => {
   ctx = await makeContext(TAG);
@@ -81,7 +86,13 @@ interface SdkClient {
 
 /** The MCP SDK client over stdio, not yet connected. */
 function sdkClient(configArg: string, cwd?: string): SdkClient {
-  const transport = new StdioClientTransport({ command: process.execPath, args: [SERVER_ENTRY, '--config', configArg], env: ctx.env, stderr: 'pipe', ...(cwd && { cwd }) });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [SERVER_ENTRY, '--config', configArg],
+    env: ctx.env,
+    stderr: 'pipe',
+    ...(cwd && { cwd }),
+  });
   let stderr = '';
   transport.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
   const client = new Client({ name: 'refusals', version: '1.0.0' });
@@ -106,7 +117,11 @@ async function expectRefusedBeforeHandshake(configArg: string, cwd: string | und
   const exit = await runSendingInitialize(configArg, cwd);
   expect(exit.code).toBe(1);
   expect(exit.stdout).toBe('');
-  expect(refusal(exit.stderr)).toMatchObject({ code: 'config_invalid', msg: expect.stringMatching(words), action: expect.stringMatching(/start droid-mcp again/) });
+  expect(refusal(exit.stderr)).toMatchObject({
+    code: 'config_invalid',
+    msg: expect.stringMatching(words),
+    action: expect.stringMatching(/start droid-mcp again/),
+  });
   expect(refusal(sdk.stderr())).toEqual(refusal(exit.stderr));
 }
 
@@ -163,7 +178,12 @@ describe('a state directory that fails to load: every tool call answers the refu
       expect((await sdk.client.listTools()).tools).toHaveLength(11);
       const waiting = rejection(sdk, 'droid_list_workspaces');
       await release();
-      const refused = { code: 'state_corrupt', retryable: false, message: expect.stringMatching(/refused to start/), action: expect.stringMatching(/operator/) };
+      const refused = {
+        code: 'state_corrupt',
+        retryable: false,
+        message: expect.stringMatching(/refused to start/),
+        action: expect.stringMatching(/operator/),
+      };
       expect(await waiting).toMatchObject(refused);
       // Answered again, not dropped: the server stays until the client goes.
       expect(await rejection(sdk, 'droid_get_usage')).toEqual(await waiting);
@@ -185,7 +205,11 @@ describe('a state directory that fails to load: every tool call answers the refu
     const sdk = sdkClient(ctx.config());
     try {
       await sdk.client.connect(sdk.transport);
-      expect(await rejection(sdk, 'droid_list_workspaces')).toMatchObject({ code: 'state_locked', retryable: false, action: expect.stringMatching(/operator/) });
+      expect(await rejection(sdk, 'droid_list_workspaces')).toMatchObject({
+        code: 'state_locked',
+        retryable: false,
+        action: expect.stringMatching(/operator/),
+      });
       const exited = exitOf(sdk);
       await sdk.client.close();
       expect(await exited).toBe(1);
@@ -231,7 +255,11 @@ describe('over HTTP nothing listens before the config and the state are known go
       expect(await everListened(port, exit)).toBe(false);
       const { code, stderr } = await exit;
       expect(code).toBe(1);
-      expect(refusal(stderr)).toMatchObject({ code: 'config_invalid', msg: expect.stringMatching(/"stateDirectory" .* inside the approved root/), action: expect.any(String) });
+      expect(refusal(stderr)).toMatchObject({
+        code: 'config_invalid',
+        msg: expect.stringMatching(/"stateDirectory" .* inside the approved root/),
+        action: expect.any(String),
+      });
       expect(readdirSync(inside)).toEqual([]);
     } finally {
       token.remove();

@@ -100,7 +100,15 @@ beforeEach(async () => {
   config = join(etc, 'config.json');
   writeFileSync(
     config,
-    JSON.stringify({ approvedDirectories: [join(tmp, 'repos')], stateDirectory: state, droidPath: MOCK_DROID, defaultModel: 'mock-model', tokenFile: join(etc, 'token'), warmPoolSize: 0, ...sandboxKeys() }),
+    JSON.stringify({
+      approvedDirectories: [join(tmp, 'repos')],
+      stateDirectory: state,
+      droidPath: MOCK_DROID,
+      defaultModel: 'mock-model',
+      tokenFile: join(etc, 'token'),
+      warmPoolSize: 0,
+      ...sandboxKeys(),
+    }),
     { mode: 0o600 },
   );
   // A real server makes the state directory (and owner record) and stops cleanly.
@@ -169,18 +177,22 @@ describe('droid-mcp backup and restore', () => {
     expect(Date.parse(owner.startedAt)).toBeGreaterThanOrEqual(Math.floor(statSync(archive).mtimeMs));
   });
 
-  it('restores only onto the places the operator\'s config and environment name, never where a crafted manifest points', async () => {
+  it("restores only onto the places the operator's config and environment name, never where a crafted manifest points", async () => {
     const archive = await backedUp();
     const victim = join(tmp, 'victim');
     mkdirSync(victim, { mode: 0o700 });
     writeFileSync(join(victim, 'keep'), 'mine');
-    const crafted = craft(archive, (dir) => {
-      const path = join(dir, 'droid-mcp-backup.json');
-      writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, 'utf8')), config: victim }));
-      mkdirSync(join(dir, member(victim)));
-      writeFileSync(join(dir, member(victim), 'planted'), 'theirs');
-      rmSync(join(dir, member(config)));
-    }, { first: [member(victim)] });
+    const crafted = craft(
+      archive,
+      (dir) => {
+        const path = join(dir, 'droid-mcp-backup.json');
+        writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, 'utf8')), config: victim }));
+        mkdirSync(join(dir, member(victim)));
+        writeFileSync(join(dir, member(victim), 'planted'), 'theirs');
+        rmSync(join(dir, member(config)));
+      },
+      { first: [member(victim)] },
+    );
     const before = { ...parts(), victim: treeFingerprint(victim), tmp: readdirSync(tmp).sort() };
     const back = await runCli(['restore', '--from', crafted, '--config', config], env());
     expect({ ...parts(), victim: treeFingerprint(victim), tmp: readdirSync(tmp).sort() }).toEqual(before);
@@ -193,10 +205,14 @@ describe('droid-mcp backup and restore', () => {
     const victim = join(tmp, 'victim.txt');
     writeFileSync(victim, 'mine', { mode: 0o600 });
     // A lone hard-link member naming victim.txt: tar would link the state's file to the real one.
-    const linked = craft(archive, (dir) => {
-      writeFileSync(join(dir, member(victim)), 'mine');
-      linkSync(join(dir, member(victim)), join(dir, member(state), 'results', 'evil'));
-    }, { first: [member(victim)], drop: [member(victim)] });
+    const linked = craft(
+      archive,
+      (dir) => {
+        writeFileSync(join(dir, member(victim)), 'mine');
+        linkSync(join(dir, member(victim)), join(dir, member(state), 'results', 'evil'));
+      },
+      { first: [member(victim)], drop: [member(victim)] },
+    );
     const before = { ...parts(), tmp: readdirSync(tmp).sort() };
     const hard = await runCli(['restore', '--from', linked, '--config', config], env());
     expect(hard.code).toBe(2);

@@ -14,10 +14,12 @@ import { SERVER_ENTRY } from '../../support/paths.js';
 import { TAG_VAR, waitForNoProcesses } from '../../support/processes.js';
 import { leftBehind } from '../../support/assertions.js';
 
-
 function runDemo(args: string[], tmp: string, tag: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [SERVER_ENTRY, 'demo', ...args], { env: { ...process.env, TMPDIR: tmp, [TAG_VAR]: tag }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [SERVER_ENTRY, 'demo', ...args], {
+      env: { ...process.env, TMPDIR: tmp, [TAG_VAR]: tag },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

@@ -96,10 +96,28 @@ describe('droid-mcp init', () => {
     expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(await loadConfig(join(etc, 'config.json'))).toMatchObject({ transport: 'http', port: 8899, tokenFile: join(etc, 'token') });
     expect(stdout).not.toContain(token);
-    expect(stdout).toContain(`claude mcp add --scope user --transport http droid-mcp http://127.0.0.1:8899/mcp --header "Authorization: Bearer $(cat ${join(etc, 'token')})"`);
+    expect(stdout).toContain(
+      `claude mcp add --scope user --transport http droid-mcp http://127.0.0.1:8899/mcp --header "Authorization: Bearer $(cat ${join(etc, 'token')})"`,
+    );
     // A second init makes a different token.
     rmSync(join(tmp, 'state'), { recursive: true });
-    await runCli(['init', '--config', join(etc, 'other.json'), '--approve', approved, '--state', join(tmp, 'state'), '--droid', MOCK_DROID, '--http', '--token-file', join(etc, 'other-token')], serviceEnv());
+    await runCli(
+      [
+        'init',
+        '--config',
+        join(etc, 'other.json'),
+        '--approve',
+        approved,
+        '--state',
+        join(tmp, 'state'),
+        '--droid',
+        MOCK_DROID,
+        '--http',
+        '--token-file',
+        join(etc, 'other-token'),
+      ],
+      serviceEnv(),
+    );
     expect(readFileSync(join(etc, 'other-token'), 'utf8').trim()).not.toBe(token);
   });
 
@@ -114,7 +132,9 @@ describe('droid-mcp init', () => {
     await expect(init({ ...base, configPath: join(etc, 'new.json'), approve: [join(tmp, 'missing')] })).rejects.toThrow(InitRefusal);
     await expect(init({ ...base, configPath: 'relative.json' })).rejects.toThrow(/absolute/);
     await expect(init({ ...base, configPath: join(etc, 'new.json'), model: 'gpt-5-fast' })).rejects.toThrow(/Fast variant/);
-    await expect(init({ ...base, configPath: join(etc, 'new.json'), model: 'claude-opus-5-5' })).rejects.toThrow(/--model claude-opus-5-5 is not in the live catalog of .*; choose one of: mock-model, custom:Mock-Custom-0$/);
+    await expect(init({ ...base, configPath: join(etc, 'new.json'), model: 'claude-opus-5-5' })).rejects.toThrow(
+      /--model claude-opus-5-5 is not in the live catalog of .*; choose one of: mock-model, custom:Mock-Custom-0$/,
+    );
     await expect(init({ ...base, configPath: join(etc, 'new.json'), droidPath: join(tmp, 'no-droid') })).rejects.toThrow(/droidPath/);
     // Nothing was created by any refusal: no state directory, no new config.
     expect(existsSync(join(tmp, 'state'))).toBe(false);
@@ -161,13 +181,29 @@ describe('droid-mcp doctor', () => {
     ])
       expect(stdout).toMatch(line);
     // Issue 37: whom turns may reach, by default the model endpoints only.
-    if (bwrapOnPath()) expect(stdout).toMatch(/^ok {4}network +proxy: turns reach Factory, the custom models' endpoints and nothing else; refusals are listed in each run's egress$/m);
-    if (bwrapOnPath()) expect(stdout).toMatch(/^ok {4}sandbox +bwrap .*: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets$/m);
+    if (bwrapOnPath())
+      expect(stdout).toMatch(
+        /^ok {4}network +proxy: turns reach Factory, the custom models' endpoints and nothing else; refusals are listed in each run's egress$/m,
+      );
+    if (bwrapOnPath())
+      expect(stdout).toMatch(
+        /^ok {4}sandbox +bwrap .*: a trial run with the turn's flags works, and its seccomp filter refuses ptrace, pidfd_getfd and AF_UNIX sockets$/m,
+      );
     const json = await runCli(['doctor', '--config', config, '--json'], serviceEnv());
     const report = JSON.parse(json.stdout) as { ok: boolean; checks: Check[] };
     expect(report.ok).toBe(true);
     // The sandbox comes before the catalog: the catalog's droid runs in it.
-    expect(report.checks.map((c) => c.name)).toEqual(['config', 'droid', 'sandbox', 'network', 'catalog', 'default model', 'state directory', 'approved root', 'cloud sync']);
+    expect(report.checks.map((c) => c.name)).toEqual([
+      'config',
+      'droid',
+      'sandbox',
+      'network',
+      'catalog',
+      'default model',
+      'state directory',
+      'approved root',
+      'cloud sync',
+    ]);
   });
 
   it('fails a broken host, each broken item with what to do, and exits 1', async () => {
@@ -203,7 +239,9 @@ describe('droid-mcp doctor', () => {
       expect(stdout).toMatch(line);
 
     const wrongModel = await runCli(['doctor', '--config', goodConfig({ defaultModel: 'claude-opus-5-5' })], serviceEnv());
-    expect(wrongModel.stdout).toMatch(/^fail {2}default model +"claude-opus-5-5" is not in the live catalog\n +→ Choose one of: mock-model, custom:Mock-Custom-0\.$/m);
+    expect(wrongModel.stdout).toMatch(
+      /^fail {2}default model +"claude-opus-5-5" is not in the live catalog\n +→ Choose one of: mock-model, custom:Mock-Custom-0\.$/m,
+    );
 
     const noDroid = await doctor(goodConfig({ droidPath: join(tmp, 'no-droid') }), { env: serviceEnv(), factoryReachable: async () => false });
     expect(byName(noDroid, 'droid')[0]).toMatchObject({ status: 'fail', action: expect.stringContaining('Install the droid CLI') });
@@ -230,12 +268,18 @@ describe('droid-mcp doctor', () => {
     const store = await StateStore.open(join(tmp, 'state'), { logger: quiet });
     try {
       const held = await doctor(config, { env: serviceEnv(), factoryReachable: async () => true });
-      expect(byName(held, 'state directory')[0]).toMatchObject({ status: 'warn', detail: expect.stringContaining(`held by a live controller, pid ${process.pid}`) });
+      expect(byName(held, 'state directory')[0]).toMatchObject({
+        status: 'warn',
+        detail: expect.stringContaining(`held by a live controller, pid ${process.pid}`),
+      });
     } finally {
       await store.close();
     }
     const free = await doctor(config, { env: serviceEnv(), factoryReachable: async () => true });
-    expect(byName(free, 'state directory')[0]).toMatchObject({ status: 'ok', detail: expect.stringContaining(`free (last owner pid ${process.pid} stopped cleanly)`) });
+    expect(byName(free, 'state directory')[0]).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining(`free (last owner pid ${process.pid} stopped cleanly)`),
+    });
     expect(byName(free, 'port')[0]).toMatchObject({ status: 'ok' });
     expect(byName(free, 'token')[0]).toMatchObject({ status: 'ok', detail: expect.stringContaining('40 characters') });
   });
@@ -245,16 +289,23 @@ describe('droid-mcp doctor', () => {
     const check = async (sync: boolean | 'unset', reachable: boolean) =>
       byName(await doctor(config, { env: serviceEnv(sync), factoryReachable: async () => reachable }), 'cloud sync')[0]!;
     expect(await check(false, false)).toMatchObject({ status: 'ok', detail: expect.stringContaining('cloudSessionSync is false') });
-    expect(await check('unset', true)).toMatchObject({ status: 'ok', detail: expect.stringContaining("not set in") });
+    expect(await check('unset', true)).toMatchObject({ status: 'ok', detail: expect.stringContaining('not set in') });
     const offline = await check(true, false);
-    expect(offline).toMatchObject({ status: 'warn', detail: expect.stringContaining('api.factory.ai is unreachable'), action: expect.stringContaining('"cloudSessionSync": false') });
+    expect(offline).toMatchObject({
+      status: 'warn',
+      detail: expect.stringContaining('api.factory.ai is unreachable'),
+      action: expect.stringContaining('"cloudSessionSync": false'),
+    });
   });
 });
 
 describe('droid-mcp --version and --help', () => {
   it('print the version and the usage, and exit 0', async () => {
     const version = await runCli(['--version'], process.env);
-    expect(version).toMatchObject({ code: 0, stdout: `${(JSON.parse(readFileSync(join(SERVER_ENTRY, '../../../package.json'), 'utf8')) as { version: string }).version}\n` });
+    expect(version).toMatchObject({
+      code: 0,
+      stdout: `${(JSON.parse(readFileSync(join(SERVER_ENTRY, '../../../package.json'), 'utf8')) as { version: string }).version}\n`,
+    });
     const help = await runCli(['--help'], process.env);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('droid-mcp init --config');

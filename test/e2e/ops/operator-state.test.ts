@@ -42,9 +42,20 @@ afterEach(() => {
 });
 
 describe('droid-mcp init against the pinned droid CLI', () => {
-  const initArgs = (config: string, ...extra: string[]) => ['init', '--config', config, '--approve', approved, '--state', state, '--droid', DROID_PATH, ...extra];
+  const initArgs = (config: string, ...extra: string[]) => [
+    'init',
+    '--config',
+    config,
+    '--approve',
+    approved,
+    '--state',
+    state,
+    '--droid',
+    DROID_PATH,
+    ...extra,
+  ];
 
-  it("without --model writes a standard model of the live catalog, and its own doctor passes the default model", async () => {
+  it('without --model writes a standard model of the live catalog, and its own doctor passes the default model', async () => {
     const catalog = visibleModels(await droidCatalogFetcher(DROID_PATH, serviceEnv(), { mode: 'off' })(), []);
     const config = join(etc, 'config.json');
     const made = await runCli(initArgs(config), serviceEnv());
@@ -84,7 +95,9 @@ describe('droid-mcp init against the pinned droid CLI', () => {
     const config = join(etc, 'config.json');
     const refused = await runCli(initArgs(config, '--model', 'claude-opus-5'), noBwrap);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain('--model claude-opus-5 cannot be checked against the live catalog (not read: the sandbox its droid runs in failed its trial run');
+    expect(refused.stderr).toContain(
+      '--model claude-opus-5 cannot be checked against the live catalog (not read: the sandbox its droid runs in failed its trial run',
+    );
     expect(existsSync(config)).toBe(false);
     const made = await runCli(initArgs(config), noBwrap);
     expect(made.code, made.stderr).toBe(0);
@@ -92,11 +105,15 @@ describe('droid-mcp init against the pinned droid CLI', () => {
     expect(made.stdout).toContain('note: no defaultModel was written: the live catalog could not be read');
   });
 
-  it("doctor --json names every standard model of the catalog when the default is not in it", async () => {
+  it('doctor --json names every standard model of the catalog when the default is not in it', async () => {
     const catalog = visibleModels(await droidCatalogFetcher(DROID_PATH, serviceEnv(), { mode: 'off' })(), []);
     const standard = catalog.filter((m) => !/fast/i.test(`${m.id} ${m.displayName ?? ''}`)).map((m) => m.id);
     const config = join(etc, 'config.json');
-    writeFileSync(config, JSON.stringify({ approvedDirectories: [approved], stateDirectory: state, droidPath: DROID_PATH, defaultModel: 'claude-opus-5-5', ...sandboxKeys() }), { mode: 0o600 });
+    writeFileSync(
+      config,
+      JSON.stringify({ approvedDirectories: [approved], stateDirectory: state, droidPath: DROID_PATH, defaultModel: 'claude-opus-5-5', ...sandboxKeys() }),
+      { mode: 0o600 },
+    );
     const checked = await runCli(['doctor', '--config', config, '--json'], serviceEnv());
     expect(checked.code).toBe(1);
     const report = JSON.parse(checked.stdout) as { checks: Array<{ name: string; status: string; action: string | null }> };
@@ -127,7 +144,11 @@ describe('droid-mcp doctor reads the state as start-up does', () => {
     const owner = { version: 1, pid: 999_999, hostname: hostname(), home, factoryHomeOverride: home, startedAt: '2030-01-01T00:00:00.000Z' };
     writeFileSync(join(state, 'owner.json'), `${JSON.stringify(owner, null, 2)}\n`, { mode: 0o600 });
     const config = join(etc, 'config.json');
-    writeFileSync(config, JSON.stringify({ approvedDirectories: [approved], stateDirectory: state, droidPath: MOCK_DROID, defaultModel: 'mock-model', ...sandboxKeys() }), { mode: 0o600 });
+    writeFileSync(
+      config,
+      JSON.stringify({ approvedDirectories: [approved], stateDirectory: state, droidPath: MOCK_DROID, defaultModel: 'mock-model', ...sandboxKeys() }),
+      { mode: 0o600 },
+    );
     return config;
   }
 
@@ -137,14 +158,21 @@ describe('droid-mcp doctor reads the state as start-up does', () => {
     const json = await runCli(['doctor', '--config', config, '--json'], serviceEnv());
     // Not a byte, not a mode changed, and no file added or removed.
     expect(treeFingerprint(state)).toEqual(before);
-    const check = (JSON.parse(json.stdout) as { checks: Array<{ name: string; status: string; detail: string; action: string | null }> }).checks.find((c) => c.name === 'state directory')!;
+    const check = (JSON.parse(json.stdout) as { checks: Array<{ name: string; status: string; detail: string; action: string | null }> }).checks.find(
+      (c) => c.name === 'state directory',
+    )!;
     return { code: text.code, check };
   }
 
   it('a good state: ok, with what it read', async () => {
     const { code, check } = await doctorState(await stateWithRecords());
     expect(code).toBe(0);
-    expect(check).toMatchObject({ status: 'ok', detail: expect.stringMatching(/is private \(700\) and free \(last owner pid 999999 stopped cleanly\); 2 session\(s\) and 2 run\(s\) read as start-up reads them$/) });
+    expect(check).toMatchObject({
+      status: 'ok',
+      detail: expect.stringMatching(
+        /is private \(700\) and free \(last owner pid 999999 stopped cleanly\); 2 session\(s\) and 2 run\(s\) read as start-up reads them$/,
+      ),
+    });
   });
 
   it('a corrupt journal line: fail with the state_corrupt refusal start-up then gives, word for word', async () => {
@@ -162,10 +190,15 @@ describe('droid-mcp doctor reads the state as start-up does', () => {
 
   it('an unversioned owner record: fail with start-up’s state_version_unsupported', async () => {
     const config = await stateWithRecords();
-    writeFileSync(join(state, 'owner.json'), JSON.stringify({ pid: 999_999, hostname: hostname(), home, startedAt: '2030-01-01T00:00:00.000Z' }), { mode: 0o600 });
+    writeFileSync(join(state, 'owner.json'), JSON.stringify({ pid: 999_999, hostname: hostname(), home, startedAt: '2030-01-01T00:00:00.000Z' }), {
+      mode: 0o600,
+    });
     const { code, check } = await doctorState(config);
     expect(code).toBe(1);
-    expect(check).toMatchObject({ status: 'fail', detail: expect.stringMatching(/^start-up would refuse it \(state_version_unsupported\): owner record .*owner\.json has no version/) });
+    expect(check).toMatchObject({
+      status: 'fail',
+      detail: expect.stringMatching(/^start-up would refuse it \(state_version_unsupported\): owner record .*owner\.json has no version/),
+    });
     const refused = await startExpectingRefusal(config, serviceEnv());
     const problem = check.detail.replace('start-up would refuse it (state_version_unsupported): ', '');
     expect(refusals(refused.stderr)).toEqual([{ code: 'state_version_unsupported', msg: `refusing to start: ${problem}. ${check.action}` }]);
@@ -176,6 +209,11 @@ describe('droid-mcp doctor reads the state as start-up does', () => {
     appendFileSync(join(state, 'journal.jsonl'), '{"seq": 3, "sessi');
     const { code, check } = await doctorState(config);
     expect(code).toBe(0);
-    expect(check).toMatchObject({ status: 'warn', detail: expect.stringMatching(/its journal ends in a torn line \(line \d+, 17 bytes, never acknowledged\): start-up copies it to journal\.torn-<time> and cuts it off/) });
+    expect(check).toMatchObject({
+      status: 'warn',
+      detail: expect.stringMatching(
+        /its journal ends in a torn line \(line \d+, 17 bytes, never acknowledged\): start-up copies it to journal\.torn-<time> and cuts it off/,
+      ),
+    });
   });
 });

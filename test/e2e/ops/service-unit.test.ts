@@ -84,7 +84,17 @@ describe('deploy/droid-mcp.service', () => {
     expect(service.get('NoNewPrivileges')).toBe('yes');
     expect(service.get('ProtectSystem')).toBe('full');
     expect(service.get('PrivateTmp')).toBe('yes');
-    for (const breaksBwrap of ['RestrictNamespaces', 'PrivateUsers', 'SystemCallFilter', 'ProtectKernelTunables', 'ProtectKernelLogs', 'ProtectProc', 'ProcSubset', 'ProtectHome', 'MemoryDenyWriteExecute']) {
+    for (const breaksBwrap of [
+      'RestrictNamespaces',
+      'PrivateUsers',
+      'SystemCallFilter',
+      'ProtectKernelTunables',
+      'ProtectKernelLogs',
+      'ProtectProc',
+      'ProcSubset',
+      'ProtectHome',
+      'MemoryDenyWriteExecute',
+    ]) {
       expect(service.has(breaksBwrap), breaksBwrap).toBe(false);
     }
     expect(unit.get('Install')?.get('WantedBy')).toBe('multi-user.target');

@@ -112,7 +112,19 @@ describe('verification scripts against the pinned CLI and the scripted model', {
     expect(code, `${stdout}\n${stderr}`).toBe(0);
     expect(stdout).toMatch(/^acceptance: 20 passed, 0 failed$/m);
     expect(stdout).toContain('ok    requests without the token, or with a wrong one, get HTTP 401');
-    for (const tool of ['droid_list_workspaces', 'droid_models', 'droid_create_session', 'droid_wait_for_sessions', 'droid_get_session_status', 'droid_read_session', 'droid_send_message', 'droid_find_sessions', 'droid_update_session', 'droid_cancel_session', 'droid_get_usage']) {
+    for (const tool of [
+      'droid_list_workspaces',
+      'droid_models',
+      'droid_create_session',
+      'droid_wait_for_sessions',
+      'droid_get_session_status',
+      'droid_read_session',
+      'droid_send_message',
+      'droid_find_sessions',
+      'droid_update_session',
+      'droid_cancel_session',
+      'droid_get_usage',
+    ]) {
       expect(stdout).toContain(tool);
     }
     expectSanitized(stdout);

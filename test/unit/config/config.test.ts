@@ -64,11 +64,7 @@ async function refusal(promise: Promise<unknown>): Promise<ConfigError> {
 }
 
 /** Asserts a refusal that names `key` in both the message and the `key` field. */
-async function expectRefused(
-  content: unknown,
-  key: string,
-  opts: { code?: string; env?: LoadConfigEnv; mentions?: string[] } = {},
-): Promise<ConfigError> {
+async function expectRefused(content: unknown, key: string, opts: { code?: string; env?: LoadConfigEnv; mentions?: string[] } = {}): Promise<ConfigError> {
   const err = await refusal(load(content, opts.env));
   expect(err.code).toBe(opts.code ?? 'config_invalid');
   expect(err.key).toBe(key);
@@ -166,12 +162,9 @@ describe('loadConfig defaults', () => {
     expect(config.stateDirectory).toBe(join(tmp, 'new-state'));
   });
 
-  it.each(['off', 'none', 'dynamic', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'])(
-    'accepts reasoningEffort %s',
-    async (effort) => {
-      expect((await load(base({ reasoningEffort: effort }))).reasoningEffort).toBe(effort);
-    },
-  );
+  it.each(['off', 'none', 'dynamic', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'])('accepts reasoningEffort %s', async (effort) => {
+    expect((await load(base({ reasoningEffort: effort }))).reasoningEffort).toBe(effort);
+  });
 
   it('accepts darwin with the sandbox explicitly off', async () => {
     await expect(load(base({ sandbox: 'off' }), { platform: 'darwin' })).resolves.toMatchObject({ sandbox: { mode: 'off' } });
@@ -477,12 +470,15 @@ describe('loadConfig refusals: http and reply-back', () => {
     await expectRefused(base({ transport: 'http', tokenFile: 'token' }), 'tokenFile', { mentions: ['absolute'] });
   });
 
-  it.each(['http://droid.example.com/mcp', 'https://droid.example.com/other', 'https://droid.example.com/mcp?x=1', 'https://u:p@droid.example.com/mcp', 'droid.example.com/mcp'])(
-    'refuses publicUrl %s',
-    async (url) => {
-      await expectRefused(base({ publicUrl: url }), 'publicUrl', { mentions: ['https://', '/mcp'] });
-    },
-  );
+  it.each([
+    'http://droid.example.com/mcp',
+    'https://droid.example.com/other',
+    'https://droid.example.com/mcp?x=1',
+    'https://u:p@droid.example.com/mcp',
+    'droid.example.com/mcp',
+  ])('refuses publicUrl %s', async (url) => {
+    await expectRefused(base({ publicUrl: url }), 'publicUrl', { mentions: ['https://', '/mcp'] });
+  });
 
   it('refuses any other ampMcp url', async () => {
     await expectRefused(base({ ampMcp: { url: 'https://ampcode.com/mcp?profile=other' } }), 'ampMcp.url', {
@@ -491,10 +487,13 @@ describe('loadConfig refusals: http and reply-back', () => {
     await expectRefused(base({ ampMcp: { url: 'https://ampcode.com/mcp' } }), 'ampMcp.url');
   });
 
-  it.each(['http://127.0.0.1:8123/mcp?profile=puck', 'http://127.0.0.1:9/', 'http://[::1]:8123/mcp'])('accepts the loopback relay ampMcp url %s', async (url) => {
-    const config = await load(base({ ampMcp: { url } }));
-    expect(config.ampMcp).toEqual({ url });
-  });
+  it.each(['http://127.0.0.1:8123/mcp?profile=puck', 'http://127.0.0.1:9/', 'http://[::1]:8123/mcp'])(
+    'accepts the loopback relay ampMcp url %s',
+    async (url) => {
+      const config = await load(base({ ampMcp: { url } }));
+      expect(config.ampMcp).toEqual({ url });
+    },
+  );
 
   it.each([
     'http://localhost:8123/mcp',
@@ -670,7 +669,12 @@ describe('no approved root holds what the controller runs unconfined (placement)
     expectHolds(await refusal(load(base({ droidPath: join(root, 'droid-out') }))), 'the droid executable', join(root, 'droid-out'));
     // A folder on the way that is a link in the root (the last part is not a link).
     await symlink(binDir, join(root, 'tools'));
-    expectHolds(await refusal(load(base({ droidPath: join(root, 'tools', 'droid') }))), 'the droid executable', join(root, 'tools', 'droid'), join(root, 'tools'));
+    expectHolds(
+      await refusal(load(base({ droidPath: join(root, 'tools', 'droid') }))),
+      'the droid executable',
+      join(root, 'tools', 'droid'),
+      join(root, 'tools'),
+    );
     // A link outside whose target is a relative link chain through the root.
     await symlink(join('root', 'tools', 'droid'), join(tmp, 'chain'));
     expectHolds(await refusal(load(base({ droidPath: join(tmp, 'chain') }))), 'the droid executable', join(tmp, 'chain'), join(root, 'tools'));
@@ -695,7 +699,9 @@ describe('unconfined programs', () => {
 
 describe('loadConfig network and sandboxReadable (issue 37)', () => {
   it('keeps an allow list (deduplicated) and mode open', async () => {
-    const config = await load(base({ network: { allow: ['registry.npmjs.org', '*.github.com', '127.0.0.1:4873', 'registry.npmjs.org'] }, sandboxReadable: [join(home, '.pyenv')] }));
+    const config = await load(
+      base({ network: { allow: ['registry.npmjs.org', '*.github.com', '127.0.0.1:4873', 'registry.npmjs.org'] }, sandboxReadable: [join(home, '.pyenv')] }),
+    );
     expect(config.network).toEqual({ mode: 'proxy', allow: ['registry.npmjs.org', '*.github.com', '127.0.0.1:4873'] });
     expect(config.sandboxReadable).toEqual([join(home, '.pyenv')]);
     expect((await load(base({ network: { mode: 'open' } }))).network).toEqual({ mode: 'open', allow: [] });

@@ -159,13 +159,18 @@ describe('SessionController', () => {
     const { controller } = setup();
     const a = await create(controller, 'k0');
     for (let i = 1; i <= 8; i++) await controller.send({ requestKey: `s${i}`, session: a.metadata.session, prompt: `p${i}` });
-    await expect(controller.send({ requestKey: 's9', session: a.metadata.session, prompt: 'p9' })).rejects.toMatchObject({ code: 'queue_full', retryable: true });
+    await expect(controller.send({ requestKey: 's9', session: a.metadata.session, prompt: 'p9' })).rejects.toMatchObject({
+      code: 'queue_full',
+      retryable: true,
+    });
   });
 
   it('rejects unknown sessions, reply-back and unapproved workspaces with public errors', async () => {
     const { controller, store } = setup();
     expect(() => controller.status('nope')).toThrow(expect.objectContaining({ code: 'session_not_found' }));
-    await expect(controller.create({ requestKey: 'r', workspace: '/ok/a', prompt: 'p', replyTo: 'T-11111111-2222-4333-8444-555555555555' })).rejects.toMatchObject({ code: 'reply_back_unavailable' });
+    await expect(
+      controller.create({ requestKey: 'r', workspace: '/ok/a', prompt: 'p', replyTo: 'T-11111111-2222-4333-8444-555555555555' }),
+    ).rejects.toMatchObject({ code: 'reply_back_unavailable' });
     await expect(create(controller, 'r2', '/etc')).rejects.toMatchObject({ code: 'workspace_not_approved' });
     expect(store.commits).toBe(0);
   });
@@ -202,7 +207,10 @@ describe('SessionController', () => {
     const held = (key: string) => new Promise<void>((r) => gates.set(key, r));
     // Every acceptance commit is held until released, and recorded with the request keys it holds.
     store.holdWhen = (change) => {
-      const keys = (change.runs ?? []).filter((r) => r.state === 'queued').map((r) => r.requestKey!).sort();
+      const keys = (change.runs ?? [])
+        .filter((r) => r.state === 'queued')
+        .map((r) => r.requestKey!)
+        .sort();
       if (keys.length === 0) return null;
       commits.push(keys);
       return held(keys.join());

@@ -23,7 +23,12 @@ describe('SessionController evidence (structured output, changes, context)', () 
     await controller.waitForSessions([ok.metadata.session], 5);
     const runsBefore = structuredClone([...store.runs.values()]);
     await expect(
-      controller.send({ requestKey: 'k-bad-send', session: ok.metadata.session, prompt: 'p', outputSchema: { type: 'object', properties: { a: { $ref: '#/nope' } } } }),
+      controller.send({
+        requestKey: 'k-bad-send',
+        session: ok.metadata.session,
+        prompt: 'p',
+        outputSchema: { type: 'object', properties: { a: { $ref: '#/nope' } } },
+      }),
     ).rejects.toMatchObject({ code: 'invalid_arguments', message: expect.stringContaining('resolve reference') });
     expect([...store.runs.values()]).toEqual(runsBefore);
     expect(turns).toHaveLength(1);

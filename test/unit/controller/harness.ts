@@ -100,7 +100,13 @@ export function setup(
   /** Droids booted for sessions' next turns (next-turn-droids.ts), as the controller asked for them. */
   const prestarts: FakePrestart[] = [];
   const prestartWorker = (spec: TurnSpec): Prestart => {
-    const early: FakePrestart = { spec, disposed: 0, worker: {} as Prestart['worker'], confined: {} as Prestart['confined'], dispose: async () => void early.disposed++ };
+    const early: FakePrestart = {
+      spec,
+      disposed: 0,
+      worker: {} as Prestart['worker'],
+      confined: {} as Prestart['confined'],
+      dispose: async () => void early.disposed++,
+    };
     prestarts.push(early);
     return early;
   };
@@ -118,7 +124,8 @@ export function setup(
       cancelled: false,
       renameSkipped: false,
       stateAtAck: undefined,
-      finish: ({ stop = { kind: 'ended', end: 'completed' }, ...evidence }) => settle(stoppedResult(stop, { submitted: true, droidSessionId: 'droid-1', ...evidence })),
+      finish: ({ stop = { kind: 'ended', end: 'completed' }, ...evidence }) =>
+        settle(stoppedResult(stop, { submitted: true, droidSessionId: 'droid-1', ...evidence })),
       exit: () => exited(),
     };
     turns.push(turn);

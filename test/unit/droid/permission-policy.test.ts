@@ -40,9 +40,17 @@ describe('recordQuestions', () => {
 
 const PUCK_DETAILS = { type: 'mcp_tool', toolName: 'amp-puck___puck', impactLevel: 'high', serverName: 'amp-puck', actualToolName: 'puck' };
 const ALL_OPTIONS = ['proceed_once', 'proceed_always', 'proceed_always_tools', 'proceed_always_server', 'cancel'].map((value) => ({ label: value, value }));
-const puckUse = (id = 'call_1', input: unknown = { action: 'send', params: {} }) => ({ toolUse: { id, name: 'amp-puck___puck', input }, confirmationType: 'mcp_tool', details: PUCK_DETAILS });
+const puckUse = (id = 'call_1', input: unknown = { action: 'send', params: {} }) => ({
+  toolUse: { id, name: 'amp-puck___puck', input },
+  confirmationType: 'mcp_tool',
+  details: PUCK_DETAILS,
+});
 const execUse = { toolUse: { id: 'call_9', name: 'Execute', input: { command: 'rm -rf ./victim', riskLevel: 'high' } }, confirmationType: 'exec' };
-const adminUse = { toolUse: { id: 'call_5', name: 'amp-puck___manage_amp', input: {} }, confirmationType: 'mcp_tool', details: { ...PUCK_DETAILS, toolName: 'amp-puck___manage_amp', actualToolName: 'manage_amp' } };
+const adminUse = {
+  toolUse: { id: 'call_5', name: 'amp-puck___manage_amp', input: {} },
+  confirmationType: 'mcp_tool',
+  details: { ...PUCK_DETAILS, toolName: 'amp-puck___manage_amp', actualToolName: 'manage_amp' },
+};
 const request = (...uses: unknown[]) => ({ toolUses: uses, options: ALL_OPTIONS });
 const yes = () => true;
 const no = () => false;

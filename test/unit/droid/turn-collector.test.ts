@@ -112,7 +112,7 @@ describe('fromReason: how droid 0.215.0 and 0.225.2 turn ends become verdicts', 
     expect(verdict.error!.message).toContain('droid /login');
   });
 
-  it('reason error without an AuthenticationError stays droid_turn_failed, quoting droid\'s last error', () => {
+  it("reason error without an AuthenticationError stays droid_turn_failed, quoting droid's last error", () => {
     const collector = new TurnCollector('t1');
     collector.handle({ type: 'error', message: 'socket hang up', error: { name: 'NetworkError', message: 'socket hang up' } });
     expect(fromReason('error', collector)).toMatchObject({

@@ -84,7 +84,13 @@ describe('porcelain parsing', () => {
         'u UU N... 100644 100644 100644 100644 h1 h2 h3 conflict.txt\0',
     );
     expect(out.head).toBe('0123abcd');
-    expect([...out.entries]).toEqual([['a b.txt', ' M'], ['staged.txt', 'A '], ['gone', 'D '], ['dir/new -> x', '??'], ['conflict.txt', 'UU']]);
+    expect([...out.entries]).toEqual([
+      ['a b.txt', ' M'],
+      ['staged.txt', 'A '],
+      ['gone', 'D '],
+      ['dir/new -> x', '??'],
+      ['conflict.txt', 'UU'],
+    ]);
     expect(parsePorcelainV2Z('# branch.oid (initial)\0? a\0').head).toBeNull();
   });
 });
@@ -163,7 +169,11 @@ describe('structured output verdict', () => {
     expect(judgeOutput(schema, completed, collector(undefined)).error?.code).toBe('structured_output_missing');
   });
   it("droid's structured_output_missing reason becomes the named error", () => {
-    const v = judgeOutput(schema, { outcome: 'failed', reason: 'structured_output_missing', error: { code: 'droid_turn_failed', message: 'x', retryable: false } }, collector(undefined));
+    const v = judgeOutput(
+      schema,
+      { outcome: 'failed', reason: 'structured_output_missing', error: { code: 'droid_turn_failed', message: 'x', retryable: false } },
+      collector(undefined),
+    );
     expect(v).toMatchObject({ outcome: 'failed', structuredOutput: null, error: { code: 'structured_output_missing' } });
   });
   it('an oversized answer is refused, not stored', () => {
@@ -171,7 +181,11 @@ describe('structured output verdict', () => {
   });
   it('other outcomes keep their error', () => {
     const e = { code: 'run_timed_out', message: 'late', retryable: true };
-    expect(judgeOutput(schema, { outcome: 'timed_out', reason: null, error: e }, collector({ answer: 1 }))).toEqual({ outcome: 'timed_out', error: e, structuredOutput: null });
+    expect(judgeOutput(schema, { outcome: 'timed_out', reason: null, error: e }, collector({ answer: 1 }))).toEqual({
+      outcome: 'timed_out',
+      error: e,
+      structuredOutput: null,
+    });
   });
 });
 
@@ -193,7 +207,9 @@ describe('schema in the fingerprint', () => {
     expect(fingerprint({ ...intent, outputSchema: a })).not.toBe(fingerprint(intent));
     expect(fingerprint({ ...intent, outputSchema: a })).toBe(fingerprint({ ...intent, outputSchema: b }));
     // The digest of a schema-less intent is the one computed before outputSchema existed.
-    const before = createHash('sha256').update(JSON.stringify(['create', '/r', 'p', false, null, null, []])).digest('hex');
+    const before = createHash('sha256')
+      .update(JSON.stringify(['create', '/r', 'p', false, null, null, []]))
+      .digest('hex');
     expect(fingerprint(intent)).toBe(before);
   });
 });

@@ -49,7 +49,8 @@ describe('the start-up gate', () => {
 
   it('once refused, answers the waiting call and every later one with the refusal: its code, no host path, not retryable', async () => {
     const gate = new ContextGate(10_000);
-    const error = (result: Awaited<ReturnType<typeof callTool>>) => (JSON.parse((result.content as Array<{ text: string }>)[0]!.text) as { error: Record<string, unknown> }).error;
+    const error = (result: Awaited<ReturnType<typeof callTool>>) =>
+      (JSON.parse((result.content as Array<{ text: string }>)[0]!.text) as { error: Record<string, unknown> }).error;
     const waiting = callTool('droid_get_session_status', { session: 's1' }, () => gate.context(), log);
     gate.refuse(startupRefusal(new StoreError('state_corrupt', '/srv/state/state.jsonl line 2 is not valid JSON', 'Restore /srv/state from a backup')));
     const first = await waiting;

@@ -18,7 +18,11 @@ describe('relayedLog', () => {
   it('reads own fields only: an inherited session is not a session line', () => {
     const inherited = Object.create({ session: 's1', run: 'r1' }) as object;
     expect(relayedLog(30, inherited, 'x')).toBeUndefined();
-    expect(relayedLog(30, Object.assign(Object.create({ state: 'failed' }) as object, { session: 's1' }), 'x')).toEqual({ level: 'info', logger: 'droid-mcp', data: { message: 'x', session: 's1' } });
+    expect(relayedLog(30, Object.assign(Object.create({ state: 'failed' }) as object, { session: 's1' }), 'x')).toEqual({
+      level: 'info',
+      logger: 'droid-mcp',
+      data: { message: 'x', session: 's1' },
+    });
   });
 
   it('keeps the allowed fields and drops everything else (errors, free text, timelines, ids of droid)', () => {

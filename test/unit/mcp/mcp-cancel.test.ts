@@ -33,9 +33,13 @@ describe('MCP request cancellation', () => {
     await client.connect(clientSide);
 
     const abort = new AbortController();
-    const call = client.callTool({ name: 'droid_wait_for_sessions', arguments: { sessions: ['00000000-0000-4000-8000-000000000000'], timeoutSeconds: 60 } }, undefined, {
-      signal: abort.signal,
-    });
+    const call = client.callTool(
+      { name: 'droid_wait_for_sessions', arguments: { sessions: ['00000000-0000-4000-8000-000000000000'], timeoutSeconds: 60 } },
+      undefined,
+      {
+        signal: abort.signal,
+      },
+    );
     await expect.poll(() => waitSignal).toBeDefined();
     expect(waitSignal!.aborted).toBe(false);
     abort.abort('client gave up');

@@ -21,7 +21,11 @@ function view(session: string, working: boolean, detail?: string): SessionView {
   return {
     session,
     agentState: working ? 'working' : 'idle',
-    latestRun: { run: `run-${session}`, state: working ? 'running' : 'succeeded', events: detail ? [{ at: '2030-01-01T00:00:00Z', kind: 'tool_started', detail }] : [] },
+    latestRun: {
+      run: `run-${session}`,
+      state: working ? 'running' : 'succeeded',
+      events: detail ? [{ at: '2030-01-01T00:00:00Z', kind: 'tool_started', detail }] : [],
+    },
   } as unknown as SessionView;
 }
 

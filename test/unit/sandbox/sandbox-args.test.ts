@@ -88,7 +88,10 @@ describe('bwrapArgs', () => {
 });
 
 describe('bwrapArgs: reads and network (issue 37)', () => {
-  const reads = { hidden: ['/root', '/home', '/home/svc', '/h', '/roots/a', '/roots/a/inner', '/w/nested-root'], readable: ['/h/.gitconfig', '/h/.factory', '/w/x', '/elsewhere', '/home/svc', '/roots'] };
+  const reads = {
+    hidden: ['/root', '/home', '/home/svc', '/h', '/roots/a', '/roots/a/inner', '/w/nested-root'],
+    readable: ['/h/.gitconfig', '/h/.factory', '/w/x', '/elsewhere', '/home/svc', '/roots'],
+  };
   it('covers the outermost hidden folders before any bind, shows readable paths inside them, and makes them read-only last', () => {
     const args = bwrapArgs({ ...base, reads });
     const at = (flag: string, path: string) => pairAt(args, flag, path);
@@ -118,7 +121,8 @@ describe('bwrapArgs: reads and network (issue 37)', () => {
   it('own network: a namespace, proxy variables, no bypass list, and the listener helper before droid', () => {
     const args = bwrapArgs({ ...base, network: { nodePath: '/usr/bin/node', helperPath: '/opt/dm/netns-listener.cjs' } });
     expect(args).toContain('--unshare-net');
-    for (const key of ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy']) expect(args[pairAt(args, '--setenv', key) + 2]).toBe('http://127.0.0.1:3128');
+    for (const key of ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy'])
+      expect(args[pairAt(args, '--setenv', key) + 2]).toBe('http://127.0.0.1:3128');
     expect(pairAt(args, '--unsetenv', 'NO_PROXY')).toBeGreaterThan(0);
     expect(pairAt(args, '--unsetenv', 'no_proxy')).toBeGreaterThan(0);
     const command = args.slice(args.indexOf('--') + 1);

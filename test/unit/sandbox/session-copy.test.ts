@@ -59,7 +59,9 @@ describe('session copy', () => {
     const result = await copy.commit(ID);
     await copy.dispose();
     expect(result.copied).toEqual([`${ID}.jsonl`]);
-    expect(result.refused.sort()).toEqual([`-elsewhere: not this workspace's folder`, `${ID}.settings.json: not a regular file`, `${OTHER}.jsonl: not a file of this session`].sort());
+    expect(result.refused.sort()).toEqual(
+      [`-elsewhere: not this workspace's folder`, `${ID}.settings.json: not a regular file`, `${OTHER}.jsonl: not a file of this session`].sort(),
+    );
     expect(readdirSync(real()).filter((n) => n.startsWith('.'))).toEqual([]); // no temp file left
     expect(readFileSync(join(real(), `${ID}.jsonl`), 'utf8')).toBe('mine\nturn two\n');
     expect(readFileSync(join(real(), `${ID}.settings.json`), 'utf8')).toBe('{"mine":true}');

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { decideName, entryOfUrl, isInternalAddress, modelEntries, parseAllowEntry, usableAddresses, type AllowEntry } from '../../../src/shared/egress-policy.js';
+import {
+  decideName,
+  entryOfUrl,
+  isInternalAddress,
+  modelEntries,
+  parseAllowEntry,
+  usableAddresses,
+  type AllowEntry,
+} from '../../../src/shared/egress-policy.js';
 
 const entry = (text: string) => parseAllowEntry(text) as AllowEntry;
 
@@ -34,7 +42,23 @@ describe('egress allow entries', () => {
   });
 
   it('reaches internal addresses only through an exact host-and-port entry (no DNS rebinding through a public name or a wildcard)', () => {
-    const internal = ['127.0.0.1', '10.1.2.3', '169.254.169.254', '192.168.0.1', '172.16.5.5', '100.64.0.1', '0.0.0.0', '::1', '::', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '64:ff9b::a9fe:a9fe', '224.0.0.1'];
+    const internal = [
+      '127.0.0.1',
+      '10.1.2.3',
+      '169.254.169.254',
+      '192.168.0.1',
+      '172.16.5.5',
+      '100.64.0.1',
+      '0.0.0.0',
+      '::1',
+      '::',
+      'fe80::1',
+      'fd00::1',
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '64:ff9b::a9fe:a9fe',
+      '224.0.0.1',
+    ];
     for (const a of internal) expect(isInternalAddress(a), a).toBe(true);
     for (const a of ['8.8.8.8', '104.16.0.1', '2606:4700::1', '::ffff:8.8.8.8']) expect(isInternalAddress(a), a).toBe(false);
     expect(usableAddresses(entry('*.example.com'), ['127.0.0.1', '93.184.216.34'])).toEqual(['93.184.216.34']);
@@ -43,7 +67,10 @@ describe('egress allow entries', () => {
   });
 
   it("takes the custom models' endpoints from droid's settings, defaulting the port by scheme", () => {
-    const settings = { customModels: [{ baseUrl: 'http://127.0.0.1:4000/v1' }, { baseUrl: 'https://llm.corp.example/v1' }, { baseUrl: 'ftp://x' }, {}], custom_models: [{ base_url: 'http://[::1]:9/v1' }] };
+    const settings = {
+      customModels: [{ baseUrl: 'http://127.0.0.1:4000/v1' }, { baseUrl: 'https://llm.corp.example/v1' }, { baseUrl: 'ftp://x' }, {}],
+      custom_models: [{ base_url: 'http://[::1]:9/v1' }],
+    };
     expect(modelEntries(settings).map((e) => `${e.host}:${e.port}`)).toEqual(['127.0.0.1:4000', 'llm.corp.example:443', '::1:9']);
     expect(modelEntries(null)).toEqual([]);
     expect(entryOfUrl('not a url', 'model')).toBeNull();

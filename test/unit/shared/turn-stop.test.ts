@@ -18,7 +18,15 @@ const TABLE: Array<[string, StopReason, boolean, string, string | null, string |
   ['cancel never confirmed', { kind: 'interrupted', by: 'cancel', end: null }, true, 'cancelled', 'interrupt_unconfirmed', 'interrupt_unconfirmed', true],
   ['deadline, droid finished first', { kind: 'interrupted', by: 'deadline', end: 'completed', timeoutMs: 10 }, false, 'succeeded', null, null, false],
   ['deadline confirmed', { kind: 'interrupted', by: 'deadline', end: 'cancelled', timeoutMs: 10 }, false, 'timed_out', null, 'run_timed_out', true],
-  ['deadline, group killed', { kind: 'interrupted', by: 'deadline', end: null, timeoutMs: 10, killed: 'SIGKILL' }, false, 'timed_out', null, 'run_timed_out', true],
+  [
+    'deadline, group killed',
+    { kind: 'interrupted', by: 'deadline', end: null, timeoutMs: 10, killed: 'SIGKILL' },
+    false,
+    'timed_out',
+    null,
+    'run_timed_out',
+    true,
+  ],
   ['budget confirmed', { kind: 'interrupted', by: 'budget', end: 'cancelled', reached }, false, 'interrupted', null, 'budget_exceeded', true],
   ['budget, droid finished first', { kind: 'interrupted', by: 'budget', end: 'completed', reached }, false, 'succeeded', null, null, false],
   ['budget never confirmed', { kind: 'interrupted', by: 'budget', end: null, reached }, false, 'cancelled', 'interrupt_unconfirmed', 'budget_exceeded', true],
@@ -48,8 +56,12 @@ describe('judgeStop: what each way of ending means for the run', () => {
   it("keeps droid's end reason, and says how a killed group went", () => {
     expect(judgeStop({ kind: 'interrupted', by: 'deadline', end: 'cancelled', timeoutMs: 10 }, false).reason).toBe('cancelled');
     expect(judgeStop({ kind: 'failed', error: failure, end: 'error' }, false).reason).toBe('error');
-    expect(judgeStop({ kind: 'interrupted', by: 'cancel', end: null, killed: 'signal SIGKILL' }, true).error?.message).toMatch(/process group was killed \(worker signal SIGKILL\)/);
-    expect(judgeStop({ kind: 'interrupted', by: 'budget', end: null, reached }, false).error?.message).toMatch(/330 tokens.*limit 300 tokens.*did not confirm the interrupt/);
+    expect(judgeStop({ kind: 'interrupted', by: 'cancel', end: null, killed: 'signal SIGKILL' }, true).error?.message).toMatch(
+      /process group was killed \(worker signal SIGKILL\)/,
+    );
+    expect(judgeStop({ kind: 'interrupted', by: 'budget', end: null, reached }, false).error?.message).toMatch(
+      /330 tokens.*limit 300 tokens.*did not confirm the interrupt/,
+    );
   });
 
   it("a refusal's own words stand", () => {

@@ -47,10 +47,7 @@ describe('durability at every crash point', () => {
       () => store.commit(step(2)),
       async (image) => expectState(image, [before, contents(store)]),
     );
-    expect(fs.callsSince(from)).toEqual([
-      'write state/journal.jsonl',
-      'datasync state/journal.jsonl',
-    ]);
+    expect(fs.callsSince(from)).toEqual(['write state/journal.jsonl', 'datasync state/journal.jsonl']);
     await store.close();
   });
 
@@ -64,7 +61,10 @@ describe('durability at every crash point', () => {
       () => store.writeResult(result('r1', 'second')),
       async (image) => {
         const got = await openImage(image, (s) => s.readResult('r1'));
-        expect(image.settled ? [result('r1', 'second')] : [result('r1', 'first'), result('r1', 'second')], `the ${image.kind} image after ${image.after}`).toContainEqual(got);
+        expect(
+          image.settled ? [result('r1', 'second')] : [result('r1', 'first'), result('r1', 'second')],
+          `the ${image.kind} image after ${image.after}`,
+        ).toContainEqual(got);
       },
     );
     expect(fs.callsSince(from)).toEqual([
@@ -142,7 +142,9 @@ describe('durability at every crash point', () => {
       async (image) => {
         // Nothing was there before, so a crash may lose any step; but only once open resolves is all of it durable.
         if (image.settled) {
-          expect(await readdir(join(image.dir, rel)), `the ${image.kind} image`).toEqual(expect.arrayContaining(['journal.jsonl', 'owner.json', 'results', STATE_FILE]));
+          expect(await readdir(join(image.dir, rel)), `the ${image.kind} image`).toEqual(
+            expect.arrayContaining(['journal.jsonl', 'owner.json', 'results', STATE_FILE]),
+          );
         }
         await openImage(image, async (s) => expect(s.runs.size).toBe(0), rel);
       },

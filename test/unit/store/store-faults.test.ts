@@ -127,7 +127,11 @@ async function tempFiles(dir: string): Promise<string[]> {
 describe('a disk error at every call of a write', () => {
   it('commit: rejected, durably absent (a partial line is cut back and synced), and the store keeps serving', async () => {
     const make = (): Promise<Fixture> => fixture((s) => s.commit(step(1)));
-    const calls = await callsOf(make, (f) => f.store.commit(step(2)), (f) => f.store.close());
+    const calls = await callsOf(
+      make,
+      (f) => f.store.commit(step(2)),
+      (f) => f.store.close(),
+    );
     expect(calls).toEqual(['write state/journal.jsonl', 'datasync state/journal.jsonl']);
     for (const { n, errno, where } of cases(calls)) {
       const f = await make();
@@ -156,7 +160,11 @@ describe('a disk error at every call of a write', () => {
         await s.commit(step(1));
         await s.writeResult(first);
       });
-    const calls = await callsOf(make, (f) => f.store.writeResult(second), (f) => f.store.close());
+    const calls = await callsOf(
+      make,
+      (f) => f.store.writeResult(second),
+      (f) => f.store.close(),
+    );
     expect(calls.at(-1)).toBe('syncDir state/results');
     const readAll = async (f: Fixture): Promise<Array<RunResultFile | undefined>> => {
       const seen = [await f.store.readResult('r1')];
@@ -268,7 +276,10 @@ describe('a disk error at every call of start-up', () => {
         const store = await openStore(s.dir, { fs: s.fs, logger: log });
         expect(contents(store), where).toEqual(before);
         await store.close();
-        expect(logged.map((l) => l.msg), where).toContainEqual(expect.stringContaining('state.index not written'));
+        expect(
+          logged.map((l) => l.msg),
+          where,
+        ).toContainEqual(expect.stringContaining('state.index not written'));
       } else {
         expectWriteFailed(await rejectionOf(openStore(s.dir, { fs: s.fs })), errno);
       }
@@ -300,7 +311,10 @@ describe('a disk error at every call of start-up', () => {
   });
 
   it('of a new state directory', async () => {
-    await runAll(async () => undefined, async () => undefined);
+    await runAll(
+      async () => undefined,
+      async () => undefined,
+    );
   });
 
   it('of a directory whose journal ends in a torn line: the torn bytes are never lost', async () => {
@@ -328,7 +342,9 @@ describe('a failed journal append that cannot be cut back', () => {
     for (const write of [() => store.commit(step(3)), () => store.writeResult(result('r1', 'later'))]) {
       const err = (await rejectionOf(write())) as StoreError;
       expect(err.code).toBe('state_write_failed');
-      expect(err.message).toMatch(/^the store stopped writing: appending commit 2 to .* failed \(.*\) and cutting the journal back to its last commit failed too/);
+      expect(err.message).toMatch(
+        /^the store stopped writing: appending commit 2 to .* failed \(.*\) and cutting the journal back to its last commit failed too/,
+      );
       expect(err.action).toMatch(/^Restart the controller once the disk is fixed/);
     }
   };

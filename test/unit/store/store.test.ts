@@ -295,7 +295,9 @@ describe('StateStore basics', () => {
       await expect(store.commit(change), what).rejects.toMatchObject({ code: 'invalid_change' });
     }
     expect(await readFile(journal)).toEqual(before);
-    await expect(store.writeResult({ runId: 'ghost', finalText: '', transcript: [], permissionsApproved: [], diagnostics: [], stderrTail: '' })).rejects.toMatchObject({
+    await expect(
+      store.writeResult({ runId: 'ghost', finalText: '', transcript: [], permissionsApproved: [], diagnostics: [], stderrTail: '' }),
+    ).rejects.toMatchObject({
       code: 'invalid_change',
     });
     // A key may move between runs within one change.
@@ -486,8 +488,14 @@ describe('reply-back fields (optional: absent on records written before reply-ba
     const bad: Array<[string, Parameters<StateStore['commit']>[0]]> = [
       ['routed session without its route', { sessions: [session('s1', 'r2', { replyTo: CONV })] }],
       ['route without a recipient', { sessions: [session('s1', 'r2', { replyRouteId: ROUTE })] }],
-      ['reply without handles', { runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2', reply: { routeId: ROUTE, accepted: 0, failure: null } as never })] }],
-      ['handle without its route', { runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2', reply: { ...reply, handles: [{ handle: 'rh-1' } as never] } })] }],
+      [
+        'reply without handles',
+        { runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2', reply: { routeId: ROUTE, accepted: 0, failure: null } as never })] },
+      ],
+      [
+        'handle without its route',
+        { runs: [run('r2', 's1', 2, { state: 'failed', requestKey: 'k2', reply: { ...reply, handles: [{ handle: 'rh-1' } as never] } })] },
+      ],
     ];
     for (const [what, change] of bad) {
       await expect(store.commit(change), what).rejects.toMatchObject({ code: 'invalid_change' });
@@ -691,7 +699,9 @@ describe('ownership', () => {
     const { log, warnings } = capture();
     const store = await StateStore.open(dir, { now: () => new Date(T0), logger: log });
     expect(store.runs.size).toBe(2);
-    expect(warnings).toEqual([{ obj: expect.objectContaining({ pid: process.pid, why: expect.stringMatching(/our own pid/) }), msg: 'recovered the state directory from a dead owner' }]);
+    expect(warnings).toEqual([
+      { obj: expect.objectContaining({ pid: process.pid, why: expect.stringMatching(/our own pid/) }), msg: 'recovered the state directory from a dead owner' },
+    ]);
     // This process does hold it now: a second store is still refused.
     await expectRefusedUntouched(dir, 'state_locked');
     await store.close();
@@ -715,7 +725,12 @@ describe('ownership', () => {
     const { log, warnings } = capture();
     const store = await StateStore.open(dir, { now: () => new Date(T0), logger: log });
     expect(store.runs.size).toBe(2);
-    expect(warnings).toEqual([{ obj: expect.objectContaining({ pid: sleeper.pid, why: expect.stringMatching(/not refreshed/) }), msg: 'recovered the state directory from a dead owner' }]);
+    expect(warnings).toEqual([
+      {
+        obj: expect.objectContaining({ pid: sleeper.pid, why: expect.stringMatching(/not refreshed/) }),
+        msg: 'recovered the state directory from a dead owner',
+      },
+    ]);
     expect(JSON.parse(await readFile(ownerPath, 'utf8')).pid).toBe(process.pid);
     expect(sleeper.exitCode).toBeNull();
     await store.close();

@@ -164,4 +164,3 @@ describe('removal: work a turn hid from the check', () => {
     }
   });
 });
-

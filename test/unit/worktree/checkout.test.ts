@@ -32,7 +32,13 @@ const made = (id = 's1', workspace = repo) => makeIn(dir, id, workspace);
 describe('a checkout on disk', () => {
   it('is made from HEAD on the session branch, in the same subfolder, with the branch in the repository', async () => {
     const c = await made('s1', join(repo, 'sub'));
-    expect(c).toMatchObject({ state: 'ready', base: git(repo, 'rev-parse', 'HEAD'), branch: 'droid/s1', path: join(dir, 's1'), workspace: join(dir, 's1', 'sub') });
+    expect(c).toMatchObject({
+      state: 'ready',
+      base: git(repo, 'rev-parse', 'HEAD'),
+      branch: 'droid/s1',
+      path: join(dir, 's1'),
+      workspace: join(dir, 's1', 'sub'),
+    });
     expect(git(repo, 'rev-parse', 'droid/s1')).toBe(c.base);
     expect(git(c.path, 'symbolic-ref', '--short', 'HEAD')).toBe('droid/s1');
     // Only a subfolder workspace needs the checkout's git folder writable besides.
@@ -89,7 +95,7 @@ describe('a checkout on disk', () => {
     expect(await commitsAhead(HOST, c, false, problem!)).toMatchObject({ ahead: 1, inRepository: false, notBroughtBack: problem });
   });
 
-  it("brings nothing back from a checkout whose .git was swapped for a gitfile or a link", async () => {
+  it('brings nothing back from a checkout whose .git was swapped for a gitfile or a link', async () => {
     const c = await made();
     // Another repository whose branch of the same name the turn wants taken as its own.
     const other = join(root, 'other');
@@ -153,7 +159,8 @@ describe('where checkouts may go, and what is in the directory', () => {
   });
 
   it('classifies folders as owned, orphaned, missing or kept', () => {
-    const rec = (id: string, state: CheckoutRecord['state']) => ({ id, checkout: { ...plannedCheckout(id, dir, { top: repo, gitDir: join(repo, '.git'), prefix: '' }), state } }) as SessionRecord;
+    const rec = (id: string, state: CheckoutRecord['state']) =>
+      ({ id, checkout: { ...plannedCheckout(id, dir, { top: repo, gitDir: join(repo, '.git'), prefix: '' }), state } }) as SessionRecord;
     const sessions = [rec('a', 'ready'), rec('b', 'ready'), rec('gone', 'ready'), rec('old', 'removed'), { id: 'plain' } as SessionRecord];
     expect(classifyCheckouts(dir, ['a', 'b', 'old', 'stray'], sessions, new Set(['b']))).toEqual({
       directory: dir,
@@ -200,7 +207,7 @@ describe('the controller: who may have a checkout', () => {
     expect(await refusal(() => checkouts().plan(intent, 's9', 'off'))).toBe('isolation_not_for_readers');
   });
 
-  it("refuses a checkout of a repository whose top or git folder is outside the approved roots", async () => {
+  it('refuses a checkout of a repository whose top or git folder is outside the approved roots', async () => {
     // Approved: only the repository's subfolder; the controller would write branches into the repository's .git above it.
     expect(await refusal(checkouts({ approved: [join(repo, 'sub')] }).intent('worktree', 'high', join(repo, 'sub')))).toBe('isolation_not_possible');
     // A work tree inside the approved root whose .git file points at a repository outside it.
@@ -214,10 +221,11 @@ describe('the controller: who may have a checkout', () => {
     expect(await refusal(checkouts({ approved: [repo] }).intent('worktree', 'high', repo))).toBeNull();
   });
 
-  it("refuses any session, checkout or not, whose workspace overlaps the checkouts directory", async () => {
+  it('refuses any session, checkout or not, whose workspace overlaps the checkouts directory', async () => {
     const c = await made();
     for (const workspace of [dir, root, c.path, join(c.path, 'sub')]) {
-      for (const isolation of [undefined, 'none', 'worktree'] as const) expect(await refusal(checkouts().intent(isolation, 'high', workspace)), `${workspace} ${isolation}`).toBe('workspace_in_checkouts');
+      for (const isolation of [undefined, 'none', 'worktree'] as const)
+        expect(await refusal(checkouts().intent(isolation, 'high', workspace)), `${workspace} ${isolation}`).toBe('workspace_in_checkouts');
     }
     expect(await refusal(checkouts().intent(undefined, 'high', repo))).toBeNull();
   });
@@ -236,7 +244,11 @@ describe('the controller: who may have a checkout', () => {
     expect(released).toBe(1);
     // Another session's turn in the checkout: refused, nothing removed.
     const kept = await made('s2');
-    const busyNow = checkouts({ sessions: [{ id: 's2', workspace: repo, checkout: kept } as SessionRecord] }).beginRemoval('s2', () => undefined, () => null);
+    const busyNow = checkouts({ sessions: [{ id: 's2', workspace: repo, checkout: kept } as SessionRecord] }).beginRemoval(
+      's2',
+      () => undefined,
+      () => null,
+    );
     expect(await refusal(busyNow)).toBe('session_busy');
     expect(existsSync(kept.path)).toBe(true);
   });
@@ -245,7 +257,9 @@ describe('the controller: who may have a checkout', () => {
     const intent = (await checkouts().intent('worktree', 'high', repo))!;
     const session = (id: string, state: CheckoutRecord['state']) => ({ id, checkout: { ...plannedCheckout(id, dir, intent.repo), state } }) as SessionRecord;
     expect(checkouts({ sessions: [session('a', 'ready'), session('b', 'removed')] }).plan(intent, 'c', 'high').state).toBe('pending');
-    expect(await refusal(() => checkouts({ sessions: [session('a', 'ready'), session('b', 'pending')] }).plan(intent, 'c', 'high'))).toBe('checkout_limit_reached');
+    expect(await refusal(() => checkouts({ sessions: [session('a', 'ready'), session('b', 'pending')] }).plan(intent, 'c', 'high'))).toBe(
+      'checkout_limit_reached',
+    );
   });
 
   it('fingerprints isolation only when asked for, so earlier requests replay unchanged', () => {
@@ -262,8 +276,31 @@ describe('doctor: session checkouts', () => {
     mkdirSync(join(dir, 'stray'));
     writeFileSync(join(dir, 'stray', 'left.txt'), 'x'.repeat(10_000));
     const store = await StateStore.open(stateDir);
-    const run = acceptedRun({ id: 'r1', sessionId: 'owned', seq: 1, kind: 'create', requestKey: 'k', fingerprint: 'f', interrupt: false, settings: { model: 'm', autonomy: 'high', reasoningEffort: null }, acceptedAt: 'now' });
-    const session: SessionRecord = { id: 'owned', createdAt: 'now', updatedAt: 'now', workspace: repo, title: null, labels: [], archived: false, replyTo: null, droidSessionId: null, headRunId: 'r1', factoryTitle: null, checkout: owned };
+    const run = acceptedRun({
+      id: 'r1',
+      sessionId: 'owned',
+      seq: 1,
+      kind: 'create',
+      requestKey: 'k',
+      fingerprint: 'f',
+      interrupt: false,
+      settings: { model: 'm', autonomy: 'high', reasoningEffort: null },
+      acceptedAt: 'now',
+    });
+    const session: SessionRecord = {
+      id: 'owned',
+      createdAt: 'now',
+      updatedAt: 'now',
+      workspace: repo,
+      title: null,
+      labels: [],
+      archived: false,
+      replyTo: null,
+      droidSessionId: null,
+      headRunId: 'r1',
+      factoryTitle: null,
+      checkout: owned,
+    };
     await store.commit({ sessions: [session], runs: [run] });
     await store.close();
     expect(await checkCheckouts(undefined, stateDir)).toBeNull();
@@ -275,8 +312,10 @@ describe('doctor: session checkouts', () => {
   });
 
   it('warns on a git older than the 2024 fixes for repositories a turn controls', () => {
-    for (const old of ['git version 2.39.3', 'git version 2.34.1', 'git version 2.45.0', 'git version 2.43.3']) expect(gitVersionProblem(old)).toContain('predates');
-    for (const ok of ['git version 2.39.5', 'git version 2.45.1', 'git version 2.46.0', 'git version 2.43.4 (Apple Git-1)', 'git version 3.0.0']) expect(gitVersionProblem(ok)).toBeNull();
+    for (const old of ['git version 2.39.3', 'git version 2.34.1', 'git version 2.45.0', 'git version 2.43.3'])
+      expect(gitVersionProblem(old)).toContain('predates');
+    for (const ok of ['git version 2.39.5', 'git version 2.45.1', 'git version 2.46.0', 'git version 2.43.4 (Apple Git-1)', 'git version 3.0.0'])
+      expect(gitVersionProblem(ok)).toBeNull();
     expect(gitVersionProblem('')).toContain('could not be read');
   });
 });

@@ -94,7 +94,14 @@ describe('structured output', () => {
 describe('changed files', () => {
   it('reports added, modified (also a file already dirty before), deleted and renamed paths in a git repo', async () => {
     const s = spec({});
-    gitRepo(s.workspace, { 'keep.txt': 'keep\n', 'edit.txt': 'v1\n', 'gone.txt': 'bye\n', 'dirty.txt': 'base\n', 'old-name.txt': 'moving\n', 'sub/deep.txt': 'd\n' });
+    gitRepo(s.workspace, {
+      'keep.txt': 'keep\n',
+      'edit.txt': 'v1\n',
+      'gone.txt': 'bye\n',
+      'dirty.txt': 'base\n',
+      'old-name.txt': 'moving\n',
+      'sub/deep.txt': 'd\n',
+    });
     writeFileSync(join(s.workspace, 'dirty.txt'), 'changed before the turn\n');
     s.prompt = `work ${script({
       steps: [
@@ -142,7 +149,7 @@ describe('changed files', () => {
     expect(existsSync(outside), 'the filter wrote outside the workspace').toBe(false);
   });
 
-  it("in a read-only turn, git runs on a read-only workspace: a clean filter the repository configures cannot write into it", async () => {
+  it('in a read-only turn, git runs on a read-only workspace: a clean filter the repository configures cannot write into it', async () => {
     const s = spec({ autonomy: 'off' });
     gitRepo(s.workspace, { 'a.txt': 'a\n' });
     s.sandbox = { mode: 'bwrap', bwrapPath: BWRAP, hiddenDirs: [], hiddenFiles: [] };

@@ -177,7 +177,7 @@ describe('hostile turn: whom it talks to (issue 37)', () => {
     expect(allowed.hits()).toBe(2); // one connection, one request: the allowed curl only
   });
 
-  it('a model-only session reaches no host of the operator\'s list, while its model turn still runs', async () => {
+  it("a model-only session reaches no host of the operator's list, while its model turn still runs", async () => {
     const allowed = await hostListener('ALLOWED-ANSWERED');
     const b = bed({ mode: 'proxy', allow: [`127.0.0.1:${allowed.port}`] });
     if (b.spec.sandbox.mode === 'bwrap' && b.spec.sandbox.network?.mode === 'proxy') b.spec.sandbox.network.modelOnly = true;

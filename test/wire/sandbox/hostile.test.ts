@@ -98,14 +98,25 @@ function homeFingerprint(dir = factory(), rel = ''): string[] {
     const path = join(rel, entry.name);
     if (path === 'sessions') continue;
     if (entry.isDirectory()) out.push(`${path}/`, ...homeFingerprint(dir, path));
-    else out.push(`${path} ${createHash('sha256').update(readFileSync(join(dir, path))).digest('hex').slice(0, 16)}`);
+    else
+      out.push(
+        `${path} ${createHash('sha256')
+          .update(readFileSync(join(dir, path)))
+          .digest('hex')
+          .slice(0, 16)}`,
+      );
   }
   return out.sort();
 }
 
 function hostProcesses(needle: string): number[] {
   const out = spawnSync('pgrep', ['-f', needle], { encoding: 'utf8' }).stdout.trim();
-  return out === '' ? [] : out.split('\n').map(Number).filter((pid) => pid !== process.pid);
+  return out === ''
+    ? []
+    : out
+        .split('\n')
+        .map(Number)
+        .filter((pid) => pid !== process.pid);
 }
 
 describe.each(KINDS)("hostile turn: droid's own home (a %s session)", (kind) => {
@@ -156,7 +167,12 @@ describe.each(KINDS)("hostile turn: droid's own home (a %s session)", (kind) => 
     // The turn's own session was copied back and resumes.
     const id = result.droidSessionId!;
     expect(existsSync(join(folder, `${id}.jsonl`))).toBe(true);
-    const again = realDroidSpec(real.bed, tag, { workspace, autonomy: 'high', session: { mode: 'resume', droidSessionId: id }, prompt: `again ${script({ text: 'resumed fine' })}` });
+    const again = realDroidSpec(real.bed, tag, {
+      workspace,
+      autonomy: 'high',
+      session: { mode: 'resume', droidSessionId: id },
+      prompt: `again ${script({ text: 'resumed fine' })}`,
+    });
     again.sandbox = s.sandbox;
     const second = await runWorkerTurn(again, tag).done;
     expect(second).toMatchObject({ outcome: 'succeeded', droidSessionId: id, finalText: 'resumed fine' });
@@ -211,14 +227,16 @@ describe.each(KINDS)("hostile turn: droid's process (a %s session)", (kind) => {
   });
 });
 
-describe("hostile turn: the code every worker runs (a workspace session)", () => {
+describe('hostile turn: the code every worker runs (a workspace session)', () => {
   it("the worker's bundles and their code cache in the install cannot be opened for writing, nor a file planted beside them", async () => {
     const s = await spec('workspace');
     const bundles = dirname(WORKER_ENTRY);
     const targets = ['main.cjs', 'worker.cjs', 'worker.cjs.cache', 'planted.cjs'].map((name) => join(bundles, name));
     const before = targets.map((path) => (existsSync(path) ? createHash('sha256').update(readFileSync(path)).digest('hex') : null));
     // Opened for appending only: had the sandbox let it through, nothing would be written.
-    const perl = targets.map((path, i) => `my $o${i} = open(my $f${i}, ">>", "${path}"); print "T${i}=", ($o${i} ? "TOOK" : "errno" . ($! + 0)), "\\n";`).join(' ');
+    const perl = targets
+      .map((path, i) => `my $o${i} = open(my $f${i}, ">>", "${path}"); print "T${i}=", ($o${i} ? "TOOK" : "errno" . ($! + 0)), "\\n";`)
+      .join(' ');
     writeFileSync(join(workspace, 'attack.pl'), perl);
     s.prompt = `attack ${script({ tool: execute('perl attack.pl') })}`;
     try {
@@ -256,7 +274,14 @@ describe.each(KINDS)("hostile turn: the host's daemons (a %s session)", (kind) =
     cleanups.push(() => servers.forEach((server) => server.close()));
     const connect = (path: string, label: string) =>
       `${process.execPath} -e 'const c = require("net").connect(${JSON.stringify(path).replace(/\0/, '\\\\0')}); c.on("data", (d) => console.log("${label}-GOT " + d)); c.on("error", (e) => console.log("${label}-" + e.code))'`;
-    s.droidEnv = { ...s.droidEnv, SSH_AUTH_SOCK: named, TMUX: `${tmuxSocket},1,0`, DBUS_SESSION_BUS_ADDRESS: `unix:path=${named}`, DOCKER_HOST: `unix://${named}`, XDG_RUNTIME_DIR: runtime };
+    s.droidEnv = {
+      ...s.droidEnv,
+      SSH_AUTH_SOCK: named,
+      TMUX: `${tmuxSocket},1,0`,
+      DBUS_SESSION_BUS_ADDRESS: `unix:path=${named}`,
+      DOCKER_HOST: `unix://${named}`,
+      XDG_RUNTIME_DIR: runtime,
+    };
     const command = [
       `tmux -S ${tmuxSocket} run-shell 'touch ${tmuxMarker}' 2>&1 | head -c 200; echo TMUX-DONE`,
       connect(named, 'NAMED'),
@@ -301,7 +326,9 @@ describe.each(KINDS)('hostile turn: what still works (a %s session)', (kind) => 
       execute(`git init -q ${workspace}`),
       execute(`git -C ${workspace} config user.email t@t && git -C ${workspace} config user.name t`),
       execute(`git -C ${workspace} commit -q --allow-empty -m first`),
-      execute(`git -C ${workspace} log --oneline | wc -l | sed "s/^/COMMITS=/"; curl -s -o /dev/null -w "HTTP=%{http_code}\\n" ${real.bed.model.baseUrl.replace(/\/v1$/, '')}/health`),
+      execute(
+        `git -C ${workspace} log --oneline | wc -l | sed "s/^/COMMITS=/"; curl -s -o /dev/null -w "HTTP=%{http_code}\\n" ${real.bed.model.baseUrl.replace(/\/v1$/, '')}/health`,
+      ),
       execute(`npm ping --registry ${registryUrl} 2>&1 | grep -c PONG | sed "s/^/NPM-PONG=/"`),
     ];
     s.prompt = `work ${script({ steps })}`;
@@ -322,9 +349,18 @@ describe('hostile turn: a checkout session and the repository it came from', () 
   function repositoryFingerprint(): string {
     const gitDir = join(project, '.git');
     const files = ['config', ...readdirSync(join(gitDir, 'hooks')).map((h) => `hooks/${h}`)];
-    const hashes = files.map((f) => `${f} ${createHash('sha256').update(readFileSync(join(gitDir, f))).digest('hex').slice(0, 16)}`);
+    const hashes = files.map(
+      (f) =>
+        `${f} ${createHash('sha256')
+          .update(readFileSync(join(gitDir, f)))
+          .digest('hex')
+          .slice(0, 16)}`,
+    );
     const refs = execFileSync('git', ['-C', project, 'for-each-ref', '--format=%(refname) %(objectname)'], { encoding: 'utf8' });
-    const objects = execFileSync('find', [join(gitDir, 'objects'), '-type', 'f'], { encoding: 'utf8' }).split('\n').sort().join('\n');
+    const objects = execFileSync('find', [join(gitDir, 'objects'), '-type', 'f'], { encoding: 'utf8' })
+      .split('\n')
+      .sort()
+      .join('\n');
     return [...hashes, refs, objects].join('\n');
   }
 
@@ -347,14 +383,19 @@ describe('hostile turn: a checkout session and the repository it came from', () 
     const attack = attempts.map((a, i) => `(${a}) >/dev/null 2>&1 && echo OK${i} || echo NO${i}`).join('; ');
     // droid's own guard wants each commit and push in its own Execute, with git -C and a literal path.
     const steps = [
-      execute(`echo mine > ${workspace}/mine.txt && git -C ${workspace} add mine.txt && git -C ${workspace} config user.email t@t && git -C ${workspace} config user.name t`),
+      execute(
+        `echo mine > ${workspace}/mine.txt && git -C ${workspace} add mine.txt && git -C ${workspace} config user.email t@t && git -C ${workspace} config user.name t`,
+      ),
       execute(`git -C ${workspace} commit -q -m mine && echo COMMITTED`),
       execute(attack),
       // What a git serving from the checkout reads when the controller brings the branch back.
       execute(
         [`core.alternateRefsCommand`, `uploadpack.packObjectsHook`, `core.fsmonitor`, `core.sshCommand`]
           .map((key) => `git -C ${workspace} config ${key} 'touch ${outside}/sync-ran'`)
-          .concat(`git -C ${workspace} config remote.origin.promisor true`, `git -C ${workspace} config remote.origin.uploadpack 'touch ${outside}/sync-ran; git-upload-pack'`)
+          .concat(
+            `git -C ${workspace} config remote.origin.promisor true`,
+            `git -C ${workspace} config remote.origin.uploadpack 'touch ${outside}/sync-ran; git-upload-pack'`,
+          )
           .join(' && ') + ' && echo POISONED',
       ),
       // A new commit to push: the repository's branches must not take it.
@@ -373,7 +414,11 @@ describe('hostile turn: a checkout session and the repository it came from', () 
     expect(execFileSync('git', ['-C', workspace, 'log', '-1', '--format=%s'], { encoding: 'utf8' }).trim()).toBe('mine');
     // Bringing it back from the poisoned checkout runs nothing of its config and changes only the session's branch.
     expect(result.finalText).toContain('POISONED');
-    const hooksAndConfig = () => repositoryFingerprint().split('\n').filter((line) => /^(config|hooks\/)/.test(line)).join('\n');
+    const hooksAndConfig = () =>
+      repositoryFingerprint()
+        .split('\n')
+        .filter((line) => /^(config|hooks\/)/.test(line))
+        .join('\n');
     const beforeSync = hooksAndConfig();
     expect(await syncBranch({ sandbox: s.sandbox, droidEnv: real.bed.home.env }, checkout)).toBeNull();
     expect(hooksAndConfig()).toBe(beforeSync);

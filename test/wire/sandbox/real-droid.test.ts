@@ -58,7 +58,12 @@ afterEach(async () => {
 /** Host processes whose command line contains `needle`. */
 function hostProcesses(needle: string): number[] {
   const out = spawnSync('pgrep', ['-f', needle], { encoding: 'utf8' }).stdout.trim();
-  return out === '' ? [] : out.split('\n').map(Number).filter((pid) => pid !== process.pid);
+  return out === ''
+    ? []
+    : out
+        .split('\n')
+        .map(Number)
+        .filter((pid) => pid !== process.pid);
 }
 
 const create = (file_path: string) => ({ name: 'Create', arguments: { file_path, content: 'written\n' } });
@@ -167,8 +172,26 @@ describe('sandbox: a read-only turn writes nothing', () => {
     const sessionsCopy = mkdtempSync(join(tmpdir(), 'droid-mcp-sessions-'));
     const { turnTmp, factoryEntries, dispose } = prepareTurnPaths(factoryDir);
     try {
-      const launcher = sandboxLauncher(BWRAP, { workspace: { path: s.workspace, writable: false }, factoryDir, factoryEntries, sessionsCopy, turnTmp, runtimeDir: null, hiddenDirs: [stateDir], hiddenFiles: [tokenFile] });
-      const outside = [join(workspace, 'f'), `/etc/droid-mcp-${randomUUID()}`, join(sibling, 'z'), join(otherRoot, 'z'), join(stateDir, 'z'), join(tmpdir(), `droid-mcp-${randomUUID()}`), join(factoryDir, 'settings.json'), `/dev/droid-mcp-${randomUUID()}`];
+      const launcher = sandboxLauncher(BWRAP, {
+        workspace: { path: s.workspace, writable: false },
+        factoryDir,
+        factoryEntries,
+        sessionsCopy,
+        turnTmp,
+        runtimeDir: null,
+        hiddenDirs: [stateDir],
+        hiddenFiles: [tokenFile],
+      });
+      const outside = [
+        join(workspace, 'f'),
+        `/etc/droid-mcp-${randomUUID()}`,
+        join(sibling, 'z'),
+        join(otherRoot, 'z'),
+        join(stateDir, 'z'),
+        join(tmpdir(), `droid-mcp-${randomUUID()}`),
+        join(factoryDir, 'settings.json'),
+        `/dev/droid-mcp-${randomUUID()}`,
+      ];
       const script = [
         ...outside.map((p) => `(echo x >> ${p}) 2>/dev/null && echo WROTE || echo DENIED`),
         `echo y > ${join(factoryDir, 'sessions', 'probe')} && echo SESSIONS-OK`,

@@ -14,7 +14,19 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AF_UNIX, AUDIT_ARCH, buildSeccompProgram, DENY_RULES, encodeProgram, EPERM, SYSCALLS, TIOCLINUX, TIOCSTI, type BpfInstruction, type SeccompArch } from '../../../src/sandbox/seccomp.js';
+import {
+  AF_UNIX,
+  AUDIT_ARCH,
+  buildSeccompProgram,
+  DENY_RULES,
+  encodeProgram,
+  EPERM,
+  SYSCALLS,
+  TIOCLINUX,
+  TIOCSTI,
+  type BpfInstruction,
+  type SeccompArch,
+} from '../../../src/sandbox/seccomp.js';
 import { bwrapArgs } from '../../../src/sandbox/bwrap-args.js';
 import { probeSandbox } from '../../../src/sandbox/probe.js';
 import { sandboxLauncher } from '../../../src/sandbox/sandbox.js';
@@ -67,7 +79,8 @@ describe('seccomp: the program', () => {
   for (const arch of ['x86_64', 'aarch64'] as const) {
     const index = arch === 'x86_64' ? 0 : 1;
     const nr = (name: keyof typeof SYSCALLS) => SYSCALLS[name][index]!;
-    const run = (name: keyof typeof SYSCALLS | number, args?: number[]) => evaluate(program, { arch: AUDIT_ARCH[arch], nr: typeof name === 'number' ? name : nr(name), args });
+    const run = (name: keyof typeof SYSCALLS | number, args?: number[]) =>
+      evaluate(program, { arch: AUDIT_ARCH[arch], nr: typeof name === 'number' ? name : nr(name), args });
 
     it(`${arch}: every plain rule denies with EPERM; other calls pass`, () => {
       for (const rule of DENY_RULES.filter((r) => !r.arg && SYSCALLS[r.syscall][index] !== null)) expect(run(rule.syscall), rule.syscall).toBe(DENY);
@@ -130,7 +143,9 @@ describe('seccomp: the kernel runs it (x86_64 and aarch64 hosts)', () => {
     ['socketpair_stream', `syscall(${nr('socketpair')}, 1, 1, 0, $sv)`],
     ['ioctl_other', `syscall(${nr('ioctl')}, -1, 0x5413, 0)`],
   ];
-  const perl = 'my $sv = "\\0" x 8; ' + probes.map(([name, call]) => `$! = 0; my $r_${name} = ${call}; print "${name}=", ($r_${name} >= 0 ? "ok" : $! + 0), "\\n";`).join(' ');
+  const perl =
+    'my $sv = "\\0" x 8; ' +
+    probes.map(([name, call]) => `$! = 0; my $r_${name} = ${call}; print "${name}=", ($r_${name} >= 0 ? "ok" : $! + 0), "\\n";`).join(' ');
 
   const runIn = async (withFilter: boolean): Promise<Record<string, string>> => {
     const root = mkdtempSync(join(tmpdir(), 'seccomp-kernel-'));
@@ -148,7 +163,13 @@ describe('seccomp: the kernel runs it (x86_64 and aarch64 hosts)', () => {
       let stdout = '';
       child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
       await new Promise((resolve) => child.once('close', resolve));
-      return Object.fromEntries(stdout.trim().split('\n').filter(Boolean).map((line) => line.split('=') as [string, string]));
+      return Object.fromEntries(
+        stdout
+          .trim()
+          .split('\n')
+          .filter(Boolean)
+          .map((line) => line.split('=') as [string, string]),
+      );
     } finally {
       cleanup();
       rmSync(root, { recursive: true, force: true });
@@ -178,7 +199,11 @@ describe('seccomp: the start-up trial run', () => {
     const dir = mkdtempSync(join(tmpdir(), 'seccomp-probe-'));
     try {
       const fake = join(dir, 'bwrap');
-      writeFileSync(fake, `#!/bin/sh\nfor a; do shift; if [ "$skip" = 1 ]; then skip=0; continue; fi; if [ "$a" = --seccomp ]; then skip=1; continue; fi; set -- "$@" "$a"; done\nexec ${bwrap} "$@"\n`, { mode: 0o755 });
+      writeFileSync(
+        fake,
+        `#!/bin/sh\nfor a; do shift; if [ "$skip" = 1 ]; then skip=0; continue; fi; if [ "$a" = --seccomp ]; then skip=1; continue; fi; set -- "$@" "$a"; done\nexec ${bwrap} "$@"\n`,
+        { mode: 0o755 },
+      );
       const health = await probeSandbox(fake);
       expect(health.ok).toBe(false);
       expect(health.detail).toContain('seccomp filter did not load');

@@ -35,7 +35,6 @@ afterEach(async () => {
 
 const steps = usageSteps;
 
-
 describe('live usage and budgets, real droid CLI', () => {
   it('reports the running usage after every model step, rising, and the final figure equals the last one', async () => {
     const turn = runWorkerTurn(spec({ prompt: `look ${steps(3, 100)}` }), tag);
@@ -121,12 +120,20 @@ describe('credit ceiling (protocol-peer mock: credits as a Factory model reports
       expect(first.usage).not.toBeNull();
       const resume = { mode: 'resume' as const, droidSessionId: first.droidSessionId! };
       const env = { MOCK_DROID_STATE_DIR: sessions, MOCK_DROID_LOAD_NO_USAGE: '1' };
-      const s = baseSpec(tag, env, { workspace, session: resume, prompt: 'spend <<mock:credits>>', budget: { maxTokens: null, maxCredits: 1.2 }, usageBaseline: first.usage! });
+      const s = baseSpec(tag, env, {
+        workspace,
+        session: resume,
+        prompt: 'spend <<mock:credits>>',
+        budget: { maxTokens: null, maxCredits: 1.2 },
+        usageBaseline: first.usage!,
+      });
       const turn = runWorkerTurn(s, tag);
       const result = await turn.done;
       expect(result.error).toMatchObject({ code: 'budget_exceeded' });
       expect(turn.usages.map((u) => u.factoryCredits)).toEqual([0.5, 1, 1.5]);
-      expect(result.diagnostics.join('\n')).toContain("load_session carried no usage totals: this turn's running figure is counted from the controller's record");
+      expect(result.diagnostics.join('\n')).toContain(
+        "load_session carried no usage totals: this turn's running figure is counted from the controller's record",
+      );
     } finally {
       rmSync(sessions, { recursive: true, force: true });
     }

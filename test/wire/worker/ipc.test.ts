@@ -131,7 +131,7 @@ describe('worker entry (main.ts): the worker proper is compiled from its build-t
   const stderrOfRun = async (child: ChildProcess) => (await runToExit(child, { type: 'run' })).stderr;
   const env = () => ({ ...process.env, DROID_MCP_TEST_TAG: tag });
 
-  it("a worker forked by the runner uses the cache even when the server runs under V8 flags (the runner passes none on)", async () => {
+  it('a worker forked by the runner uses the cache even when the server runs under V8 flags (the runner passes none on)', async () => {
     const own = [...process.execArgv];
     process.execArgv.push('--stack-size=900');
     let child: ChildProcess;
@@ -218,7 +218,9 @@ describe('worker entry (main.ts): a cold worker spawns droid before it loads its
     const child = fork(WORKER_ENTRY, [], { env: { ...process.env, DROID_MCP_TEST_TAG: tag }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     const started = new Promise<void>((resolve) => child.on('message', (m: { type?: string }) => m.type === 'started' && resolve()));
-    const terminal = new Promise<TurnResult>((resolve) => child.on('message', (m: { type?: string; result?: TurnResult }) => m.type === 'terminal' && resolve(m.result!)));
+    const terminal = new Promise<TurnResult>((resolve) =>
+      child.on('message', (m: { type?: string; result?: TurnResult }) => m.type === 'terminal' && resolve(m.result!)),
+    );
     child.send({ type: 'run', spec: baseSpec(tag, {}, { workspace: workspace(), prompt: '<<mock:silence>>' }) });
     await started;
     // The read end goes, as when the controller dies: the worker's next stderr line (an invalid message's) meets EPIPE.

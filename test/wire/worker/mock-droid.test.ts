@@ -16,7 +16,6 @@ import { baseSpec, newTag, runWorkerTurn } from '../../support/wire-harness.js';
 import { until } from '../../support/fault-harness.js';
 import { turnTimeline } from '../../../src/worker/contract/timeline.js';
 
-
 let tag: string;
 let dir: string;
 let log: string;
@@ -188,7 +187,10 @@ describe('worker + mock droid faults', () => {
     try {
       for (const routed of [false, true]) {
         const turn = runWorkerTurn(
-          spec({ prompt: '<<mock:silence>>', ...(routed && { replyBack: { url: 'https://ampcode.com/mcp?profile=puck', replyTo: 'T-1' } }) }, { NODE_EXTRA_CA_CERTS: caFile, MOCK_DROID_INIT_DELAY_MS: '3000' }),
+          spec(
+            { prompt: '<<mock:silence>>', ...(routed && { replyBack: { url: 'https://ampcode.com/mcp?profile=puck', replyTo: 'T-1' } }) },
+            { NODE_EXTRA_CA_CERTS: caFile, MOCK_DROID_INIT_DELAY_MS: '3000' },
+          ),
           tag,
           false,
         );
@@ -221,7 +223,10 @@ describe('worker + mock droid faults', () => {
   // Spec: a slow rename must stay off a follow-up's path; an unfinished rename is retried on the next turn.
   it('a follow-up waiting for the slot makes the worker abandon a rename droid has not answered yet', async () => {
     // Without the skip, the outcome would be droid's late answer or the rename window's timeout, not RENAME_SKIPPED.
-    const turn = runWorkerTurn(spec({ prompt: 'plain', renameTo: 'New title', timeoutMs: 8_000, graceMs: 1_000 }, { MOCK_DROID_RENAME_DELAY_MS: '60000' }), tag);
+    const turn = runWorkerTurn(
+      spec({ prompt: 'plain', renameTo: 'New title', timeoutMs: 8_000, graceMs: 1_000 }, { MOCK_DROID_RENAME_DELAY_MS: '60000' }),
+      tag,
+    );
     await turn.handle.result;
     await expect.poll(() => frames().some((f) => f.method === 'droid.rename_session'), { timeout: 10_000 }).toBe(true);
     turn.handle.skipRename();

@@ -30,13 +30,21 @@ describe('budget input', () => {
 
   it("refuses a budget above the host's ceilings, naming the key; at the ceiling is fine", () => {
     const host = { maxTurnTokens: 100, maxTurnCredits: 2, maxSessionCredits: 5 };
-    expect(() => assertTurnBudget({ maxTokens: 101, maxCredits: null }, host)).toThrow(expect.objectContaining({ code: 'budget_above_ceiling', action: expect.stringContaining('maxTurnTokens') }));
-    expect(() => assertTurnBudget({ maxTokens: null, maxCredits: 2.5 }, host)).toThrow(expect.objectContaining({ action: expect.stringContaining('maxTurnCredits') }));
-    expect(() => assertSessionBudget({ maxTokens: 10 ** 9, maxCredits: 6 }, host)).toThrow(expect.objectContaining({ action: expect.stringContaining('maxSessionCredits') }));
+    expect(() => assertTurnBudget({ maxTokens: 101, maxCredits: null }, host)).toThrow(
+      expect.objectContaining({ code: 'budget_above_ceiling', action: expect.stringContaining('maxTurnTokens') }),
+    );
+    expect(() => assertTurnBudget({ maxTokens: null, maxCredits: 2.5 }, host)).toThrow(
+      expect.objectContaining({ action: expect.stringContaining('maxTurnCredits') }),
+    );
+    expect(() => assertSessionBudget({ maxTokens: 10 ** 9, maxCredits: 6 }, host)).toThrow(
+      expect.objectContaining({ action: expect.stringContaining('maxSessionCredits') }),
+    );
     expect(() => assertTurnBudget({ maxTokens: 100, maxCredits: 2 }, host)).not.toThrow();
     // A session total may exceed the per-turn token ceiling: each turn is capped by it anyway.
     expect(() => assertSessionBudget({ maxTokens: 10 ** 9, maxCredits: 5 }, host)).not.toThrow();
-    expect(expectRejection(() => assertTurnBudget({ maxTokens: null, maxCredits: 6 }, { ...host, maxTurnCredits: null }), 'budget_above_ceiling').action).toContain('maxSessionCredits');
+    expect(
+      expectRejection(() => assertTurnBudget({ maxTokens: null, maxCredits: 6 }, { ...host, maxTurnCredits: null }), 'budget_above_ceiling').action,
+    ).toContain('maxSessionCredits');
   });
 });
 
@@ -78,15 +86,17 @@ describe('a spent session (budget_exhausted)', () => {
   const creditsSpent = [runRecord({ sessionId: 's', seq: 1, usage: usage(100, 3) })];
   const session = sessionRecord({ id: 's', headRunId: 's-r1', budget: { maxTokens: 1_000, maxCredits: 3 } });
 
-  it('names the dimension spent and says a message\'s own budget replaces the session\'s', () => {
+  it("names the dimension spent and says a message's own budget replaces the session's", () => {
     const refused = expectRejection(() => assertNotExhausted(undefined, session, creditsSpent, NO_CEILINGS), 'budget_exhausted');
     expect(refused.message).toMatch(/used 3 credits of its budget\.maxCredits 3/);
     expect(refused.action).toMatch(/own budget.*replaces the session's budget.*both dimensions.*new session/);
     const tokensSpent = [runRecord({ sessionId: 's', seq: 1, usage: usage(1_000) })];
-    expect(expectRejection(() => assertNotExhausted(undefined, session, tokensSpent, NO_CEILINGS), 'budget_exhausted').message).toMatch(/used 1000 tokens of its budget\.maxTokens 1000/);
+    expect(expectRejection(() => assertNotExhausted(undefined, session, tokensSpent, NO_CEILINGS), 'budget_exhausted').message).toMatch(
+      /used 1000 tokens of its budget\.maxTokens 1000/,
+    );
   });
 
-  it('lets a message with only {maxTokens} continue after the session\'s credits ran out, as the action says', () => {
+  it("lets a message with only {maxTokens} continue after the session's credits ran out, as the action says", () => {
     const own = { maxTokens: 500, maxCredits: null };
     expect(() => assertNotExhausted(own, session, creditsSpent, NO_CEILINGS)).not.toThrow();
     const run = runRecord({ sessionId: 's', seq: 2, usage: null, budget: own });
@@ -103,6 +113,9 @@ describe('a spent session (budget_exhausted)', () => {
       expect(refused.action).not.toMatch(/Give this message/);
     }
     const run = runRecord({ sessionId: 's', seq: 2, usage: null, budget: { maxTokens: 10, maxCredits: 1 } });
-    expect(launchLimit(run, free, [...creditsSpent, run], host).refused).toMatchObject({ code: 'budget_exhausted', message: expect.stringMatching(/maxSessionCredits.*new session/) });
+    expect(launchLimit(run, free, [...creditsSpent, run], host).refused).toMatchObject({
+      code: 'budget_exhausted',
+      message: expect.stringMatching(/maxSessionCredits.*new session/),
+    });
   });
 });

@@ -32,7 +32,9 @@ describe('SessionController reply-back', () => {
     await tick();
     const commits = on.store.commits;
     await expect(off.controller.send({ requestKey: 'x', session: a.metadata.session, prompt: 'p' })).rejects.toMatchObject({ code: 'session_not_found' });
-    await expect(on.controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'p', replyTo: 'nope' })).rejects.toMatchObject({ code: 'invalid_arguments' });
+    await expect(on.controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'p', replyTo: 'nope' })).rejects.toMatchObject({
+      code: 'invalid_arguments',
+    });
     expect(on.store.commits).toBe(commits);
     expect(off.store.commits).toBe(0);
   });
@@ -223,7 +225,9 @@ describe('SessionController reply-back', () => {
     await first.controller.shutdown(1_000);
     const second = setup({ store: first.store });
     // Omitted replyTo keeps the route, which this host can no longer serve: refused up front.
-    await expect(second.controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'p' })).rejects.toMatchObject({ code: 'reply_back_unavailable' });
+    await expect(second.controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'p' })).rejects.toMatchObject({
+      code: 'reply_back_unavailable',
+    });
     const d = await second.controller.send({ requestKey: 'k3', session: a.metadata.session, prompt: 'p', replyTo: null });
     await second.controller.waitForSessions([a.metadata.session], 5);
     expect(second.store.runs.get(d.metadata.run)!.reply).toBeUndefined();

@@ -25,7 +25,9 @@ describe('decideReplyCall', () => {
   });
 
   it('refuses sends of any other shape (extra fields could steer Amp elsewhere)', () => {
-    expect(decideReplyCall(route(A), { action: 'send', params: { conversationID: A, message: 'x', threadID: B } })).toMatchObject({ code: 'reply_call_malformed' });
+    expect(decideReplyCall(route(A), { action: 'send', params: { conversationID: A, message: 'x', threadID: B } })).toMatchObject({
+      code: 'reply_call_malformed',
+    });
     expect(decideReplyCall(route(A), send(A, ''))).toMatchObject({ code: 'reply_call_malformed' });
     expect(decideReplyCall(route(A), send(A, 42))).toMatchObject({ code: 'reply_call_malformed' });
     expect(decideReplyCall(route(A), { ...send(A), to: B })).toMatchObject({ code: 'reply_call_malformed' });
@@ -42,7 +44,9 @@ describe('decideReplyCall', () => {
       expect(decideReplyCall(route(A, 'rh-1'), read(bad)), String(bad)).toMatchObject({ approve: false, code: 'reply_handle_missing' });
     }
     expect(decideReplyCall(route(A, 'rh-1'), { action: 'read_reply', params: {} })).toMatchObject({ code: 'reply_handle_missing' });
-    expect(decideReplyCall(route(A, 'rh-1'), { action: 'read_reply', params: { replyHandle: 'rh-1', latest: true } })).toMatchObject({ code: 'reply_handle_missing' });
+    expect(decideReplyCall(route(A, 'rh-1'), { action: 'read_reply', params: { replyHandle: 'rh-1', latest: true } })).toMatchObject({
+      code: 'reply_handle_missing',
+    });
   });
 
   it('denies every other action and shape', () => {
@@ -56,7 +60,12 @@ describe('parseReplyHandle', () => {
   it('reads a top-level replyHandle from a JSON string or from text blocks', () => {
     expect(parseReplyHandle('{\n  "status": "queued",\n  "replyHandle": "rh-1"\n}')).toBe('rh-1');
     expect(parseReplyHandle([{ type: 'text', text: '{"replyHandle":"rh-2"}' }])).toBe('rh-2');
-    expect(parseReplyHandle([{ type: 'text', text: 'queued' }, { type: 'text', text: '{"replyHandle":"rh-3"}' }])).toBe('rh-3');
+    expect(
+      parseReplyHandle([
+        { type: 'text', text: 'queued' },
+        { type: 'text', text: '{"replyHandle":"rh-3"}' },
+      ]),
+    ).toBe('rh-3');
   });
 
   it('fails closed on anything else', () => {
@@ -67,7 +76,10 @@ describe('parseReplyHandle', () => {
       '{"replyHandle":7}',
       '{"replyHandle":""}',
       [{ type: 'image', text: '{"replyHandle":"rh-1"}' }],
-      [{ type: 'text', text: '{"replyHandle":"rh-1"}' }, { type: 'text', text: '{"replyHandle":"rh-2"}' }],
+      [
+        { type: 'text', text: '{"replyHandle":"rh-1"}' },
+        { type: 'text', text: '{"replyHandle":"rh-2"}' },
+      ],
       { replyHandle: 'rh-1' },
       null,
       undefined,
@@ -85,7 +97,8 @@ describe('reply routes', () => {
   it('accepts only T- followed by a lowercase UUID as a conversation', () => {
     expect(isConversationId(A)).toBe(true);
     expect(isConversationId('T-aaaaaaaa-2222-4333-8444-5555555555ff')).toBe(true);
-    for (const bad of ['T-1', 'T-AAAAAAAA-2222-4333-8444-555555555555', A.slice(2), `${A} `, 't-11111111-2222-4333-8444-555555555555', null]) expect(isConversationId(bad), String(bad)).toBe(false);
+    for (const bad of ['T-1', 'T-AAAAAAAA-2222-4333-8444-555555555555', A.slice(2), `${A} `, 't-11111111-2222-4333-8444-555555555555', null])
+      expect(isConversationId(bad), String(bad)).toBe(false);
   });
 
   it('keeps the route when replyTo is omitted or repeated, and starts a new one on retarget or detach', () => {
@@ -111,7 +124,17 @@ describe('reply routes', () => {
 
   it('collects handles of the current route across runs, whatever run proved them', () => {
     const runs = [
-      { reply: { routeId: 'r1', accepted: 2, handles: [{ handle: 'h1', routeId: 'r1' }, { handle: 'h2', routeId: 'r2' }], failure: null } },
+      {
+        reply: {
+          routeId: 'r1',
+          accepted: 2,
+          handles: [
+            { handle: 'h1', routeId: 'r1' },
+            { handle: 'h2', routeId: 'r2' },
+          ],
+          failure: null,
+        },
+      },
       {},
       { reply: { routeId: 'r2', accepted: 1, handles: [{ handle: 'h3', routeId: 'r2' }], failure: null } },
     ];
@@ -150,7 +173,18 @@ describe('replyPrompt', () => {
   });
 
   it('states the rules: progress once, one CHECKPOINT, 6 reads of that handle, never resend, BLOCKED, Spec mode', () => {
-    for (const rule of ['at most once', 'CHECKPOINT', 'marker', 'evidence', 'action you propose', 'decision you need', 'at most 6 times', 'never send the question again', 'BLOCKED', 'Spec mode']) {
+    for (const rule of [
+      'at most once',
+      'CHECKPOINT',
+      'marker',
+      'evidence',
+      'action you propose',
+      'decision you need',
+      'at most 6 times',
+      'never send the question again',
+      'BLOCKED',
+      'Spec mode',
+    ]) {
       expect(text, rule).toContain(rule);
     }
     expect(replyPrompt({ replyTo: A, session: 's', run: 'r', specMode: false })).not.toContain('Spec mode');

@@ -70,7 +70,14 @@ function shuffled<T>(items: readonly T[], seed = 7): T[] {
 describe('SessionIndex', () => {
   it('iterates newest created first, ties by id descending, whatever the insertion order', () => {
     const same = new Date(T0).toISOString();
-    const sessions = [session(3), session(1), session(2), session(0, { id: 'b', createdAt: same }), session(0, { id: 'a', createdAt: same }), session(0, { id: 'c', createdAt: same })];
+    const sessions = [
+      session(3),
+      session(1),
+      session(2),
+      session(0, { id: 'b', createdAt: same }),
+      session(0, { id: 'a', createdAt: same }),
+      session(0, { id: 'c', createdAt: same }),
+    ];
     const expected = ['s-0003', 's-0002', 's-0001', 'c', 'b', 'a'];
     expect(ids([...new SessionIndex(sessions)])).toEqual(expected);
     const incremental = new SessionIndex();
@@ -285,7 +292,12 @@ describe('filters', () => {
   });
 
   it('requires every listed label', () => {
-    const sessions = [session(1, { labels: ['bug'] }), session(2, { labels: ['bug', 'web'] }), session(3, { labels: ['web'] }), session(4, { labels: ['bugfix', 'web'] })];
+    const sessions = [
+      session(1, { labels: ['bug'] }),
+      session(2, { labels: ['bug', 'web'] }),
+      session(3, { labels: ['web'] }),
+      session(4, { labels: ['bugfix', 'web'] }),
+    ];
     expect(ids(findSessions(sessions, idle, { labels: ['bug'] }).sessions)).toEqual(['s-0002', 's-0001']);
     expect(ids(findSessions(sessions, idle, { labels: ['bug', 'web'] }).sessions)).toEqual(['s-0002']);
     expect(ids(findSessions(sessions, idle, { labels: [] }).sessions)).toHaveLength(4);

@@ -58,7 +58,10 @@ function readAll(base: HistoryInput, limit: number): { items: HistoryItem[]; pag
 describe('history items', () => {
   it('maps transcript entries of each run in order, then its notices', () => {
     const runs = [
-      run(1, { permissionsDeclined: [{ tool: 'Execute', summary: 'rm -rf build' }], questions: [{ topic: 'Scope', question: 'Which files?', options: ['a', 'b'] }] }),
+      run(1, {
+        permissionsDeclined: [{ tool: 'Execute', summary: 'rm -rf build' }],
+        questions: [{ topic: 'Scope', question: 'Which files?', options: ['a', 'b'] }],
+      }),
       run(2),
     ];
     const page = pageHistory(
@@ -118,7 +121,13 @@ describe('history items', () => {
         error: err('predecessor_failed', 'an earlier turn failed'),
         predecessorFailure: { runId: 'run-2', state: 'failed', error: null },
       }),
-      run(7, { state: 'cancelled', startedAt: null, hasResult: false, cancelReason: 'superseded', error: err('superseded', 'superseded by a steering message') }),
+      run(7, {
+        state: 'cancelled',
+        startedAt: null,
+        hasResult: false,
+        cancelReason: 'superseded',
+        error: err('superseded', 'superseded by a steering message'),
+      }),
       run(8, { state: 'failed', error: null }),
     ];
     const results = [1, 2, 3, 4, 8].map((n) => result(`run-${n}`, []));

@@ -29,7 +29,14 @@ describe('SessionReader', () => {
   });
 
   it("sums a session's spend from its records when the store has no run facts: tokens, credits, a running turn's live figure", async () => {
-    const usage = (inputTokens: number, factoryCredits: number | null) => ({ inputTokens, outputTokens: 10, cacheCreationTokens: 1, cacheReadTokens: 2, thinkingTokens: 3, factoryCredits });
+    const usage = (inputTokens: number, factoryCredits: number | null) => ({
+      inputTokens,
+      outputTokens: 10,
+      cacheCreationTokens: 1,
+      cacheReadTokens: 2,
+      thinkingTokens: 3,
+      factoryCredits,
+    });
     const runs = [
       runRecord({ sessionId: 'a', seq: 1, usage: usage(1000, 0.5) }),
       runRecord({ sessionId: 'a', seq: 2, usage: usage(200, 0.25) }),
@@ -41,7 +48,8 @@ describe('SessionReader', () => {
     const { s } = store(runs, sessions);
     const live = (id: string) => (id === 'c-r1' ? { events: [], partialText: '', usage: usage(5000, 2) } : undefined);
     const reader = new SessionReader(s, { live, shown: (r) => r }, async (p) => p, { warn() {} });
-    const ids = async (filters: { tokensAbove?: number; creditsAbove?: number }) => (await reader.find(filters, undefined, 10)).sessions.map((v) => v.session).sort();
+    const ids = async (filters: { tokensAbove?: number; creditsAbove?: number }) =>
+      (await reader.find(filters, undefined, 10)).sessions.map((v) => v.session).sort();
     // a: 1,016 + 216 tokens and 0.75 credits; b: 1,116 and none; c: 5,016 and 2 (live).
     expect(await ids({ tokensAbove: 1231 })).toEqual(['a', 'c']);
     expect(await ids({ tokensAbove: 1232 })).toEqual(['c']);

@@ -199,7 +199,13 @@ describe('usageByModel (groupBy: "model")', () => {
   it('splits the total by model, largest first, each with its own turns, final and credits; models with no turn left out', () => {
     const live = on('small', { state: 'running', usage: usage({ inputTokens: 1 }) });
     const rows = usageByModel(
-      [on('big', { usage: usage({ inputTokens: 1_000, factoryCredits: 2 }) }), on('small'), live, on('big', { usage: null }), on('unstarted', { state: 'queued', startedAt: null })],
+      [
+        on('big', { usage: usage({ inputTokens: 1_000, factoryCredits: 2 }) }),
+        on('small'),
+        live,
+        on('big', { usage: null }),
+        on('unstarted', { state: 'queued', startedAt: null }),
+      ],
       (id) => (id === live.id ? usage({ inputTokens: 50 }) : undefined),
     );
     expect(rows.map((r) => [r.model, r.turns, r.turnsWithUsage, r.inputTokens, r.factoryCredits, r.final])).toEqual([

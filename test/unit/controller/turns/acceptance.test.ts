@@ -79,7 +79,11 @@ describe('SessionController: the acceptance says what was done with the turn', (
     const { controller } = setup({ maxConcurrentRuns: 2 });
     const a = await create(controller, 'k1', '/ok/w');
     const b = await create(controller, 'k2', '/ok/w/sub');
-    expect(b.admission).toMatchObject({ action: 'queued', capacityFull: false, waitingFor: [{ session: a.metadata.session, run: a.metadata.run, reason: 'workspace_lock' }] });
+    expect(b.admission).toMatchObject({
+      action: 'queued',
+      capacityFull: false,
+      waitingFor: [{ session: a.metadata.session, run: a.metadata.run, reason: 'workspace_lock' }],
+    });
     await create(controller, 'k3', '/ok/x');
     const d = await create(controller, 'k4', '/ok/y');
     expect(d.admission).toMatchObject({ action: 'queued', capacityFull: true, waitingFor: [] });

@@ -35,7 +35,7 @@ describe('fingerprint', () => {
     expect(fingerprint({ ...intent, replyTo: A })).not.toBe(fingerprint(intent));
   });
 
-  it('keeps the fingerprints of requests accepted before reply-back (send: replyTo was the detached session\'s null)', () => {
+  it("keeps the fingerprints of requests accepted before reply-back (send: replyTo was the detached session's null)", () => {
     // Values computed by the previous build for these exact intents.
     expect(fingerprint({ ...intent, kind: 'send', target: 'session-1', replyTo: undefined })).toBe(LEGACY_SEND);
     expect(fingerprint(intent)).toBe(LEGACY_CREATE);

@@ -12,7 +12,14 @@ import type { RunRecord, TokenUsage } from '../../../../src/shared/records.js';
 import { runRecord } from '../../../support/records.js';
 
 const INTERVAL = 10_000;
-const usage = (inputTokens: number): TokenUsage => ({ inputTokens, outputTokens: 0, cacheCreationTokens: 0, cacheReadTokens: 0, thinkingTokens: 0, factoryCredits: null });
+const usage = (inputTokens: number): TokenUsage => ({
+  inputTokens,
+  outputTokens: 0,
+  cacheCreationTokens: 0,
+  cacheReadTokens: 0,
+  thinkingTokens: 0,
+  factoryCredits: null,
+});
 
 function bed() {
   let run: RunRecord = runRecord({ sessionId: 's', seq: 1, state: 'running', endedAt: null, reason: null, hasResult: false, usage: null });
@@ -27,7 +34,10 @@ function bed() {
     run: () => run,
     serialized: <T>(fn: () => Promise<T>) => {
       const next = chain.then(fn);
-      chain = next.then(() => undefined, () => undefined);
+      chain = next.then(
+        () => undefined,
+        () => undefined,
+      );
       return next;
     },
     commit: async (change: { runs: RunRecord[] }) => {
@@ -36,7 +46,14 @@ function bed() {
     },
   } as unknown as ControllerState;
   let held: TokenUsage | null = null;
-  const turn = { runId: run.id, sessionId: 's', recordUsage: (u: TokenUsage) => (held = u), get usage() { return held; } } as unknown as Turn;
+  const turn = {
+    runId: run.id,
+    sessionId: 's',
+    recordUsage: (u: TokenUsage) => (held = u),
+    get usage() {
+      return held;
+    },
+  } as unknown as Turn;
   const live = new LiveUsage(state, INTERVAL);
   const settle = async () => {
     await vi.advanceTimersByTimeAsync(0);

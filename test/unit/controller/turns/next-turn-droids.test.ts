@@ -63,9 +63,11 @@ describe('the droid booted for a session’s next turn', () => {
     const droids = new NextTurnDroids(60_000, 4, () => false);
     await droids.prepare('s1', now, () => null);
     expect(droids.size).toBe(0);
-    await droids.prepare('s1', now, () => {
-      throw new Error('fork failed');
-    }).catch(() => undefined);
+    await droids
+      .prepare('s1', now, () => {
+        throw new Error('fork failed');
+      })
+      .catch(() => undefined);
     expect(droids.size).toBe(0);
     await droids.prepare('s1', now, () => fakeDroid());
     expect(droids.size).toBe(1);

@@ -12,7 +12,14 @@ import type { TokenUsage } from '../../../../src/shared/records.js';
 import { failedResult, stoppedResult } from '../../../../src/worker/contract/protocol.js';
 import { runRecord, sessionRecord } from '../../../support/records.js';
 
-const usage = (inputTokens: number): TokenUsage => ({ inputTokens, outputTokens: 0, cacheCreationTokens: 0, cacheReadTokens: 0, thinkingTokens: 0, factoryCredits: null });
+const usage = (inputTokens: number): TokenUsage => ({
+  inputTokens,
+  outputTokens: 0,
+  cacheCreationTokens: 0,
+  cacheReadTokens: 0,
+  thinkingTokens: 0,
+  factoryCredits: null,
+});
 const ctx = { cancelRequested: false, events: [], at: '2030-01-01T00:01:00.000Z' };
 const died = failedResult({ code: 'worker_failed', message: 'the worker exited', retryable: false }, { submitted: true });
 
@@ -46,9 +53,21 @@ describe('the terminal figure', () => {
 describe('a budget stop droid never confirmed', () => {
   it('keeps budget_exceeded (spent, limit, unconfirmed) and needs attention as an unconfirmed interrupt', () => {
     const live = runRecord({ sessionId: 's', seq: 1, state: 'running', endedAt: null, reason: null, hasResult: false, usage: null });
-    const verdict = stoppedResult({ kind: 'interrupted', by: 'budget', end: null, reached: { dimension: 'tokens', spent: 330, limit: 300 } }, { ...died, usage: usage(330) });
-    expect(verdict.error).toMatchObject({ code: 'budget_exceeded', message: expect.stringMatching(/330 tokens.*limit 300 tokens.*did not confirm the interrupt/) });
+    const verdict = stoppedResult(
+      { kind: 'interrupted', by: 'budget', end: null, reached: { dimension: 'tokens', spent: 330, limit: 300 } },
+      { ...died, usage: usage(330) },
+    );
+    expect(verdict.error).toMatchObject({
+      code: 'budget_exceeded',
+      message: expect.stringMatching(/330 tokens.*limit 300 tokens.*did not confirm the interrupt/),
+    });
     const ended = terminalUpdate(live, verdict, ctx);
-    expect(ended).toMatchObject({ state: 'cancelled', cancelReason: 'interrupt_unconfirmed', needsAttention: true, error: { code: 'budget_exceeded' }, usageLive: true });
+    expect(ended).toMatchObject({
+      state: 'cancelled',
+      cancelReason: 'interrupt_unconfirmed',
+      needsAttention: true,
+      error: { code: 'budget_exceeded' },
+      usageLive: true,
+    });
   });
 });

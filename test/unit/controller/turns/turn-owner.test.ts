@@ -131,7 +131,7 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     expect(turns[1]!.cancelled).toBe(true);
   });
 
-  it('a slow model catalog does not hold up another session\'s cancel or result', async () => {
+  it("a slow model catalog does not hold up another session's cancel or result", async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     let slow = false;
@@ -162,7 +162,11 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     // Shown as a restart will record it; the disk still holds what it held.
     expect(store.runs.get(a.metadata.run)!.state).toBe('starting');
     expect(store.runs.get(q.metadata.run)!.state).toBe('queued');
-    expect(controller.status(a.metadata.session)).toMatchObject({ agentState: 'unknown', needsAttention: true, latestRun: { state: 'cancelled', cancelReason: 'queue_lost' } });
+    expect(controller.status(a.metadata.session)).toMatchObject({
+      agentState: 'unknown',
+      needsAttention: true,
+      latestRun: { state: 'cancelled', cancelReason: 'queue_lost' },
+    });
     expect(turns[0]!.stateAtAck).toBeUndefined();
     await tick(20);
     expect(turns).toHaveLength(1);
@@ -228,7 +232,9 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     // Another session's create (admitted at once: its starting commit too) and a cancel go through meanwhile.
     const b = await Promise.race([create(controller, 'k2', '/ok/b'), sleep(5_000).then(() => 'held up' as const)]);
     expect(b).toMatchObject({ admission: { action: 'started' }, status: { latestRun: { state: 'starting' } } });
-    await expect(Promise.race([controller.cancel((b as { metadata: { session: string } }).metadata.session), sleep(5_000).then(() => 'held up')])).resolves.not.toBe('held up');
+    await expect(
+      Promise.race([controller.cancel((b as { metadata: { session: string } }).metadata.session), sleep(5_000).then(() => 'held up')]),
+    ).resolves.not.toBe('held up');
     // The record of the run whose file is still being written has not moved, and its worker has not been told.
     expect(store.runs.get(a.metadata.run)!.state).toBe('starting');
     expect(store.results.has(a.metadata.run)).toBe(false);

@@ -3,7 +3,13 @@ import { sessionNetwork } from '../../../../src/controller/turns/turn-request.js
 import { fingerprint, type Intent } from '../../../../src/controller/turns/fingerprint.js';
 import type { SandboxSpec } from '../../../../src/sandbox/sandbox.js';
 
-const proxy: SandboxSpec = { mode: 'bwrap', bwrapPath: '/usr/bin/bwrap', hiddenDirs: [], hiddenFiles: [], network: { mode: 'proxy', allow: [], nodePath: '/n', helperPath: '/h' } };
+const proxy: SandboxSpec = {
+  mode: 'bwrap',
+  bwrapPath: '/usr/bin/bwrap',
+  hiddenDirs: [],
+  hiddenFiles: [],
+  network: { mode: 'proxy', allow: [], nodePath: '/n', helperPath: '/h' },
+};
 const open: SandboxSpec = { mode: 'bwrap', bwrapPath: '/usr/bin/bwrap', hiddenDirs: [], hiddenFiles: [], network: { mode: 'open' } };
 const off: SandboxSpec = { mode: 'off' };
 

@@ -2,7 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { turnSpecFor } from '../../../../src/controller/turns/turn-spec.js';
 import { runRecord, sessionRecord } from '../../../support/records.js';
 
-const host = { droidPath: '/bin/droid', droidEnv: { HOME: '/h' }, runTimeoutMs: 60_000, cancelGraceMs: 1_000, sandbox: { mode: 'off' as const }, ampMcpUrl: null };
+const host = {
+  droidPath: '/bin/droid',
+  droidEnv: { HOME: '/h' },
+  runTimeoutMs: 60_000,
+  cancelGraceMs: 1_000,
+  sandbox: { mode: 'off' as const },
+  ampMcpUrl: null,
+};
 
 describe('turnSpecFor', () => {
   it('creates the droid session on the first turn, with title and labels as tags', () => {
@@ -40,7 +47,13 @@ describe('turnSpecFor', () => {
     expect(spec.prompt.endsWith('the task')).toBe(true);
     for (const part of [A, 's', run.id, 'Spec mode']) expect(spec.prompt).toContain(part);
     // Detached, or no endpoint: no server and the prompt as given.
-    for (const [s2, h] of [[{ ...session, replyTo: null, replyRouteId: undefined }, { ...host, ampMcpUrl: 'http://127.0.0.1:9/mcp' }], [session, host]] as const) {
+    for (const [s2, h] of [
+      [
+        { ...session, replyTo: null, replyRouteId: undefined },
+        { ...host, ampMcpUrl: 'http://127.0.0.1:9/mcp' },
+      ],
+      [session, host],
+    ] as const) {
       const plain = turnSpecFor(run, s2, 'the task', h);
       expect(plain).not.toHaveProperty('replyBack');
       expect(plain.prompt).toBe('the task');

@@ -33,21 +33,23 @@ afterAll(async () => {
 const headerText = fc.string({ unit: fc.constantFrom(...'abcXYZ019 -_./:=+,;"'.split('')), maxLength: 60 });
 
 /** Anything but the right token, including near misses. */
-const wrongAuthorization = fc.oneof(
-  fc.constant(undefined),
-  fc.constant(''),
-  headerText,
-  fc.constant(`Basic ${Buffer.from(`u:${TOKEN}`).toString('base64')}`),
-  fc.constant(TOKEN),
-  fc.constant(`Bearer${TOKEN}`),
-  fc.constant(`Bearer ${TOKEN.slice(0, -1)}`),
-  fc.constant(`Bearer ${TOKEN}x`),
-  fc.constant(`Bearer ${TOKEN.slice(1)}`),
-  fc.constant(`Bearer ${TOKEN.toUpperCase() === TOKEN ? TOKEN.toLowerCase() : TOKEN.toUpperCase()}`),
-  fc.constant(`Token ${TOKEN}`),
-  headerText.map((t) => `Bearer ${t}`),
-  fc.string({ unit: fc.constantFrom(...'ABCxyz0189-_'.split('')), minLength: 43, maxLength: 43 }).map((t) => `Bearer ${t}`),
-).filter((a) => a !== `Bearer ${TOKEN}`);
+const wrongAuthorization = fc
+  .oneof(
+    fc.constant(undefined),
+    fc.constant(''),
+    headerText,
+    fc.constant(`Basic ${Buffer.from(`u:${TOKEN}`).toString('base64')}`),
+    fc.constant(TOKEN),
+    fc.constant(`Bearer${TOKEN}`),
+    fc.constant(`Bearer ${TOKEN.slice(0, -1)}`),
+    fc.constant(`Bearer ${TOKEN}x`),
+    fc.constant(`Bearer ${TOKEN.slice(1)}`),
+    fc.constant(`Bearer ${TOKEN.toUpperCase() === TOKEN ? TOKEN.toLowerCase() : TOKEN.toUpperCase()}`),
+    fc.constant(`Token ${TOKEN}`),
+    headerText.map((t) => `Bearer ${t}`),
+    fc.string({ unit: fc.constantFrom(...'ABCxyz0189-_'.split('')), minLength: 43, maxLength: 43 }).map((t) => `Bearer ${t}`),
+  )
+  .filter((a) => a !== `Bearer ${TOKEN}`);
 
 const method = fc.constantFrom('POST', 'POST', 'POST', 'GET', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD');
 

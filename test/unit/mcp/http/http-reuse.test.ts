@@ -107,7 +107,10 @@ describe('pooled MCP servers over HTTP', () => {
       signals.push(signal as AbortSignal);
       return { sessions: [], timedOut: false, aborted: (signal as AbortSignal).aborted };
     });
-    const again = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_wait_for_sessions', { sessions: ['s1'], timeoutSeconds: 1 }, 7) });
+    const again = await rawRequest(h.port, {
+      headers: mcpHeaders(TOKEN, h.port),
+      body: toolCall('droid_wait_for_sessions', { sessions: ['s1'], timeoutSeconds: 1 }, 7),
+    });
     expect(again.status).toBe(200);
     expect(signals).toHaveLength(2);
     expect(signals[1]).not.toBe(signals[0]);
@@ -142,7 +145,9 @@ describe('pooled MCP servers over HTTP', () => {
 
     // A server told a log level keeps it: it is not lent to anyone after.
     expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: rpc('logging/setLevel', { level: 'debug' }) })).status).toBe(200);
-    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_get_session_status', { session: 'y' }, 1) })).status).toBe(200);
+    expect((await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_get_session_status', { session: 'y' }, 1) })).status).toBe(
+      200,
+    );
     expect(h.built()).toBe(3);
   });
 
@@ -159,7 +164,10 @@ describe('pooled MCP servers over HTTP', () => {
       await held;
       return { sessions: [], timedOut: false, aborted: (signal as AbortSignal).aborted };
     });
-    const pending = rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_wait_for_sessions', { sessions: ['s1'], timeoutSeconds: 60 }, 3) });
+    const pending = rawRequest(h.port, {
+      headers: mcpHeaders(TOKEN, h.port),
+      body: toolCall('droid_wait_for_sessions', { sessions: ['s1'], timeoutSeconds: 60 }, 3),
+    });
     await started;
     // Its own id, and ids of other requests: each caller's notifications reach only its own lent server.
     for (const requestId of [3, ...Array.from({ length: 20 }, (_, i) => i)]) {

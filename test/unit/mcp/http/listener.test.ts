@@ -13,17 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startHttpListener, type HttpListener, type HttpListenerOptions } from '../../../../src/mcp/http/listener.js';
 import { INTERNAL_ERROR_MESSAGE } from '../../../../src/mcp/http/listener-answers.js';
 import { TOOLS } from '../../../../src/mcp/tools.js';
-import {
-  captureLog,
-  fakeContext,
-  mcpHeaders,
-  rawRequest,
-  ROOT,
-  rpc,
-  toolCall,
-  type CapturedLog,
-  type FakeContext,
-} from '../../../support/http-fixtures.js';
+import { captureLog, fakeContext, mcpHeaders, rawRequest, ROOT, rpc, toolCall, type CapturedLog, type FakeContext } from '../../../support/http-fixtures.js';
 
 const TOKEN = randomBytes(32).toString('base64url');
 const MIB = 1024 * 1024;
@@ -315,7 +305,10 @@ describe('size and time limits', () => {
   it('answers 500 when MCP does not answer within the response deadline', async () => {
     const h = await start({ limits: { responseTimeoutMs: 300 } });
     h.fake.override('waitForSessions', () => new Promise(() => {}));
-    const res = await rawRequest(h.port, { headers: mcpHeaders(TOKEN, h.port), body: toolCall('droid_wait_for_sessions', { sessions: ['s1'], timeoutSeconds: 60 }) });
+    const res = await rawRequest(h.port, {
+      headers: mcpHeaders(TOKEN, h.port),
+      body: toolCall('droid_wait_for_sessions', { sessions: ['s1'], timeoutSeconds: 60 }),
+    });
     expect(res.status).toBe(500);
     expect(errorOf(res.body).message).toBe(INTERNAL_ERROR_MESSAGE);
     expect(h.log.text()).toContain('no MCP response within 300 ms');

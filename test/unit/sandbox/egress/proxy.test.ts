@@ -58,7 +58,10 @@ describe('egress proxy', () => {
   it('forwards an allowed plain-http request in origin form, one request per connection, and tells the client so', async () => {
     const o = await origin();
     const { port } = await proxy([`127.0.0.1:${o.port}`]);
-    const answer = await exchange(port, `GET http://127.0.0.1:${o.port}/a?b=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\n\r\n`);
+    const answer = await exchange(
+      port,
+      `GET http://127.0.0.1:${o.port}/a?b=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\n\r\n`,
+    );
     expect(answer).toMatch(/^HTTP\/1\.1 200/);
     expect(answer).toMatch(/\r\nConnection: close\r\n/);
     expect(answer).not.toMatch(/keep-alive/i);
@@ -141,7 +144,11 @@ describe('egress proxy', () => {
     });
     const port = await listening(server);
     const { port: proxyPort } = await proxy([`127.0.0.1:${port}`]);
-    const answer = await exchange(proxyPort, `POST http://127.0.0.1:${port}/ HTTP/1.1\r\nHost: evil.example\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n`, 1000);
+    const answer = await exchange(
+      proxyPort,
+      `POST http://127.0.0.1:${port}/ HTTP/1.1\r\nHost: evil.example\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n`,
+      1000,
+    );
     expect(answer).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\nContent-Length: \d+\r\nConnection: close\r\n\r\nORIGIN/);
     expect(answer.endsWith(`ORIGIN127.0.0.1:${port}`)).toBe(true);
   });

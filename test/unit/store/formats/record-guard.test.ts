@@ -152,7 +152,9 @@ describe.each([
   });
 
   it('agrees with the schema on every mutation of every field: yes exactly when zod accepts it unchanged', () => {
-    const cases = valid.chain((record) => fc.tuple(fc.constant(record), fc.oneof(fc.constantFrom(...paths(record)), fc.constant([] as (string | number)[])), mutation));
+    const cases = valid.chain((record) =>
+      fc.tuple(fc.constant(record), fc.oneof(fc.constantFrom(...paths(record)), fc.constant([] as (string | number)[])), mutation),
+    );
     fc.assert(
       fc.property(cases, ([record, path, m]) => {
         if (path.length === 0 && m.kind !== 'add') return;

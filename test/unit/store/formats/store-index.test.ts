@@ -77,7 +77,9 @@ function generated(seed: number, sessions: number, perSession: number): { sessio
                 },
           preview: rnd() < 0.3 ? '' : `output of ${id}#${q} ${'é✓'.repeat(Math.floor(rnd() * 5))}`,
           events: rnd() < 0.5 ? [] : [{ at: at(q), kind: 'tool_started', detail: `Read ${q}` }],
-          ...(rnd() < 0.3 && { changes: { added: rnd() < 0.5 ? [] : ['a.ts'], modified: [], deleted: [], renamed: [], truncated: 0, outsideWorkspace: false } }),
+          ...(rnd() < 0.3 && {
+            changes: { added: rnd() < 0.5 ? [] : ['a.ts'], modified: [], deleted: [], renamed: [], truncated: 0, outsideWorkspace: false },
+          }),
           ...(rnd() < 0.2 && { structuredOutput: { ok: true, n: q } }),
           ...(rnd() < 0.2 && { context: null }),
           // Not drawn from rnd, so the other fields stay as they were: a figure that never became final.
@@ -85,13 +87,25 @@ function generated(seed: number, sessions: number, perSession: number): { sessio
         }),
       );
     }
-    out.sessions.push(sessionRecord({ id, createdAt: at(s), updatedAt: at(s), title: rnd() < 0.5 ? null : `title ${s}`, labels: rnd() < 0.5 ? [] : ['x'], headRunId: `${id}-r${n}` }));
+    out.sessions.push(
+      sessionRecord({
+        id,
+        createdAt: at(s),
+        updatedAt: at(s),
+        title: rnd() < 0.5 ? null : `title ${s}`,
+        labels: rnd() < 0.5 ? [] : ['x'],
+        headRunId: `${id}-r${n}`,
+      }),
+    );
   }
   return out;
 }
 
 /** A state directory: `first` committed and compacted into the snapshot (with its index), `then` in the journal on top. */
-async function bed(first: { sessions: SessionRecord[]; runs: RunRecord[] }, then: Array<{ sessions?: SessionRecord[]; runs?: RunRecord[] }> = []): Promise<string> {
+async function bed(
+  first: { sessions: SessionRecord[]; runs: RunRecord[] },
+  then: Array<{ sessions?: SessionRecord[]; runs?: RunRecord[] }> = [],
+): Promise<string> {
   const dir = join(await tempBase(), 'state');
   const store = await openStore(dir);
   await store.commit(first);
@@ -156,7 +170,14 @@ describe('start-up through the run index', () => {
       const data = generated(seed, 40, 6);
       const later = generated(seed + 100, 5, 3);
       const changed = data.runs.filter((_, i) => i % 7 === 0).map((r) => ({ ...r, preview: r.preview === '' ? 'now set' : '', state: 'failed' as const }));
-      const dir = await bed(data, [{ runs: changed.slice(0, 3) }, { runs: changed.slice(3) }, { sessions: later.sessions.map((s) => ({ ...s, id: `n${s.id}`, headRunId: `n${s.headRunId}` })), runs: later.runs.map((r) => ({ ...r, id: `n${r.id}`, sessionId: `n${r.sessionId}`, requestKey: null })) }]);
+      const dir = await bed(data, [
+        { runs: changed.slice(0, 3) },
+        { runs: changed.slice(3) },
+        {
+          sessions: later.sessions.map((s) => ({ ...s, id: `n${s.id}`, headRunId: `n${s.headRunId}` })),
+          runs: later.runs.map((r) => ({ ...r, id: `n${r.id}`, sessionId: `n${r.sessionId}`, requestKey: null })),
+        },
+      ]);
       // Both start-ups compact the journal; compare each against a copy of the same bed.
       const whole = await withoutIndex(dir);
       const lazy = await openStore(dir);
@@ -169,7 +190,10 @@ describe('start-up through the run index', () => {
         expect(readsAtOpen).toBeLessThanOrEqual(changed.length);
         // Facts first, before any record is read: they must agree with the records a whole read makes.
         const facts = [...lazy.runFacts()];
-        expect(facts.map((f) => differingFact(f, factsOf(full.runs.get(f.id)!))), `seed ${seed}`).toEqual(facts.map(() => undefined));
+        expect(
+          facts.map((f) => differingFact(f, factsOf(full.runs.get(f.id)!))),
+          `seed ${seed}`,
+        ).toEqual(facts.map(() => undefined));
         for (const s of full.sessions.keys()) expect(lazy.runFactsBySession(s).map((f) => f.id)).toEqual(full.runsBySession(s).map((r) => r.id));
         expect(lazy.runReads).toBe(readsAtOpen);
         expect(everything(lazy), `seed ${seed}`).toEqual(everything(full));
@@ -196,7 +220,12 @@ describe('start-up through the run index', () => {
       ['missing', (d) => rm(join(d, INDEX_FILE)), /does not exist/],
       ['truncated', (d) => writeFile(join(d, INDEX_FILE), index.subarray(0, index.length - 100)), /truncated/],
       ['empty', (d) => writeFile(join(d, INDEX_FILE), ''), /no header line/],
-      ['of another version', (d) => writeFile(join(d, INDEX_FILE), Buffer.concat([Buffer.from(header.toString().replace('"version":2', '"version":9')), index.subarray(header.length)])), /version 9/],
+      [
+        'of another version',
+        (d) =>
+          writeFile(join(d, INDEX_FILE), Buffer.concat([Buffer.from(header.toString().replace('"version":2', '"version":9')), index.subarray(header.length)])),
+        /version 9/,
+      ],
       ['with a damaged body', (d) => writeFile(join(d, INDEX_FILE), Buffer.from(index).fill(0x31, index.length - 50, index.length - 49)), /checksum/],
     ];
     for (const [what, damage, why] of cases) {
@@ -210,7 +239,10 @@ describe('start-up through the run index', () => {
       expect(contents(store), what).toEqual(expected);
       await store.close();
       // A damaged index is worth a warning; a missing one only an info line.
-      expect(logged.some((l) => l.msg.startsWith('run index not used')), what).toBe(what !== 'missing');
+      expect(
+        logged.some((l) => l.msg.startsWith('run index not used')),
+        what,
+      ).toBe(what !== 'missing');
       // Start-up wrote a good index again: the next one goes through it.
       const next = await openStore(copy);
       expect(next.startup.via, `${what}, then restarted`).toBe('index');
@@ -246,7 +278,7 @@ describe('start-up through the run index', () => {
     expect(withIndex.message.replaceAll(broken, '<dir>')).toBe(withoutAny.message.replace(/\/tmp\/[^ ]*?\/state/g, '<dir>'));
   });
 
-  it('is not taken when a crash left the previous snapshot\'s index beside a new snapshot', async () => {
+  it("is not taken when a crash left the previous snapshot's index beside a new snapshot", async () => {
     const data = generated(5, 10, 3);
     const dir = await bed(data);
     const old = await readFile(join(dir, INDEX_FILE));
@@ -283,7 +315,12 @@ describe('the index written after a whole read', () => {
       .split('\n')
       .filter((l) => l.startsWith('{"run":'))
       .map((l) => (JSON.parse(l) as { run: RunRecord }).run.state);
-    expect(Array.from(read.body.state, (code) => ['queued', 'starting', 'running', 'cancelling', 'succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown'][code])).toEqual(onDisk);
+    expect(
+      Array.from(
+        read.body.state,
+        (code) => ['queued', 'starting', 'running', 'cancelling', 'succeeded', 'interrupted', 'failed', 'timed_out', 'cancelled', 'unknown'][code],
+      ),
+    ).toEqual(onDisk);
     expect(onDisk[0]).toBe('running');
   });
 });
@@ -304,7 +341,13 @@ describe('an index that passes its checks but is wrong (a bug in its writer)', (
     const [a, b] = runs.filter((r) => r.facts.sessionId === owner);
     expect(b).toBeDefined();
     b!.facts = { ...b!.facts, usage: b!.facts.usage, seq: a!.facts.seq };
-    await writeRunIndex(dir, read.body.snapshot, runs, (id) => sessions.indexOf(id), () => '');
+    await writeRunIndex(
+      dir,
+      read.body.snapshot,
+      runs,
+      (id) => sessions.indexOf(id),
+      () => '',
+    );
     const { log, logged } = capture();
     const again = await openStore(dir, { logger: log });
     expect(again.startup).toEqual({ via: 'whole', why: expect.stringContaining('breaks an invariant') });
@@ -392,7 +435,7 @@ describe('bulk reads read no record', () => {
     }
   });
 
-  it('a status reads back one record, its head run\'s, and shows what a whole read shows', async () => {
+  it("a status reads back one record, its head run's, and shows what a whole read shows", async () => {
     const data = generated(37, 40, 6);
     const dir = await bed(data, [{ runs: [{ ...data.runs[5]!, preview: 'journal preview', state: 'unknown' }] }]);
     const whole = await openStore(await withoutIndex(dir));

@@ -50,7 +50,9 @@ describe('interned records share', () => {
   it('equal settings, errors and label lists, and every empty list', () => {
     const pool = interner();
     const error = { code: 'turn_failed', message: 'droid exited', retryable: true };
-    const [a, b] = [1, 2].map((seq) => pool.run(runRecord({ sessionId: 's1', seq, error: { ...error }, settings: { model: 'm', autonomy: 'high', reasoningEffort: null } })));
+    const [a, b] = [1, 2].map((seq) =>
+      pool.run(runRecord({ sessionId: 's1', seq, error: { ...error }, settings: { model: 'm', autonomy: 'high', reasoningEffort: null } })),
+    );
     expect(a!.settings).toBe(b!.settings);
     expect(a!.error).toBe(b!.error);
     expect(a!.events).toBe(b!.questions);

@@ -57,7 +57,10 @@ describe('preflightAmp', () => {
 
   it('amp_mcp_setup_failed when droid cannot list its tools even without disables', async () => {
     const { client } = fakeDroid(healthy, [], { listFails: 2 });
-    await expect(preflightAmp(client, URL, [], { probe: never })).rejects.toMatchObject({ code: 'amp_mcp_setup_failed', message: expect.stringContaining('nothing was submitted') });
+    await expect(preflightAmp(client, URL, [], { probe: never })).rejects.toMatchObject({
+      code: 'amp_mcp_setup_failed',
+      message: expect.stringContaining('nothing was submitted'),
+    });
   });
 
   it.each([

@@ -103,7 +103,9 @@ describe('worker → controller messages', () => {
 
   it("refuses a result whose outcome is not its stop's: the controller records the stop, so a second verdict is a broken worker", () => {
     const failed = { kind: 'failed', error: { code: 'droid_exited', message: 'gone', retryable: false }, end: null };
-    expect(problemOf({ type: 'terminal', result: { ...success, stop: failed } })).toMatch(/^type=terminal: result\.outcome: the result's outcome is not its stop's/);
+    expect(problemOf({ type: 'terminal', result: { ...success, stop: failed } })).toMatch(
+      /^type=terminal: result\.outcome: the result's outcome is not its stop's/,
+    );
     expect(problemOf({ type: 'terminal', result: { ...success, stop: { kind: 'interrupted', by: 'cancel', end: null } } })).toMatch(/not its stop's/);
     expect(problemOf({ type: 'terminal', result: { ...success, stop: { kind: 'teleported' } } })).toMatch(/result\.stop/);
   });
@@ -121,7 +123,15 @@ describe('worker → controller messages', () => {
 });
 
 describe("a turn's catalog", () => {
-  const entry = { id: 'gpt-x', displayName: 'GPT X', supportedReasoningEfforts: ['low', 'high'], defaultReasoningEffort: 'low', deprecated: false, tokenMultiplier: 0.8, isNew: false };
+  const entry = {
+    id: 'gpt-x',
+    displayName: 'GPT X',
+    supportedReasoningEfforts: ['low', 'high'],
+    defaultReasoningEffort: 'low',
+    deprecated: false,
+    tokenMultiplier: 0.8,
+    isNew: false,
+  };
   const at = new Date().toISOString();
 
   it("accepts droid's entries as droid sent them, unknown fields kept", () => {
@@ -132,7 +142,9 @@ describe("a turn's catalog", () => {
   it('refuses an empty list, an entry without an id or with a mistyped field, and a bad time', () => {
     expect(problemOf({ type: 'catalog', models: [], answeredAt: at })).toMatch(/^type=catalog: models: /);
     expect(problemOf({ type: 'catalog', models: [{ displayName: 'x' }], answeredAt: at })).toMatch(/^type=catalog: models\.0\.id: /);
-    expect(problemOf({ type: 'catalog', models: [{ ...entry, supportedReasoningEfforts: 'high' }], answeredAt: at })).toMatch(/models\.0\.supportedReasoningEfforts/);
+    expect(problemOf({ type: 'catalog', models: [{ ...entry, supportedReasoningEfforts: 'high' }], answeredAt: at })).toMatch(
+      /models\.0\.supportedReasoningEfforts/,
+    );
     expect(problemOf({ type: 'catalog', models: [{ ...entry, disabled: 'no' }], answeredAt: at })).toMatch(/models\.0\.disabled/);
     expect(problemOf({ type: 'catalog', models: [entry], answeredAt: 'now' })).toMatch(/answeredAt/);
     expect(problemOf({ type: 'catalog', models: { 0: entry }, answeredAt: at })).toMatch(/^type=catalog: models: /);
@@ -170,11 +182,20 @@ describe('reply-back messages', () => {
     ];
     for (const m of fromWorker) expect(parseWorkerMessage(m)).toEqual({ ok: true, message: m });
     const routed = { ...spec, replyBack: { url: 'http://127.0.0.1:9/mcp', replyTo: 'T-x' } };
-    for (const m of [{ type: 'reply_decision', id: 'g1', approve: true }, { type: 'run', spec: routed }]) expect(parseParentMessage(m)).toEqual({ ok: true, message: m });
+    for (const m of [
+      { type: 'reply_decision', id: 'g1', approve: true },
+      { type: 'run', spec: routed },
+    ])
+      expect(parseParentMessage(m)).toEqual({ ok: true, message: m });
   });
 
   it('refuses a decision that is not exactly a yes or no for a named request, and malformed reply events', () => {
-    for (const m of [{ type: 'reply_decision', id: 'g1', approve: 'yes' }, { type: 'reply_decision', approve: true }, { type: 'reply_decision', id: '', approve: true }, { type: 'reply_decision', id: 'g1', approve: true, always: true }]) {
+    for (const m of [
+      { type: 'reply_decision', id: 'g1', approve: 'yes' },
+      { type: 'reply_decision', approve: true },
+      { type: 'reply_decision', id: '', approve: true },
+      { type: 'reply_decision', id: 'g1', approve: true, always: true },
+    ]) {
       expect(parseParentMessage(m).ok, JSON.stringify(m)).toBe(false);
     }
     expect(problemOf({ type: 'reply_call', id: 'g1', call: { input: {} } })).toMatch(/^type=reply_call: call\.toolUseId/);

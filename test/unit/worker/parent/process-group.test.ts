@@ -75,7 +75,12 @@ describe('process group', () => {
     // Stopped members still run no code, but they are alive and must be killed, not waited out.
     process.kill(-pgid, 'SIGSTOP');
     const stuck: number[][] = [];
-    expect(await within(killGroupAndWait(pgid, (members) => stuck.push(members)), 5_000)).toBeUndefined();
+    expect(
+      await within(
+        killGroupAndWait(pgid, (members) => stuck.push(members)),
+        5_000,
+      ),
+    ).toBeUndefined();
     expect(await runningMembers(pgid)).toEqual([]);
     expect(await groupRunning(pgid)).toBe(false);
     expect(stuck).toEqual([]);
