@@ -23,7 +23,7 @@ import type { Prestart } from '../worker/parent/prestart.js';
 import type { TurnSpec } from '../worker/contract/protocol.js';
 import type { HostCeilings } from '../shared/budget.js';
 import { SessionCheckouts, type CheckoutHost } from './checkouts/checkouts.js';
-import type { LaunchDefaults } from './turns/turn-settings.js';
+import type { LaunchDefaults } from './acceptance/turn-settings.js';
 import { SessionReader, type ReadableStore } from './sessions/session-reader.js';
 import { SessionWaits } from './sessions/session-waits.js';
 import type { Turn } from './turns/turn.js';

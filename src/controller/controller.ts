@@ -4,10 +4,10 @@
  * how each ended. Effects (store, workers, catalog, clock) are injected.
  *
  * This is the façade: the public API and the queries. The work is done by
- * - turns/acceptance.ts: create and send, one path;
- * - turns/steering.ts: cancel, and what a steering message stops;
+ * - acceptance/acceptance.ts: create and send, one path;
+ * - acceptance/steering.ts: cancel, and what a steering message stops;
  * - turns/turn-queue.ts: queue bounds, joining the queue, the pump that admits;
- * - turns/turn-owner.ts: one owner per admitted turn, from `starting` to release;
+ * - turns/turn-owner.ts: one owner per turn, from admission to release;
  * - turns/turn.ts: one turn's memory, and the only moves of its phase;
  * - turns/next-turn-droids.ts: the droid booted for a session's next turn;
  * - reply-back/reply-back.ts: the reply gate for a live turn, and what it proved;
@@ -24,14 +24,14 @@
  * - State it cannot record stops it (`halt`): it never guesses.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TurnAcceptance, type Acceptance } from './turns/acceptance.js';
-import type { CreateInput, SendInput } from './turns/turn-request.js';
+import { TurnAcceptance, type Acceptance } from './acceptance/acceptance.js';
+import type { CreateInput, SendInput } from './acceptance/turn-request.js';
 import { ControllerState, type ControllerDeps } from './controller-state.js';
 import type { FindFilters } from './sessions/find.js';
 import type { HistoryPage } from './sessions/history.js';
 import { applySessionUpdate, type SessionUpdate } from './sessions/metadata.js';
 import { ReplyBack } from './reply-back/reply-back.js';
-import { Steering } from './turns/steering.js';
+import { Steering } from './acceptance/steering.js';
 import { TurnOwner } from './turns/turn-owner.js';
 import { TurnQueue } from './turns/turn-queue.js';
 import { NextTurnDroids } from './turns/next-turn-droids.js';

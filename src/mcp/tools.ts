@@ -6,7 +6,7 @@
 import type { z } from 'zod';
 import type { CatalogModel } from '../droid/client.js';
 import type { SessionController } from '../controller/controller.js';
-import type { LaunchDefaults } from '../controller/turns/turn-settings.js';
+import type { LaunchDefaults } from '../controller/acceptance/turn-settings.js';
 import { NO_CEILINGS, type HostCeilings } from '../shared/budget.js';
 import { MAX_LABELS } from '../controller/sessions/metadata.js';
 import * as s from './schemas.js';

@@ -15,25 +15,23 @@
  *   are ordered with every other change by the serial chain.
  */
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
-import { SANDBOX_ACTION } from '../../sandbox/sandbox.js';
-import { ControllerError } from '../../shared/public-error.js';
-import { LIVE_STATES, TERMINAL_STATES, type ErrorInfo, type RunRecord } from '../../shared/records.js';
+import { LIVE_STATES, TERMINAL_STATES, type RunRecord } from '../../shared/records.js';
 import { crashPoint } from '../../util/crash-point.js';
 import type { StartTimeline, WorkerHandle, WorkerOptions } from '../../worker/parent/runner.js';
 import { epochMs } from '../../util/epoch.js';
 import { failedResult, RENAME_SKIPPED, stoppedResult, type RenameOutcome } from '../../worker/contract/protocol.js';
 import { stopFields } from '../../shared/turn-stop.js';
-import { workspaceChanged, type ControllerDeps, type ControllerState } from '../controller-state.js';
+import type { ControllerDeps, ControllerState } from '../controller-state.js';
 import type { ReplyBack } from '../reply-back/reply-back.js';
 import { routeOf, withReply } from '../reply-back/reply-route.js';
 import { MAX_EVENTS, resultFile, terminalUpdate, type OwnedResult } from './run-outcome.js';
-import { resolvedWorkspace } from '../../worktree/plan.js';
 import type { Turn } from './turn.js';
 import type { TurnRunner } from './turn-queue.js';
 import { turnSpecFor, type TurnHost } from './turn-spec.js';
 import { LiveUsage } from './live-usage.js';
 import type { NextTurnDroids } from './next-turn-droids.js';
 import { budgetAtLaunch, budgetSpec } from '../budget/turn-limit.js';
+import { checkoutFailure, launchRefusal } from './launch-refusal.js';
 
 /** The host effects an owner uses: how turns are specified (TurnHost), started and checked before launch. */
 export type OwnerDeps = TurnHost &
@@ -83,7 +81,7 @@ export class TurnOwner implements TurnRunner {
   private async launch(turn: Turn): Promise<void> {
     // The turn's start, stage by stage, logged once droid has the prompt.
     const marks: Record<string, number> = { launch_began: epochMs() };
-    const refused = await this.refusal(turn);
+    const refused = await launchRefusal(this.state, this.deps, turn.runId);
     if (refused) {
       // A spent budget refuses this turn alone (cancelled, not failed): later queued turns are judged on their own.
       await this.settle(
@@ -208,31 +206,6 @@ export class TurnOwner implements TurnRunner {
   private forkTurn(): Promise<void> {
     this.lastFork = this.lastFork.then(() => setImmediate());
     return this.lastFork;
-  }
-
-  /** Why an admitted turn may not start at all (nothing is submitted then), or null. */
-  private async refusal(turn: Turn): Promise<ErrorInfo | null> {
-    const session = this.state.session(turn.sessionId);
-    const { deps } = this;
-    // The workspace may have changed since acceptance (a symlink swapped in).
-    const workspace = resolvedWorkspace(session);
-    const moved = await deps.resolveWorkspace(workspace).then(
-      (resolved) => (resolved === workspace ? null : workspaceChanged().toPublic()),
-      (err: unknown) => (err instanceof ControllerError ? err.toPublic() : workspaceChanged().toPublic()),
-    );
-    if (moved) return { code: moved.code, message: `${moved.message} Nothing was submitted.`, retryable: false };
-    // A routed session never runs unrouted because the host stopped offering reply-back.
-    if (session.replyTo !== null && deps.ampMcpUrl === null) {
-      const message =
-        'this session reports back to a conversation but reply-back is no longer configured on this host; nothing was submitted. Send with replyTo: null to detach it, or have the operator set "ampMcp" again';
-      return { code: 'reply_back_unavailable', message, retryable: false };
-    }
-    // Never a silent fallback to an unconfined droid.
-    if (deps.sandboxUnavailable !== null) {
-      const message = `the configured sandbox cannot run (${deps.sandboxUnavailable}); nothing was submitted. ${SANDBOX_ACTION}`;
-      return { code: 'sandbox_unavailable', message, retryable: false };
-    }
-    return budgetAtLaunch(this.state, this.state.run(turn.runId), this.deps.ceilings).refused ?? null;
   }
 
   /** Null when the run may not start (ended meanwhile, or the controller is stopping). */
@@ -377,12 +350,6 @@ export class TurnOwner implements TurnRunner {
     await state.commit({ runs: changedRuns, sessions });
     state.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
   }
-}
-
-function checkoutFailure(err: unknown): ErrorInfo {
-  return err instanceof ControllerError
-    ? { code: err.code, message: err.message, retryable: err.retryable }
-    : { code: 'checkout_failed', message: String(err), retryable: false };
 }
 
 /**

@@ -3,12 +3,9 @@
  * No IPC here: the caller supplies hooks and a cancel signal, so the same
  * code runs in the worker process and in tests.
  */
-import { hostname } from 'node:os';
 import { realpath, stat } from 'node:fs/promises';
-import { DroidClient, disabledToolIdsOf, SHUTDOWN_BUDGET, settingsFor, type McpServerSpec } from '../../droid/client.js';
+import { DroidClient, SHUTDOWN_BUDGET } from '../../droid/client.js';
 import { DroidError, toErrorInfo } from '../../droid/errors.js';
-import { AMP_SERVER } from '../../droid/amp-tools.js';
-import { droidAutonomy } from '../../droid/permission-policy.js';
 import { assertDroidExecutable } from '../../droid/process.js';
 import type { ProgressEvent, TurnCollector } from '../../droid/turn-collector.js';
 import { epochMs } from '../../util/epoch.js';
@@ -23,7 +20,7 @@ import {
   type TurnResult,
 } from '../contract/protocol.js';
 import { judgeStop, type Reached, type TurnStop } from '../../shared/turn-stop.js';
-import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
+import { openSession } from './open-session.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../contract/timeline.js';
 import { launchDifference, turnLaunch } from '../../sandbox/turn-launch.js';
@@ -32,7 +29,7 @@ import { startsAlike, warmAlive, warmFits, type WarmDroid } from './warm-droid.j
 import { beginEvidence, finishEvidence, judgeOutput, type EvidenceStart } from '../../evidence/turn-evidence.js';
 import type { Launcher } from '../../evidence/git.js';
 import type { TokenUsage } from '../../droid/notifications.js';
-import { resumeBaseline, type RawUsage } from '../../droid/turn-usage.js';
+import type { RawUsage } from '../../droid/turn-usage.js';
 import { watchBudget, type BudgetWatch } from './budget-stop.js';
 import { applyTitle } from './apply-title.js';
 import { attachEgress, egressEntries, type TurnEgress } from '../../sandbox/egress/turn-egress.js';
@@ -263,62 +260,11 @@ function interruptStop(stop: StopAsked, end: string | null, timeoutMs: number, c
   return droidStop(end, collector);
 }
 
-async function openSession(spec: TurnSpec, client: DroidClient, state: Pick<TurnState, 'marks' | 'baseline' | 'notes' | 'catalog'>): Promise<string> {
-  const marks = state.marks;
-  // A routed turn the caller runs at high runs droid at medium, so every puck call asks (permission-policy.ts).
-  const settings = { modelId: spec.model, reasoningEffort: spec.reasoningEffort, ...settingsFor(droidAutonomy(spec.autonomy, spec.replyBack !== undefined)) };
-  // Held by the droid process, not the session: given on this turn's initialize or load (docs/PROTOCOL-NOTES.md).
-  const format = spec.outputSchema ? { structuredOutputFormat: { type: 'json_schema' as const, schema: spec.outputSchema } } : {};
-  // Routed turns only, on create and on every resume (droid does not keep it).
-  const mcpServers: McpServerSpec[] | undefined = spec.replyBack ? [{ name: AMP_SERVER, type: 'http', url: spec.replyBack.url }] : undefined;
-  if (spec.session.mode === 'create') {
-    const created = await client.initializeSession({
-      machineId: spec.machineId ?? hostname(),
-      cwd: spec.workspace,
-      ...settings,
-      ...format,
-      ...(spec.session.title ? { title: spec.session.title } : {}),
-      // droid 0.225 takes tags as objects ({name}), not strings (measured).
-      ...(spec.session.tags?.length ? { tags: spec.session.tags.map((name) => ({ name })) } : {}),
-      ...(mcpServers && { mcpServers }),
-    });
-    marks.initialized = epochMs();
-    // The same runtime's catalog, at no extra cost: it keeps the controller's catalog fresh (model-catalog.ts).
-    if (created.availableModels !== undefined) state.catalog = { models: created.availableModels, answeredAt: marks.initialized };
-    await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
-    return created.sessionId;
-  }
-  const loaded = await client.loadSession(spec.session.droidSessionId, { ...format, ...(mcpServers && { mcpServers }) });
-  marks.initialized = epochMs();
-  // The session's totals so far: this turn's running figure is what comes on top (turn-usage.ts).
-  const resumed = resumeBaseline(loaded, spec.usageBaseline);
-  state.baseline = resumed.baseline;
-  if (resumed.note) state.notes.push(resumed.note);
-  if (loaded.availableModels !== undefined) state.catalog = { models: loaded.availableModels, answeredAt: marks.initialized };
-  // A session recorded elsewhere must never run its tools in this workspace.
-  if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
-    throw new DroidError('resume_cwd_mismatch', 'the droid session was recorded in a different working directory than this workspace; nothing was submitted');
-  }
-  // A follow-up with unchanged settings skips the round trip (measured ≈ 30–130 ms on a busy host).
-  await client.updateSettings(settings, loaded.settings);
-  await prepareAmpTools(spec, client, disabledToolIdsOf(loaded.settings));
-  return spec.session.droidSessionId;
-}
-
 /** Reports the session answer's model list once, with the time droid answered. */
 function reportCatalog(hooks: Pick<TurnHooks, 'onCatalog'>, state: Pick<TurnState, 'catalog'>): void {
   const catalog = state.catalog;
   state.catalog = undefined;
   if (catalog) hooks.onCatalog?.(catalog.models, catalog.answeredAt);
-}
-
-/**
- * Before any prompt: a routed turn's preflight (puck the only usable Amp
- * tool, or a named failure); a detached turn only drops disables of Amp
- * tools a previous routed turn left in the session.
- */
-function prepareAmpTools(spec: TurnSpec, client: DroidClient, saved: readonly string[]): Promise<void> {
-  return spec.replyBack ? preflightAmp(client, spec.replyBack.url, saved) : dropStaleAmpDisables(client, saved);
 }
 
 /**
@@ -370,11 +316,6 @@ async function assertWorkspaceUnchanged(workspace: string): Promise<void> {
     ))
   )
     throw changed;
-}
-
-async function sameDirectory(a: string, b: string): Promise<boolean> {
-  const canonical = (p: string) => realpath(p).catch(() => p);
-  return (await canonical(a)) === (await canonical(b));
 }
 
 /**

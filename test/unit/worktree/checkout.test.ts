@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync 
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SessionCheckouts } from '../../../src/controller/checkouts/checkouts.js';
-import { fingerprint, type Intent } from '../../../src/controller/turns/fingerprint.js';
+import { fingerprint, type Intent } from '../../../src/controller/acceptance/fingerprint.js';
 import type { CheckoutRecord } from '../../../src/shared/checkout-types.js';
 import { ControllerError } from '../../../src/shared/public-error.js';
 import type { SessionRecord } from '../../../src/shared/records.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogModel } from '../../../../src/droid/client.js';
-import { resolveLaunchSettings, type LaunchDefaults } from '../../../../src/controller/turns/turn-settings.js';
+import { resolveLaunchSettings, type LaunchDefaults } from '../../../../src/controller/acceptance/turn-settings.js';
 
 const catalog: CatalogModel[] = [
   { id: 'opus', displayName: 'Opus', supportedReasoningEfforts: ['low', 'medium', 'high'], defaultReasoningEffort: 'medium' },

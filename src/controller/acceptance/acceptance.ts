@@ -8,13 +8,13 @@
  * committed, and only then does the turn exist in memory, joining the queue.
  */
 import { randomUUID } from 'node:crypto';
-import type { NextTurnDroids } from './next-turn-droids.js';
+import type { NextTurnDroids } from '../turns/next-turn-droids.js';
 import { ControllerError } from '../../shared/public-error.js';
 import { acceptedRun, type Budget, type RunRecord, type SessionRecord } from '../../shared/records.js';
 import { resolvedWorkspace, turnWorkspace } from '../../worktree/plan.js';
 import type { CatalogModel } from '../../droid/client.js';
 import { AcceptanceBatches, type Staged } from './acceptance-batch.js';
-import type { Admission } from './admission.js';
+import type { Admission } from '../turns/admission.js';
 import type { CheckoutIntent } from '../checkouts/checkouts.js';
 import { workspaceChanged, type ControllerDeps, type ControllerState } from '../controller-state.js';
 import { fingerprint, type Intent } from './fingerprint.js';
@@ -23,8 +23,8 @@ import { resolveLaunchSettings } from './turn-settings.js';
 import { normalizeLabels } from '../sessions/metadata.js';
 import { isConversationId, nextRoute, routeOf, withReply, type Route } from '../reply-back/reply-route.js';
 import type { Steering } from './steering.js';
-import type { Turn } from './turn.js';
-import type { TurnQueue } from './turn-queue.js';
+import type { Turn } from '../turns/turn.js';
+import type { TurnQueue } from '../turns/turn-queue.js';
 import type { SessionView } from '../sessions/views.js';
 import { isolationIntent, schemaIntent, sessionNetwork, validOutputSchema, type CreateInput, type SendInput } from './turn-request.js';
 

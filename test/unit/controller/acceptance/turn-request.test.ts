@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { sessionNetwork } from '../../../../src/controller/turns/turn-request.js';
-import { fingerprint, type Intent } from '../../../../src/controller/turns/fingerprint.js';
+import { sessionNetwork } from '../../../../src/controller/acceptance/turn-request.js';
+import { fingerprint, type Intent } from '../../../../src/controller/acceptance/fingerprint.js';
 import type { SandboxSpec } from '../../../../src/sandbox/sandbox.js';
 
 const proxy: SandboxSpec = {

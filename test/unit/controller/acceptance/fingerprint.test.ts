@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fingerprint, type Intent } from '../../../../src/controller/turns/fingerprint.js';
+import { fingerprint, type Intent } from '../../../../src/controller/acceptance/fingerprint.js';
 
 /** sha256 the build before reply-back computed for the two intents below (old send intents carried the detached session's replyTo: null). */
 const LEGACY_SEND = '0aec962ff0e922fec303af1f787d5699bd6ae4d295134ea5c18322bf20cd1416';
