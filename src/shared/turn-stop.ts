@@ -147,13 +147,13 @@ function unsubmitted(by: UnsubmittedCause, refusal: ErrorInfo | undefined, cance
     case 'cancel':
       // A cancel nobody asked for is the controller stopping.
       if (!cancelRequested) return unsubmitted('controller_stopping', refusal, cancelRequested);
-      return cancelled('cancelled', { code: 'cancelled', message: `cancelled before droid started; ${NOT_SUBMITTED}`, retryable: false }, false);
+      return cancelled('cancelled', { code: 'cancelled', message: `cancelled before its prompt was sent to droid; ${NOT_SUBMITTED}`, retryable: false }, false);
     case 'superseded':
       return cancelled('superseded', { code: 'superseded', message: `superseded by a steering message; ${NOT_SUBMITTED}`, retryable: false }, false);
     case 'controller_stopping':
       return cancelled(
         'cancelled',
-        { code: 'controller_stopping', message: `the controller stopped before droid started; ${NOT_SUBMITTED}`, retryable: true },
+        { code: 'controller_stopping', message: `the controller stopped before the prompt was sent to droid; ${NOT_SUBMITTED}`, retryable: true },
         false,
       );
     case 'budget_exhausted':

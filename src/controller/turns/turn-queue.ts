@@ -120,7 +120,8 @@ export class TurnQueue {
     const admitted = new Set(selectRunnable(queued, held, capacity, [...this.locks]));
     for (const runId of admitted) {
       // Admitted before `own` returns: the next selection counts its claim.
-      const owner = this.runner.own(this.state.turns.get(runId)!);
+      // An owner catches everything it does; a throw here is a programming error, logged rather than left unhandled.
+      const owner = this.runner.own(this.state.turns.get(runId)!).catch((err: unknown) => this.state.log.error({ err, run: runId }, 'turn owner threw'));
       this.owners.add(owner);
       void owner.finally(() => {
         this.owners.delete(owner);
