@@ -18,12 +18,12 @@ import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { LoggingMessageNotificationSchema, type LoggingMessageNotification } from '@modelcontextprotocol/sdk/types.js';
 import lockfile from 'proper-lockfile';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_ENTRY } from '../../../src/testbed/mcp-driver.js';
 import { freePort } from '../../../src/testbed/server-process.js';
+import { ChildStdioTransport } from '../../support/child-stdio-transport.js';
 import type { RunningServer } from '../../support/mcp-server.js';
 import { writeTokenFile } from '../../support/http-server.js';
 import { waitForNoProcesses } from '../../support/processes.js';
@@ -79,22 +79,16 @@ function runSendingInitialize(configArg: string, cwd?: string): Promise<Exit> {
 
 interface SdkClient {
   client: Client;
-  transport: StdioClientTransport;
+  transport: ChildStdioTransport;
   stderr(): string;
   logged: LoggingMessageNotification['params'][];
 }
 
 /** The MCP SDK client over stdio, not yet connected. */
 function sdkClient(configArg: string, cwd?: string): SdkClient {
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [SERVER_ENTRY, '--config', configArg],
-    env: ctx.env,
-    stderr: 'pipe',
-    ...(cwd && { cwd }),
-  });
+  const transport = new ChildStdioTransport(process.execPath, [SERVER_ENTRY, '--config', configArg], { env: ctx.env, ...(cwd && { cwd }) });
   let stderr = '';
-  transport.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  transport.child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
   const client = new Client({ name: 'refusals', version: '1.0.0' });
   const logged: LoggingMessageNotification['params'][] = [];
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logged.push(n.params));
@@ -146,12 +140,9 @@ async function rejection(sdk: SdkClient, name: string): Promise<Record<string, u
   return (JSON.parse((result.content as Array<{ text: string }>)[0]!.text) as { error: Record<string, unknown> }).error;
 }
 
-/** The process behind an SDK stdio transport: closing the client ends its stdin; resolves with its exit code. */
+/** The server behind the client's transport: closing the client ends its stdin; resolves with its exit code. */
 function exitOf(sdk: SdkClient): Promise<number | null> {
-  const child = (sdk.transport as unknown as { _process?: import('node:child_process').ChildProcess })._process;
-  if (!child) throw new Error('the SDK transport no longer holds its process');
-  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+  return sdk.transport.exited;
 }
 
 describe('a config its checks refuse: refused before the handshake', () => {
