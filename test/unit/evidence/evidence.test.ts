@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openStore, removeTemps, step, tempBase } from '../store-fixtures.js';
+import { openStore, removeTemps, step, tempBase } from '../store/store-fixtures.js';
 import { fingerprint, type Intent } from '../../../src/controller/acceptance/fingerprint.js';
 import { contextOf, judgeOutput } from '../../../src/evidence/turn-evidence.js';
 import {

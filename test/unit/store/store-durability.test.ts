@@ -13,8 +13,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { STATE_FILE } from '../../../src/store/formats/snapshot.js';
 import type { StateStore } from '../../../src/store/store.js';
-import { CrashFs } from '../store-crash-fs.js';
-import { atEveryCrashPoint, contents, openImage, openStore, removeTemps, result, run, step, tempBase, type Contents } from '../store-fixtures.js';
+import { CrashFs } from './store-crash-fs.js';
+import { atEveryCrashPoint, contents, openImage, openStore, removeTemps, result, run, step, tempBase, type Contents } from './store-fixtures.js';
 
 afterEach(removeTemps);
 

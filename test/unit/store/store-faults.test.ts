@@ -22,7 +22,7 @@ import type { RunResultFile } from '../../../src/shared/records.js';
 import { STATE_FILE } from '../../../src/store/formats/snapshot.js';
 import type { StateStore } from '../../../src/store/store.js';
 import { exists } from '../../../src/util/exists.js';
-import { CrashFs, unsyncedFs } from '../store-crash-fs.js';
+import { CrashFs, unsyncedFs } from './store-crash-fs.js';
 import {
   capture,
   contents,
@@ -40,7 +40,7 @@ import {
   tempBase,
   type Contents,
   type Logged,
-} from '../store-fixtures.js';
+} from './store-fixtures.js';
 
 afterEach(removeTemps);
 

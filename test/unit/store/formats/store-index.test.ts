@@ -22,8 +22,8 @@ import { differingFact, factsOf, type RunTable } from '../../../../src/store/tab
 import { STATE_FILE, writeSnapshot } from '../../../../src/store/formats/snapshot.js';
 import type { RunFacts, StateStore } from '../../../../src/store/store.js';
 import { tokensOf } from '../../../../src/shared/budget.js';
-import { CrashFs } from '../../store-crash-fs.js';
-import { atEveryCrashPoint, capture, contents, openImage, openStore, removeTemps, T0, tempBase, type Contents } from '../../store-fixtures.js';
+import { CrashFs } from '../store-crash-fs.js';
+import { atEveryCrashPoint, capture, contents, openImage, openStore, removeTemps, T0, tempBase, type Contents } from '../store-fixtures.js';
 import { runRecord, sessionRecord } from '../../../support/records.js';
 
 afterEach(removeTemps);

@@ -7,7 +7,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, expect, it } from 'vitest';
 import { nodeStoreFs, type StoreFs } from '../../../../src/store/formats/fs.js';
-import { openStore, removeTemps, result, step, tempBase } from '../../store-fixtures.js';
+import { openStore, removeTemps, result, step, tempBase } from '../store-fixtures.js';
 
 afterEach(removeTemps);
 

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
-const HANDOFF = join(import.meta.dirname, '..', '..', 'HANDOFF.md');
+const HANDOFF = join(import.meta.dirname, '..', '..', '..', 'HANDOFF.md');
 
 /** The two lines after `until …`, sleeping 0 s, `sudo -u droid -H` dropped (the stand-in runs as the caller). */
 function waitScript(): string {

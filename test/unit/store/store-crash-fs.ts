@@ -30,7 +30,7 @@
  */
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
-import { nodeStoreFs, type StoreFileHandle, type StoreFs } from '../../src/store/formats/fs.js';
+import { nodeStoreFs, type StoreFileHandle, type StoreFs } from '../../../src/store/formats/fs.js';
 
 export type FsOp = 'open' | 'write' | 'sync' | 'datasync' | 'truncate' | 'close' | 'rename' | 'unlink' | 'mkdir' | 'syncDir';
 

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { replyHandleFor, startFakeAmp, UNKNOWN_TOOL, type FakeAmp } from './support/fake-amp.js';
+import { replyHandleFor, startFakeAmp, UNKNOWN_TOOL, type FakeAmp } from './fake-amp.js';
 
 let amp: FakeAmp | undefined;
 afterEach(async () => {

@@ -6,11 +6,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import { StoreError } from '../../src/store/errors.js';
-import type { RunRecord, RunResultFile, SessionRecord } from '../../src/shared/records.js';
-import { StateStore, type StoreOptions } from '../../src/store/store.js';
-import type { Log } from '../../src/util/logger.js';
-import { runRecord, sessionRecord } from '../support/records.js';
+import { StoreError } from '../../../src/store/errors.js';
+import type { RunRecord, RunResultFile, SessionRecord } from '../../../src/shared/records.js';
+import { StateStore, type StoreOptions } from '../../../src/store/store.js';
+import type { Log } from '../../../src/util/logger.js';
+import { runRecord, sessionRecord } from '../../support/records.js';
 import { unsyncedFs, type CrashFs, type ImageKind } from './store-crash-fs.js';
 
 export const T0 = '2030-01-01T00:00:00.000Z';

@@ -8,13 +8,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { makeDroidBed, type DroidBed } from './support/droid-home.js';
-import { notification, spawnPeer, type Frame, type FramePeer } from './support/frame-peer.js';
-import { prose, script, type Script } from '../src/testbed/scripted-model.js';
-import { startModelServer, type ModelServer } from '../src/testbed/model-server.js';
-import { pidsWithEnvTag, TAG_VAR, waitForNoProcesses } from './support/processes.js';
+import { makeDroidBed, type DroidBed } from './droid-home.js';
+import { notification, spawnPeer, type Frame, type FramePeer } from './frame-peer.js';
+import { prose, script, type Script } from '../../src/testbed/scripted-model.js';
+import { startModelServer, type ModelServer } from '../../src/testbed/model-server.js';
+import { pidsWithEnvTag, TAG_VAR, waitForNoProcesses } from './processes.js';
 
-const MOCK = fileURLToPath(new URL('./support/mock-droid.mjs', import.meta.url));
+const MOCK = fileURLToPath(new URL('./mock-droid.mjs', import.meta.url));
 const EXEC_ARGS = ['exec', '--input-format', 'stream-jsonrpc', '--output-format', 'stream-jsonrpc'];
 
 const temps: string[] = [];
