@@ -132,7 +132,7 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
     const judged = judgeOutput(spec.outputSchema, verdict, state.collector);
     structured = { structuredOutput: judged.structuredOutput };
     // The output check may turn a finished turn into a failed one, never the other way.
-    if (judged.error !== null && judged.error !== verdict.error) stopped = { kind: 'failed', error: judged.error, end: verdict.reason };
+    if (judged.error !== null && judged.error.code !== verdict.error?.code) stopped = { kind: 'failed', error: judged.error, end: verdict.reason };
   }
   const result = stoppedResult(stopped, { ...evidence(state), ...extra, ...structured, durationMs: Date.now() - startedAt });
   return {
