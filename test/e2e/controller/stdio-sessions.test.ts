@@ -54,7 +54,6 @@ function filesContaining(dir: string, needle: string): string[] {
   }
 }
 
-/** Samples live droid processes until stopped: distinct pids and the peak at once. */
 /**
  * One turn's processes as sampled: droid's working directory (the turn's
  * workspace) and when its worker or droid was seen alive. The worker counts:
@@ -67,16 +66,25 @@ interface DroidLife {
   last: number;
 }
 
-/** Whether the leader of `pid`'s process group (its worker) still exists. */
-function groupLeaderAlive(pid: number): boolean {
+/**
+ * Whether the leader of `pid`'s process group (its worker) still runs. A
+ * zombie leader does not: the group of a droid booted ahead is being killed
+ * (the longest idle goes when another session boots one), and its droid,
+ * which may outlive the leader by a few ms, is still no turn's.
+ */
+function groupLeaderRunning(pid: number): boolean {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return existsSync(`/proc/${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]}`);
+    const leader = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2];
+    const leaderStat = readFileSync(`/proc/${leader}/stat`, 'utf8');
+    const state = leaderStat.slice(leaderStat.lastIndexOf(')') + 2).split(' ')[0];
+    return state !== 'Z' && state !== 'X' && readFileSync(`/proc/${leader}/cmdline`, 'utf8').length > 0;
   } catch {
     return false;
   }
 }
 
+/** Samples live droid processes until stopped: distinct pids and the peak at once. */
 function sampleDroids() {
   const seen = new Map<number, { first: number; last: number }>();
   const droids = new Map<number, { cwd: string; worker: number }>();
@@ -84,6 +92,8 @@ function sampleDroids() {
   /** Seen idle, and never since in a turn's group: a droid booted ahead whose worker was killed first stays no turn's. */
   const wasIdle = new Set<number>();
   let peak = 0;
+  /** What was alive at the peak's first sighting: the failure message of a test that counts too many. */
+  let atPeak = '';
   let running = true;
   const loop = (async () => {
     while (running) {
@@ -94,7 +104,7 @@ function sampleDroids() {
       const idle = idlePoolPids(TAG);
       for (const pid of pidsWithEnvTag(TAG)) {
         if (idle.has(pid)) wasIdle.add(pid);
-        else if (groupLeaderAlive(pid)) wasIdle.delete(pid);
+        else if (groupLeaderRunning(pid)) wasIdle.delete(pid);
         if (wasIdle.has(pid)) idle.add(pid);
       }
       for (const pid of pidsWithEnvTag(TAG)) {
@@ -122,6 +132,7 @@ function sampleDroids() {
           // gone while we looked
         }
       }
+      if (pids.length > peak) atPeak = describeDroids(pids, tree);
       peak = Math.max(peak, pids.length);
       await new Promise((r) => setTimeout(r, 20));
     }
@@ -132,6 +143,8 @@ function sampleDroids() {
       await loop;
       return { distinct: droids.size, peak };
     },
+    /** The processes counted at the peak, each with its parent and its process group's leader. */
+    atPeak: () => atPeak,
     /** Turns (worker + droid) in this workspace, in the order they appeared. */
     in(cwd: string): DroidLife[] {
       const lives: DroidLife[] = [];
@@ -147,6 +160,32 @@ function sampleDroids() {
       return lives.sort((a, b) => a.first - b.first);
     },
   };
+}
+
+/** One line per counted droid: its pid, parent and group, and the command lines (titles) of the parent and the group's leader. */
+function describeDroids(pids: number[], tree: Map<number, number>): string {
+  const cmd = (pid: number) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').slice(0, 160);
+    } catch {
+      return '(gone)';
+    }
+  };
+  const group = (pid: number) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+    } catch {
+      return -1;
+    }
+  };
+  return pids
+    .map((pid) => {
+      const parent = tree.get(pid)!;
+      const leader = group(pid);
+      return `droid ${pid} (${cmd(pid)}) · parent ${parent} (${cmd(parent)}) · group ${leader} (${cmd(leader)})`;
+    })
+    .join('\n');
 }
 
 /** Whether two droid processes were ever seen alive at the same time. */
@@ -429,7 +468,7 @@ describe('admission', () => {
     const done = await settle(server, ...sessions);
     const { peak, distinct } = await sampler.stop();
     expect(done.every((s) => s.latestRun.state === 'succeeded')).toBe(true);
-    expect(peak).toBe(2);
+    expect(peak, sampler.atPeak()).toBe(2);
     expect(distinct).toBe(6);
     // Six slow turns, two at a time: a generous budget on a loaded 2-core host.
   }, 150_000);
