@@ -6,6 +6,7 @@
  * client's initialize and tools/list are answered. Every refusal to start
  * is thrown from here as the error cli.ts words and exits with.
  */
+import { join } from 'node:path';
 import type { Config } from './config/schema.js';
 import { readTokenFile } from './config/token.js';
 import { ConfigError } from './config/errors.js';
@@ -304,6 +305,8 @@ function compose({ config, store, catalog, pool, sandbox, droidEnv, droidVersion
     runTimeoutMs: config.runTimeoutMs,
     cancelGraceMs: config.cancelGraceMs,
     ceilings: config.ceilings,
+    autoCompactAt: config.autoCompactAt ?? null,
+    snapshotsRoot: join(config.stateDirectory, 'snapshots'),
     droidPath: config.droidPath,
     droidEnv,
     sandbox: sandbox.spec,

@@ -71,6 +71,7 @@ export async function loadConfig(configPath: string, env: LoadConfigEnv = {}): P
     runTimeoutMs: file.runTimeoutMs,
     cancelGraceMs: file.cancelGraceMs,
     ceilings: ceilingsOf(file),
+    ...(file.autoCompactAt !== undefined && { autoCompactAt: file.autoCompactAt }),
     modelCacheTtlMs: file.modelCacheTtlMs,
     port: file.port,
     ...(tokenFile !== undefined && { tokenFile }),

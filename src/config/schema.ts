@@ -106,6 +106,8 @@ export interface Config {
   readonly cancelGraceMs: number;
   /** Spend ceilings callers' budgets may not exceed (maxTurnTokens, maxTurnCredits, maxSessionCredits); null: none. */
   readonly ceilings: HostCeilings;
+  /** Compact a session's conversation before a turn once its last context occupancy reached this fraction (issue 40); absent: never by itself. */
+  readonly autoCompactAt?: number;
   readonly modelCacheTtlMs: number;
   readonly port: number;
   readonly tokenFile?: string;
@@ -184,6 +186,15 @@ function positiveNumber() {
     .number({ error: typeError(expected) })
     .positive({ error: `must be ${expected}` })
     .finite({ error: `must be ${expected}` });
+}
+
+/** A share of the context window, such as 0.8. */
+function contextFraction() {
+  const expected = 'a fraction of the context window above 0 and at most 1, such as 0.8';
+  return z
+    .number({ error: typeError(expected) })
+    .gt(0, { error: `must be ${expected}` })
+    .lte(1, { error: `must be ${expected}` });
 }
 
 const modelId = z.string({ error: typeError('a model id string') }).refine((v) => v.length > 0 && v.trim() === v, {
@@ -271,6 +282,7 @@ export const configFileSchema = z.strictObject(
     maxTurnTokens: intRange(1, Number.MAX_SAFE_INTEGER).optional(),
     maxTurnCredits: positiveNumber().optional(),
     maxSessionCredits: positiveNumber().optional(),
+    autoCompactAt: contextFraction().optional(),
     modelCacheTtlMs: intRange(5000, 600_000).default(CONFIG_DEFAULTS.modelCacheTtlMs),
     port: intRange(1, 65535).default(CONFIG_DEFAULTS.port),
     tokenFile: absolutePath('the private bearer token file').optional(),

@@ -55,6 +55,10 @@ export interface ControllerDeps {
   ceilings?: HostCeilings;
   /** A live turn's running usage is made durable at most this often (live-usage.ts); absent: its default. */
   liveUsageWriteMs?: number;
+  /** Where sessions' folders of droid's file snapshots are kept (turn-spec.ts TurnHost); absent: none kept. */
+  snapshotsRoot?: string;
+  /** Compact before a turn once the session's last context occupancy reached this fraction (config autoCompactAt); null: off. */
+  autoCompactAt?: number | null;
   droidPath: string;
   droidEnv: Record<string, string>;
   /** How turns are confined; `sandboxUnavailable` says why the configured sandbox cannot run (every turn then fails). */

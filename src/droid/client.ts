@@ -84,6 +84,8 @@ export interface LoadResult {
   availableModels?: unknown;
   isAgentLoopInProgress?: boolean;
   settings?: ReportedSettings;
+  /** The conversation droid loaded (measured on 0.225.2: `session.messages[].id`, a user message's id being its turn's). */
+  session?: { messages?: unknown };
 }
 
 /**
@@ -234,8 +236,13 @@ export class DroidClient {
    * Submits one user message. The collector is attached first, so no early
    * notification of the turn can be missed.
    */
-  async submit(text: string, onProgress?: (e: ProgressEvent) => void, usage?: UsageOptions): Promise<TurnCollector> {
-    const collector = new TurnCollector(randomUUID(), onProgress, usage);
+  /**
+   * `messageId`: the id droid gives the message, and the turn (a run's id, so
+   * a later rewind can name it). Never one the session already holds: droid
+   * then answers but runs no turn (measured).
+   */
+  async submit(text: string, onProgress?: (e: ProgressEvent) => void, usage?: UsageOptions, messageId: string = randomUUID()): Promise<TurnCollector> {
+    const collector = new TurnCollector(messageId, onProgress, usage);
     this.process.connection.onNotification((frame) => {
       const n = sessionNotification(frame);
       if (n) collector.handle(n);

@@ -16,6 +16,10 @@ export type DroidErrorCode =
   | 'droid_version_unreadable'
   | 'droid_session_not_found'
   | 'resume_cwd_mismatch'
+  // Session powers (issue 40): nothing was submitted.
+  | 'rewind_conflict'
+  | 'rewind_unavailable'
+  | 'session_power_failed'
   | 'workspace_changed'
   | 'sandbox_unavailable'
   | 'turn_spec_invalid'

@@ -65,7 +65,8 @@ export async function finishEvidence(
   return { changes: await changes, context: await context };
 }
 
-async function readContext(client: DroidClient, timeoutMs: number): Promise<ContextStats | null> {
+/** droid.get_context_stats of the open session, or null when droid did not answer with two sane counts. */
+export async function readContext(client: DroidClient, timeoutMs: number): Promise<ContextStats | null> {
   try {
     const stats = await client.contextStats(timeoutMs);
     return contextOf(stats.used, stats.limit);

@@ -3,7 +3,17 @@
  * argument is an error, never silently ignored.
  */
 import { z } from 'zod';
-import { autonomySchema, errorInfo, permissionRecord, progressRecord, questionRecord, runState, tokenUsage } from '../shared/record-schemas.js';
+import {
+  autonomySchema,
+  compactionRecord,
+  errorInfo,
+  rewindRecord,
+  permissionRecord,
+  progressRecord,
+  questionRecord,
+  runState,
+  tokenUsage,
+} from '../shared/record-schemas.js';
 import { budgetInput, budgetOutputs, spendFilters } from './budget-schemas.js';
 import { changeSet, contextStats, egressEvidence } from '../shared/evidence-types.js';
 import { CHECKOUT_STATES, commitsAhead } from '../shared/checkout-types.js';
@@ -12,6 +22,7 @@ import { CONVERSATION_ID } from '../controller/reply-back/reply-route.js';
 
 const requestKey = z.string().min(1).max(200).describe('Stable idempotency key: retry with the same key and identical arguments.');
 const sessionHandle = z.string().min(1).max(100).describe('Session handle returned by droid_create_session (metadata.session).');
+const runHandle = z.string().min(1).max(100).describe('Run id (metadata.run of an acceptance, latestRun.run of a status).');
 const prompt = z.string().min(1).max(100_000).describe('The message for droid. Never stored by the controller.');
 const model = z.string().min(1).max(200).describe('Model id from droid_models. Omit to use the launch default.');
 const reasoningEffort = z.string().min(1).max(50).describe('Reasoning effort supported by the model (see droid_models).');
@@ -62,6 +73,19 @@ export const createInput = z.strictObject({
         'its turns run and commit there, so several writer sessions of one repository run at once. Needs the host to offer it ' +
         '(config worktrees), a workspace inside a git work tree, and autonomy above off. Nothing is ever merged for you.',
     ),
+  forkFrom: z
+    .strictObject({
+      session: sessionHandle,
+      run: runHandle.optional().describe("The source's run to fork right after; omit for its latest."),
+    })
+    .optional()
+    .describe(
+      "Fork an existing session: the new session's conversation is the source's, up to its latest turn or right after `run`; " +
+        "the source is untouched, and the fork has its own handle, title, labels and budget. workspace must be the source's. " +
+        'With isolation "worktree" the fork gets its own checkout, made from the source\'s branch (or the workspace\'s HEAD), so ' +
+        'several forks can try different approaches at once. Refused while the source has a queued or running turn and no `run` is ' +
+        'given (source_busy: wait for it, then retry), and for a source with an unknown outcome.',
+    ),
 });
 
 export const sendInput = z.strictObject({
@@ -80,6 +104,18 @@ export const sendInput = z.strictObject({
   reasoningEffort: reasoningEffort.optional(),
   outputSchema: outputSchema.optional(),
   budget: budgetInput.turn.optional(),
+  rewindTo: runHandle
+    .optional()
+    .describe(
+      'A finished run of this session: before the prompt, the session is rewound to its state before that run began: the conversation, ' +
+        "and the files droid's own file tools changed since (files they created are deleted, files they edited put back; shell commands' " +
+        'changes are not undone). The undone runs stay in history with rewoundBy set; this run records what was restored. ' +
+        'Refused (rewind_conflict, nothing changed) when a file droid would put back was changed since those turns ended.',
+    ),
+  compact: z
+    .boolean()
+    .optional()
+    .describe('true: droid compacts the conversation (replaces it by its summary) before the prompt. latestRun.compaction shows the context before and after.'),
 });
 
 export const sessionInput = z.strictObject({ session: sessionHandle });
@@ -144,6 +180,19 @@ export const runView = z.object({
         '(at most 32 listed, the rest counted in othersRefused). A failed npm install or git fetch shows here; the operator allows a host ' +
         'with the config key network.allow.',
     ),
+  rewindTo: z.string().optional().describe('Only for a rewind turn: the run whose start it rewound the session to.'),
+  rewind: rewindRecord
+    .optional()
+    .describe(
+      "Only for a rewind turn, once droid did it: files droid's tools had edited, put back (restored), files they had created, removed (deleted), " +
+        'each list at most 50 absolute paths (truncated counts the rest); failed: files droid could not put back or remove; notRestorable: files droid no longer had a copy of.',
+    ),
+  rewoundBy: z.string().optional().describe('Only for runs a later rewind undid: that rewind turn. The run stays in history.'),
+  compaction: compactionRecord
+    .optional()
+    .describe(
+      "Only when the conversation was compacted before this turn: auto (the host's autoCompactAt) or asked for, the messages droid replaced by its summary, and the context occupancy before and after.",
+    ),
 });
 
 const checkoutView = z
@@ -187,6 +236,7 @@ export const sessionView = z.object({
     .literal('model-only')
     .optional()
     .describe('Present when the session was created with network "model-only": its turns reach only the model endpoints.'),
+  forkOf: z.object({ session: z.string(), run: z.string() }).optional().describe('Present for forks: the source session, and the run it starts after.'),
 });
 
 const admission = z
@@ -202,10 +252,12 @@ const admission = z
           session: z.string(),
           run: z.string(),
           state: runState,
-          reason: z.enum(['same_session', 'workspace_lock']),
+          reason: z.enum(['same_session', 'fork_source', 'workspace_lock']),
         }),
       )
-      .describe('The turns this one waits for, oldest first: a turn of the same session, or one holding an overlapping workspace.'),
+      .describe(
+        "The turns this one waits for, oldest first: a turn of the same session, a fork's source and the fork's first turn (fork_source), or one holding an overlapping workspace.",
+      ),
     capacityFull: z.boolean().describe('Every run slot was taken.'),
     detail: z.string(),
   })
@@ -326,7 +378,7 @@ const historyItem = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('notice'),
     run: z.string(),
-    kind: z.enum(['interrupted', 'cancelled', 'permission_declined', 'question_declined', 'failed', 'timed_out', 'unknown']),
+    kind: z.enum(['interrupted', 'cancelled', 'permission_declined', 'question_declined', 'failed', 'timed_out', 'unknown', 'rewind', 'compacted', 'rewound']),
     detail: z.string(),
   }),
   z.object({ type: z.literal('partial_text'), run: z.string(), text: z.string() }),

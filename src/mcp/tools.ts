@@ -85,7 +85,10 @@ export const TOOLS: readonly ToolDefinition[] = [
       "the session's total spend across its turns; the cap is checked whenever droid reports usage, so a turn can overshoot " +
       'by one model step, and a turn that reaches it is interrupted (budget_exceeded). isolation:"worktree" (when the host ' +
       'offers it) gives a writer session its own checkout of the repository on branch droid/<session>, so writer sessions of ' +
-      'one repository run side by side; merging is left to you (or to a droid turn you ask).\n' +
+      'one repository run side by side; merging is left to you (or to a droid turn you ask). forkFrom {session, run?} ' +
+      "forks a session: the new one starts from the source's conversation (its latest turn, or right after run), in the " +
+      'source\'s workspace (pass it as workspace), with its own handle, title, labels and budget; add isolation:"worktree" ' +
+      'so several forks try different approaches at once. A fork waits behind a turn its source is running.\n' +
       'Example: {"requestKey":"review-42","workspace":"/srv/repos/app","prompt":"Review the diff and report findings.","autonomy":"off","replyTo":null,"title":"Diff review"}',
     input: s.createInput,
     output: s.acceptanceOutput,
@@ -105,7 +108,10 @@ export const TOOLS: readonly ToolDefinition[] = [
       'outputSchema applies to this turn only (give it again on each turn that needs it). budget {maxTokens?, maxCredits?} ' +
       "caps this turn instead of what is left of the session's budget, in both dimensions; the cap is checked whenever droid " +
       'reports usage, so a turn can overshoot by one model step. A session whose budget is spent refuses a message without ' +
-      "its own budget (budget_exhausted); one that reached the host's maxSessionCredits refuses every message (start a new session).\n" +
+      "its own budget (budget_exhausted); one that reached the host's maxSessionCredits refuses every message (start a new session). " +
+      "rewindTo: <run> first puts the session back to its state before that run began (the conversation, and the files droid's " +
+      'file tools changed since), marks the undone runs rewoundBy, then runs the prompt; compact:true first compacts the conversation ' +
+      '(latestRun.compaction shows the context before and after).\n' +
       'Example: {"requestKey":"review-42-fix","session":"5b3c…","prompt":"Now fix the first finding.","interrupt":false}',
     input: s.sendInput,
     output: s.acceptanceOutput,

@@ -47,6 +47,12 @@ export interface Confinement {
   factoryEntries: readonly string[];
   /** The private copy droid sees as `<factoryDir>/sessions`; null: no sessions at all (catalog reads). */
   sessionsCopy: string | null;
+  /**
+   * The session's own folder droid sees as `<factoryDir>/snapshots` (issue 40):
+   * droid's copies of the files its tools changed, which a later turn's rewind
+   * puts back; absent: a throwaway one in the tmpfs.
+   */
+  snapshotsDir?: string;
   /** Private per-turn TMPDIR; also the working directory when there is no workspace. */
   turnTmp: string;
   /** The service user's runtime directory (sockets of its daemons), covered when it exists. */
@@ -117,6 +123,7 @@ export function bwrapArgs(c: Confinement): string[] {
   args.push('--size', String(FACTORY_TMPFS_BYTES), '--tmpfs', c.factoryDir);
   for (const name of c.factoryEntries) args.push('--ro-bind', join(c.factoryDir, name), join(c.factoryDir, name));
   if (c.sessionsCopy) args.push('--bind', c.sessionsCopy, join(c.factoryDir, 'sessions'));
+  if (c.snapshotsDir) args.push('--bind', c.snapshotsDir, join(c.factoryDir, 'snapshots'));
   // A runtime directory holding a bound path (an odd host) stays: covering it would hide the turn's own folders;
   // its sockets are still refused by the seccomp filter.
   const bound = [c.turnTmp, c.factoryDir, ...(c.workspace ? [c.workspace.path] : []), ...(c.alsoWritable ?? [])];

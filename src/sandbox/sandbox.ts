@@ -130,6 +130,8 @@ export type SandboxSpec =
       sessionsCopy?: string;
       /** The turn's private TMPDIR, made and removed by the runner as well. */
       turnTmp?: string;
+      /** The session's own folder of droid's file snapshots (issue 40), made by the runner and kept with the session. */
+      snapshotsDir?: string;
     };
 
 /** The sandbox of every droid this controller starts: the state directory and the token file are hidden from all of them. Pure. */

@@ -53,8 +53,11 @@ export interface SessionCopy {
   readonly dir: string;
   /** Copies the session's files in from droid's folder (a new session: nothing); synchronous, before droid loads it. */
   fill(resumeId: string | null): void;
-  /** Copies this session's own files back (safe while the turn's processes still run); never blocks the event loop. */
-  commit(droidSessionId: string | null): Promise<SessionCopyResult>;
+  /**
+   * Copies this session's own files back (safe while the turn's processes still run); never blocks the event loop.
+   * `fresh`: a session droid made in this turn (a fork, rewind or compaction, issue 40), which never replaces files droid's folder already has.
+   */
+  commit(droidSessionId: string | null, fresh?: boolean): Promise<SessionCopyResult>;
   /** Removes the private copy; never rejects (it says why it could not). */
   dispose(): Promise<string | null>;
 }
@@ -174,7 +177,7 @@ function openSessionCopy(dir: string, realSessions: string, folder: string): Ses
         if (kindOf(source) === 'file') copyFileSync(source, join(dir, folder, resumeId + suffix));
       }
     },
-    async commit(droidSessionId) {
+    async commit(droidSessionId, fresh = false) {
       const result: SessionCopyResult = { copied: [], refused: [] };
       const refuse = (what: string) => {
         if (result.refused.length < MAX_REPORTED) result.refused.push(what);
@@ -197,6 +200,10 @@ function openSessionCopy(dir: string, realSessions: string, folder: string): Ses
         const name = droidSessionId + suffix;
         const source = join(privateFolder, name);
         if (kindOf(source) === null) continue;
+        if (fresh && kindOf(join(targetFolder, name)) !== null) {
+          refuse(`${name}: droid's sessions folder already has it, and a session made in this turn replaces none`);
+          continue;
+        }
         await mkdir(targetFolder, { recursive: true, mode: 0o700 });
         const temp = join(targetFolder, `.${name}.droid-mcp-${process.pid}.tmp`);
         const refused = await copyRegularFile(source, temp, MAX_BYTES[suffix]);

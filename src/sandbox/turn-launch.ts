@@ -46,6 +46,7 @@ export function turnLaunch(spec: TurnLaunchInput): TurnLaunch {
     factoryEntries: listFactoryEntries(factoryDir, spec.droidPath),
     turnTmp,
     sessionsCopy: sandbox.sessionsCopy,
+    ...(sandbox.snapshotsDir && { snapshotsDir: sandbox.snapshotsDir }),
     runtimeDir: runtimeDirOf(spec.droidEnv),
     hiddenDirs: sandbox.hiddenDirs,
     hiddenFiles: sandbox.hiddenFiles,

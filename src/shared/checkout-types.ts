@@ -23,6 +23,8 @@ export const checkoutRecord = z
     branch: z.string().min(1),
     /** The commit it was made from; null until it is made. */
     base: z.string().nullable(),
+    /** A fork's checkout (issue 40): made from the tip of this branch of the repository (its source's), not the workspace's HEAD. */
+    from: z.string().min(1).optional(),
     /** pending: recorded at acceptance, made when the first turn starts; ready: on disk; removed: archived away (the branch stays). */
     state: z.enum(CHECKOUT_STATES),
   })

@@ -87,6 +87,8 @@ export const sessionRecordSchema = z
     checkout: checkoutRecord.optional(),
     /** The session asked for less network than the host allows (issue 37): only the model endpoints. Absent: the host's policy (every session before issue 37). */
     network: z.literal('model-only').optional(),
+    /** A fork (issue 40): the session it was forked from, and the run whose end it starts from. Absent: not a fork. */
+    forkOf: z.object({ sessionId: id, runId: id }).strict().optional(),
   })
   .strict()
   // A routed session without its route (or a route without a recipient) is incomplete.
@@ -113,6 +115,50 @@ const runReply = z
   })
   .strict();
 export type RunReply = z.infer<typeof runReply>;
+
+/** A path a rewind put back or removed, as droid named it (absolute), bounded like a change set. */
+const rewoundPaths = z.array(z.string()).max(50);
+
+/** What a rewind did before its turn's prompt (issue 40): droid's own rewind, as droid reported it. */
+export const rewindRecord = z
+  .object({
+    /** Files droid's tools had edited, put back as they were before the run rewound to. */
+    restored: rewoundPaths,
+    /** Files droid's tools had created, removed. */
+    deleted: rewoundPaths,
+    /** Paths left out of the two lists beyond their caps. */
+    truncated: z.number().int().nonnegative(),
+    /** Files droid could not restore or remove (its counts), and files it no longer had a copy of (evicted). */
+    failed: z.number().int().nonnegative(),
+    notRestorable: rewoundPaths,
+  })
+  .strict();
+export type RewindRecord = z.infer<typeof rewindRecord>;
+
+/** A compaction before a turn's prompt (issue 40): asked for, or automatic (autoCompactAt), and the context around it. */
+export const compactionRecord = z
+  .object({
+    auto: z.boolean(),
+    /** Messages droid replaced by its summary. */
+    removedMessages: z.number().int().nonnegative(),
+    before: contextStats.nullable(),
+    after: contextStats.nullable(),
+  })
+  .strict();
+
+/**
+ * The files droid's tools changed in a turn, with their content when it
+ * ended (sha256; null: not there): what a later rewind compares against,
+ * so an edit made since is never silently overwritten (issue 40).
+ */
+export const touchedFiles = z
+  .object({
+    files: z.array(z.object({ path: z.string(), sha256: z.string().nullable() }).strict()).max(200),
+    /** Files left out beyond the cap: a rewind over this turn cannot check them, so it refuses. */
+    truncated: z.number().int().nonnegative(),
+  })
+  .strict();
+export type TouchedFiles = z.infer<typeof touchedFiles>;
 
 export const runRecordSchema = z
   .object({
@@ -176,6 +222,19 @@ export const runRecordSchema = z
      * on every run written before live usage, all final.
      */
     usageLive: z.literal(true).optional(),
+    // Session powers (issue 40). Each absent on every run before them.
+    /** The caller asked this turn to rewind the session to its state before this run first. Part of the fingerprint. */
+    rewindTo: id.optional(),
+    /** The caller asked this turn to compact the conversation first. Part of the fingerprint. */
+    compact: z.literal(true).optional(),
+    /** Undone by a later turn's rewind: that run, and when. The run stays in history. */
+    rewound: z.object({ by: id, at: z.string() }).strict().optional(),
+    /** What this turn's rewind did, once droid did it. */
+    rewind: rewindRecord.optional(),
+    /** The compaction before this turn's prompt, once droid did it. */
+    compaction: compactionRecord.optional(),
+    /** Files droid's tools changed in this turn, as it left them. */
+    touched: touchedFiles.optional(),
   })
   .strict();
 export type RunRecord = z.infer<typeof runRecordSchema>;

@@ -13,7 +13,18 @@ export type { Autonomy } from '../droid/permission-policy.js';
 export type { ErrorInfo, PermissionRecord, QuestionRecord, TokenUsage, TranscriptEntry } from '../droid/schemas.js';
 export type { CheckoutRecord, CommitsAhead } from './checkout-types.js';
 export type { ChangeSet, ContextStats } from './evidence-types.js';
-export type { Budget, EffectiveSettings, ProgressRecord, RunRecord, RunReply, RunResultFile, RunState, SessionRecord } from './record-schemas.js';
+export type {
+  Budget,
+  EffectiveSettings,
+  ProgressRecord,
+  RewindRecord,
+  RunRecord,
+  RunReply,
+  RunResultFile,
+  RunState,
+  SessionRecord,
+  TouchedFiles,
+} from './record-schemas.js';
 
 export const STATE_VERSION = 1;
 

@@ -44,6 +44,13 @@ export type Script = {
   status?: 401 | 500;
   /** Report this usage in a final chunk of every response. */
   usage?: Usage;
+  /**
+   * What the summarizer answers when droid compacts a session whose newest
+   * script carries this (default SCRIPTED_SUMMARY). droid 0.225.2 sends the
+   * whole conversation as text in one user message, so the newest script in
+   * that message is the newest turn's.
+   */
+  summary?: string;
 };
 
 /** The answer to one request. `text` comes before the tool call of a `tool` plan (often empty). */
@@ -107,6 +114,23 @@ export function isTitleRequest(messages: readonly ChatMessage[]): boolean {
   return system?.role === 'system' && messageText(system).includes('generates concise session titles');
 }
 
+/**
+ * droid asks the model for a summary when it compacts a session
+ * (droid.compact_session, or its own threshold): a system prompt holding this
+ * sentence (both its first-summary and its incremental variant, found in the
+ * 0.225.2 bundle), one user message "Please summarize the following
+ * conversation:" (or "Previous summary: …") with the transcript as text, and
+ * no tools. Measured: droid rejects an answer without text ("Summarizer model
+ * … returned no text (stop reason: tool-calls)").
+ */
+function isSummaryRequest(messages: readonly ChatMessage[]): boolean {
+  const system = messages[0];
+  return system?.role === 'system' && messageText(system).includes('You excel at creating and maintaining summaries');
+}
+
+/** The summarizer's default answer; droid keeps what is inside <summary>. */
+export const SCRIPTED_SUMMARY = 'Scripted summary of the conversation so far.';
+
 const text = (reply: string, usage: Usage | null = null, slowMs = 0): Plan => ({ kind: 'text', text: reply, slowMs, usage });
 
 function fromScript(found: Script | undefined, toolResults: readonly ChatMessage[]): Plan {
@@ -158,6 +182,15 @@ export function planReply(messages: readonly ChatMessage[], unscripted = 'ok'): 
   // Title requests carry the user's first message, script and all; they get
   // a plain title and no usage, so scripts describe the turn alone.
   if (isTitleRequest(messages)) return text('Scripted session');
+  // Summary requests quote the whole conversation, scripts and all: answer
+  // the summary, never the quoted turn's tool calls.
+  if (isSummaryRequest(messages)) {
+    const quoted = messages
+      .filter((m) => m.role === 'user')
+      .map(messageText)
+      .join('\n');
+    return text(`<summary>${parseScript(quoted)?.summary ?? SCRIPTED_SUMMARY}</summary>`);
+  }
   // The newest user message holding an instruction: droid may add user-role
   // reminders after the prompt (Spec mode does).
   for (let i = messages.length - 1; i >= 0; i--) {

@@ -65,6 +65,13 @@ async function headCommit(host: GitHost, workspace: string): Promise<string | nu
   return out?.trim() || null;
 }
 
+/** The commit at the tip of `branch` in the repository (a fork's source's), or null when there is none. */
+async function branchTip(host: GitHost, gitDir: string, branch: string): Promise<string | null> {
+  const inMain = { cwd: gitDir, writable: false, timeoutMs: GIT_TIMEOUT_MS };
+  const out = await confinedGit(host, inMain, ['--git-dir', gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${branch}^{commit}`]).catch(() => null);
+  return out?.trim() || null;
+}
+
 function failed(what: string, err: unknown, action: string): ControllerError {
   return new ControllerError('checkout_failed', `${what}: ${(err as Error).message}`, action);
 }
@@ -76,16 +83,12 @@ function failed(what: string, err: unknown, action: string): ControllerError {
  */
 export async function makeCheckout(host: GitHost, rec: CheckoutRecord, sourceWorkspace: string): Promise<CheckoutRecord> {
   // A crash after the branch was made (the record still pending) left it at the base it was made from: resume from it.
-  const inMain = { cwd: rec.gitDir, writable: false, timeoutMs: GIT_TIMEOUT_MS };
-  const made =
-    (
-      await confinedGit(host, inMain, ['--git-dir', rec.gitDir, 'rev-parse', '--verify', '--quiet', `refs/heads/${rec.branch}^{commit}`]).catch(() => '')
-    ).trim() || null;
-  const base = made ?? (await headCommit(host, sourceWorkspace));
+  const made = await branchTip(host, rec.gitDir, rec.branch);
+  const base = made ?? (rec.from ? await branchTip(host, rec.gitDir, rec.from) : await headCommit(host, sourceWorkspace));
   if (!base)
     throw new ControllerError(
       'checkout_failed',
-      'the workspace has no commit to make a checkout from',
+      rec.from ? `the branch ${rec.from} the fork's checkout is made from is not in the repository` : 'the workspace has no commit to make a checkout from',
       'Commit once in the repository, then start a new session.',
     );
   await claimFolder(rec);

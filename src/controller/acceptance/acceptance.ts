@@ -26,7 +26,9 @@ import type { Steering } from './steering.js';
 import type { Turn } from '../turns/turn.js';
 import type { TurnQueue } from '../turns/turn-queue.js';
 import type { SessionView } from '../sessions/views.js';
-import { isolationIntent, schemaIntent, sessionNetwork, validOutputSchema, type CreateInput, type SendInput } from './turn-request.js';
+import { isolationIntent, schemaIntent, sessionNetwork, sessionPowerIntent, validOutputSchema, type CreateInput, type SendInput } from './turn-request.js';
+import { forkPoint, rewindTarget } from './session-powers.js';
+import type { Isolation } from '../checkouts/checkouts.js';
 
 export interface Acceptance {
   metadata: { session: string; run: string; requestKey: string; replayed: boolean };
@@ -52,6 +54,8 @@ interface Request {
   basis(): Basis;
   /** The caller's budget for this turn alone (send), kept on the run. */
   runBudget?: Budget;
+  /** What a send asks droid to do before the prompt (issue 40), kept on the run. */
+  powers?: Pick<RunRecord, 'rewindTo' | 'compact'>;
 }
 
 /** The session a new run belongs to, as it is in the chain. */
@@ -108,6 +112,8 @@ export class TurnAcceptance {
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
     const network = sessionNetwork(input.network, this.deps.sandbox);
+    const fork = input.forkFrom ? this.forkSource(input.forkFrom.session, workspace, input.isolation) : null;
+    const askedPoint = input.forkFrom?.run ?? null;
     const intent: Intent = {
       kind: 'create',
       target: workspace,
@@ -120,6 +126,7 @@ export class TurnAcceptance {
       ...budget.intent,
       ...isolationIntent(input.isolation),
       ...(input.network === 'model-only' || input.network === 'open' ? { network: input.network } : {}),
+      ...(fork && { forkFrom: { session: fork.id, run: askedPoint } }),
     };
     let checkout: CheckoutIntent | null = null;
     return this.accept({
@@ -131,6 +138,8 @@ export class TurnAcceptance {
       },
       basis: () => {
         budget.assertCeilings();
+        // The fork's point, on the source as it is now: its turns may have moved on since the request came.
+        const forkOf = fork && { sessionId: fork.id, runId: forkPoint(this.state.store.runsBySession(fork.id), fork.id, askedPoint).id };
         const sessionId = randomUUID();
         const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
           id: sessionId,
@@ -146,8 +155,9 @@ export class TurnAcceptance {
           headRunId: run.id,
           factoryTitle: null,
           ...budget.session,
-          ...(checkout && { checkout: this.state.checkouts.plan(checkout, sessionId, run.settings.autonomy) }),
+          ...(checkout && { checkout: this.state.checkouts.plan(checkout, sessionId, run.settings.autonomy, fork?.checkout?.branch) }),
           ...(network && { network }),
+          ...(forkOf && { forkOf }),
         });
         return { sessionId, runs: [], route: { replyTo: null, routeId: null }, head };
       },
@@ -159,6 +169,7 @@ export class TurnAcceptance {
     const session = this.state.session(input.session);
     const interrupt = input.interrupt ?? false;
     const budget = acceptBudget(this.deps, 'turn', input.budget);
+    const powers = sessionPowerIntent(input);
     const intent: Intent = {
       kind: 'send',
       target: session.id,
@@ -169,12 +180,14 @@ export class TurnAcceptance {
       labels: [],
       ...schemaIntent(schema),
       ...budget.intent,
+      ...powers,
     };
     return this.accept({
       input,
       intent,
       schema,
       runBudget: budget.turn,
+      powers,
       confirm: async () => {
         this.assertRoutable(input.replyTo === undefined ? session.replyTo : input.replyTo);
         // The workspace is fixed for the session: it must still be approved and
@@ -192,6 +205,7 @@ export class TurnAcceptance {
           );
         }
         const current = this.state.session(session.id);
+        if (powers.rewindTo !== undefined) rewindTarget(runs, session.id, powers.rewindTo);
         budget.assertLeft(current, runs);
         this.state.checkouts.assertUsable(current);
         const head = (run: RunRecord, route: Route, at: string): SessionRecord => ({
@@ -233,24 +247,27 @@ export class TurnAcceptance {
     const at = this.state.now().toISOString();
     // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
     const route = nextRoute(basis.route, input.replyTo, randomUUID).route;
-    const run = withBudget(
-      withReply(
-        acceptedRun({
-          // The id a droid may already be booting for (next-turn-droids.ts).
-          id: this.nextDroids.runIdFor(basis.sessionId),
-          sessionId: basis.sessionId,
-          seq: basis.runs.length + 1,
-          kind: intent.kind,
-          requestKey: input.requestKey,
-          fingerprint: fingerprint(intent),
-          interrupt: intent.interrupt,
-          settings,
-          acceptedAt: at,
-        }),
-        route,
+    const run: RunRecord = {
+      ...withBudget(
+        withReply(
+          acceptedRun({
+            // The id a droid may already be booting for (next-turn-droids.ts).
+            id: this.nextDroids.runIdFor(basis.sessionId),
+            sessionId: basis.sessionId,
+            seq: basis.runs.length + 1,
+            kind: intent.kind,
+            requestKey: input.requestKey,
+            fingerprint: fingerprint(intent),
+            interrupt: intent.interrupt,
+            settings,
+            acceptedAt: at,
+          }),
+          route,
+        ),
+        request.runBudget,
       ),
-      request.runBudget,
-    );
+      ...request.powers,
+    };
     const stops = intent.interrupt ? this.steering.plan(basis.runs, 'superseded', at) : { dropped: [], stopping: [] };
     const session = basis.head(run, route, at);
     return { staged: { request, run, session, stops, sessions: [session], runs: [run, ...stops.dropped, ...stops.stopping] } };
@@ -259,8 +276,34 @@ export class TurnAcceptance {
   /** Committed: now memory follows. */
   private land({ request, run, session, stops }: StagedTurn): Accepted {
     this.steering.apply(stops);
-    const { turn, admission } = this.queue.enqueue(run, turnWorkspace(session), request.input.prompt, stops.stopping, request.schema);
+    // A fork that has no droid session yet reads its source's at launch: it takes the source's turn (admission.ts).
+    const forkOf = session.forkOf && session.droidSessionId === null ? session.forkOf.sessionId : undefined;
+    const { turn, admission } = this.queue.enqueue(run, turnWorkspace(session), request.input.prompt, stops.stopping, request.schema, forkOf);
     return { run, turn, admission };
+  }
+
+  /**
+   * The session a create forks (issue 40): its workspace is the fork's, and
+   * a session with its own checkout is forked into a checkout of the fork's
+   * own (never into the workspace or the source's checkout).
+   */
+  private forkSource(handle: string, workspace: string, isolation: Isolation | undefined): SessionRecord {
+    const source = this.state.session(handle);
+    if (source.workspace !== workspace) {
+      throw new ControllerError(
+        'invalid_arguments',
+        `a fork works in its source's workspace, ${source.workspace}, not ${workspace}`,
+        'Pass the source session\'s workspace (its status shows it), and isolation "worktree" for a checkout of the fork\'s own.',
+      );
+    }
+    if (source.checkout && isolation !== 'worktree') {
+      throw new ControllerError(
+        'fork_isolation_required',
+        "the source session works in its own checkout, which only its turns may change; a fork of it needs a checkout of the fork's own",
+        'Pass isolation "worktree": the fork\'s checkout is made from the source\'s branch.',
+      );
+    }
+    return source;
   }
 
   /** A route needs reply-back configured, and a conversation id. Checked before anything is recorded. */

@@ -25,6 +25,12 @@ export interface Intent {
   isolation?: 'worktree';
   /** A create that asked for a network other than the host's policy. */
   network?: 'model-only' | 'open';
+  /** A create that forks a session (issue 40): the source and the run asked for (null: its latest). */
+  forkFrom?: { session: string; run: string | null };
+  /** A send that rewinds the session to its state before this run first. */
+  rewindTo?: string;
+  /** A send that compacts the conversation first. */
+  compact?: true;
 }
 
 export function fingerprint(intent: Intent): string {
@@ -48,6 +54,10 @@ export function fingerprint(intent: Intent): string {
     ...(intent.isolation !== undefined ? [{ isolation: intent.isolation }] : []),
     // Likewise; its own key, so it can never equal an isolation object.
     ...(intent.network !== undefined ? [{ network: intent.network }] : []),
+    // Likewise, each under its own key (issue 40).
+    ...(intent.forkFrom !== undefined ? [{ forkFrom: [intent.forkFrom.session, intent.forkFrom.run] }] : []),
+    ...(intent.rewindTo !== undefined ? [{ rewindTo: intent.rewindTo }] : []),
+    ...(intent.compact !== undefined ? [{ compact: true }] : []),
   ];
   return createHash('sha256').update(JSON.stringify(normalized)).digest('hex');
 }

@@ -25,6 +25,8 @@ export interface CreateInput extends Requested {
   isolation?: Isolation;
   /** Less network than the host's policy ("model-only"), or its own ("host", the default); "open" only where the host's is. */
   network?: SessionNetwork;
+  /** A fork of this session (issue 40), right after `run` (omitted: its latest turn). */
+  forkFrom?: { session: string; run?: string };
 }
 
 export interface SendInput extends Requested {
@@ -37,6 +39,22 @@ export interface SendInput extends Requested {
   replyTo?: string | null;
   /** This turn's own budget. */
   budget?: BudgetInput;
+  /** Rewind the session to its state before this run first (issue 40). */
+  rewindTo?: string;
+  /** Compact the conversation first (issue 40). */
+  compact?: boolean;
+}
+
+/** A send does one of droid's session powers before its prompt, at most: refused before anything is read. Pure. */
+export function sessionPowerIntent(input: Pick<SendInput, 'rewindTo' | 'compact'>): Pick<Intent, 'rewindTo' | 'compact'> {
+  if (input.rewindTo !== undefined && input.compact === true) {
+    throw new ControllerError(
+      'invalid_arguments',
+      'rewindTo and compact cannot be combined in one turn',
+      'Rewind in this turn and compact in the next one (or the other way round).',
+    );
+  }
+  return { ...(input.rewindTo !== undefined && { rewindTo: input.rewindTo }), ...(input.compact === true && { compact: true as const }) };
 }
 
 /**

@@ -133,7 +133,8 @@ export class SessionCheckouts {
   }
 
   /** In the chain, once the run's settings are resolved: the pending checkout of the new session. May refuse. */
-  plan(intent: CheckoutIntent, sessionId: string, autonomy: Autonomy): CheckoutRecord {
+  /** `from`: a fork's checkout is made from this branch (its source's), not the workspace's HEAD. */
+  plan(intent: CheckoutIntent, sessionId: string, autonomy: Autonomy, from?: string): CheckoutRecord {
     if (autonomy === 'off') throw readerRefusal();
     const max = this.deps.worktrees?.maxCheckouts ?? 0;
     if (liveCheckouts(this.state.store.sessions.values()) >= max) {
@@ -144,7 +145,8 @@ export class SessionCheckouts {
         true,
       );
     }
-    return plannedCheckout(sessionId, intent.directory, intent.repo);
+    const planned = plannedCheckout(sessionId, intent.directory, intent.repo);
+    return from ? { ...planned, from } : planned;
   }
 
   /** A send (in the chain): refused while the checkout is being removed, or once it is gone. */

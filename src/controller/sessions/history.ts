@@ -36,7 +36,18 @@ export interface ToolCallItem {
   result: string | null;
 }
 
-export type NoticeKind = 'interrupted' | 'cancelled' | 'permission_declined' | 'question_declined' | 'failed' | 'timed_out' | 'unknown';
+export type NoticeKind =
+  | 'interrupted'
+  | 'cancelled'
+  | 'permission_declined'
+  | 'question_declined'
+  | 'failed'
+  | 'timed_out'
+  | 'unknown'
+  // Session powers (issue 40): what a turn did before its prompt, and the runs a rewind undid.
+  | 'rewind'
+  | 'compacted'
+  | 'rewound';
 
 export interface NoticeItem {
   type: 'notice';
@@ -177,6 +188,29 @@ function outcomeNotice(run: RunRecord): NoticeItem | undefined {
   }
 }
 
+/** What a run's session power did before its prompt (issue 40). */
+function powerNotices(run: RunRecord): HistoryItem[] {
+  const items: HistoryItem[] = [];
+  const notice = (kind: NoticeKind, detail: string) => items.push({ type: 'notice', run: run.id, kind, detail });
+  if (run.rewind) {
+    const r = run.rewind;
+    notice(
+      'rewind',
+      `rewound the session to its state before run ${run.rewindTo ?? '?'}: ${r.restored.length} file(s) put back, ${r.deleted.length} removed` +
+        `${r.truncated ? ` (${r.truncated} more not listed)` : ''}${r.failed ? `, ${r.failed} failed` : ''}${r.notRestorable.length ? `, ${r.notRestorable.length} no longer restorable` : ''}`,
+    );
+  }
+  if (run.compaction) {
+    const c = run.compaction;
+    const context = (stats: typeof c.before) => (stats ? `${stats.used} tokens` : 'unknown');
+    notice(
+      'compacted',
+      `${c.auto ? 'compacted automatically' : 'compacted'} before the prompt: ${c.removedMessages} message(s) summarized; context ${context(c.before)} before, ${context(c.after)} after`,
+    );
+  }
+  return items;
+}
+
 /** Every item of one run, in order. Built per run so a page touches only the runs it shows. */
 function runItems(run: RunRecord, input: HistoryInput): HistoryItem[] {
   if (run.state === 'queued') return [];
@@ -185,7 +219,7 @@ function runItems(run: RunRecord, input: HistoryInput): HistoryItem[] {
     const text = input.livePartialText.get(run.id) ?? '';
     return text === '' ? [] : [{ type: 'partial_text', run: run.id, text }];
   }
-  const items: HistoryItem[] = [];
+  const items: HistoryItem[] = powerNotices(run);
   for (const entry of resultOf(run, input.results)?.transcript ?? []) {
     if (entry.kind === 'assistant') {
       items.push({ type: 'assistant_text', run: run.id, text: entry.text });
@@ -209,6 +243,13 @@ function runItems(run: RunRecord, input: HistoryInput): HistoryItem[] {
   if (run.commits) items.push({ type: 'commits', run: run.id, commits: run.commits });
   const outcome = outcomeNotice(run);
   if (outcome) items.push(outcome);
+  if (run.rewound)
+    items.push({
+      type: 'notice',
+      run: run.id,
+      kind: 'rewound',
+      detail: `undone by the rewind of run ${run.rewound.by} at ${run.rewound.at}; kept here as it ran`,
+    });
   return items;
 }
 

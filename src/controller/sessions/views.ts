@@ -52,6 +52,14 @@ export interface RunView {
   commits?: RunRecord['commits'];
   /** Sandboxed turns with their own network: the destinations the proxy refused. */
   egress?: RunRecord['egress'];
+  /** A rewind turn (issue 40): the run whose start it rewound the session to. */
+  rewindTo?: string;
+  /** What that rewind did to the files, once droid did it. */
+  rewind?: RunRecord['rewind'];
+  /** Undone by a later turn's rewind: that run. */
+  rewoundBy?: string;
+  /** The compaction before this turn's prompt: asked for or automatic, and the context before and after. */
+  compaction?: RunRecord['compaction'];
 }
 
 /** Where a checkout session's work is (only sessions created with isolation: "worktree" have one). */
@@ -94,6 +102,8 @@ export interface SessionView {
   checkout?: CheckoutView;
   /** Present only for sessions created with network "model-only". */
   network?: 'model-only';
+  /** Present only for forks: the source session and the run the fork starts after. */
+  forkOf?: { session: string; run: string };
 }
 
 export interface SessionBudgetView extends Budget {
@@ -147,6 +157,10 @@ function runView(run: RunRecord): RunView {
     context: run.context ?? null,
     ...(run.commits !== undefined ? { commits: run.commits } : {}),
     ...(run.egress !== undefined ? { egress: run.egress } : {}),
+    ...(run.rewindTo !== undefined ? { rewindTo: run.rewindTo } : {}),
+    ...(run.rewind !== undefined ? { rewind: run.rewind } : {}),
+    ...(run.rewound !== undefined ? { rewoundBy: run.rewound.by } : {}),
+    ...(run.compaction !== undefined ? { compaction: run.compaction } : {}),
   };
 }
 
@@ -199,5 +213,6 @@ export function sessionView(session: SessionRecord, summary: RunsSummary, head: 
     latestRun: runView(head),
     ...(session.checkout ? { checkout: checkoutView(session.checkout) } : {}),
     ...(session.network ? { network: session.network } : {}),
+    ...(session.forkOf ? { forkOf: { session: session.forkOf.sessionId, run: session.forkOf.runId } } : {}),
   };
 }

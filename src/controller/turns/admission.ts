@@ -15,6 +15,23 @@ export interface LockClaim {
   /** Canonical workspace path. */
   workspace: string;
   writer: boolean;
+  /**
+   * A fork's first turn (issue 40): the session it forks, which it reads.
+   * It takes that session's turn too: it waits behind the source's live or
+   * earlier turns, and the source's later turns wait behind it.
+   */
+  forkOf?: string;
+}
+
+/** The sessions whose one live turn a claim takes: its own, and a fork's source. */
+function sessionsOf(claim: LockClaim): string[] {
+  return claim.forkOf === undefined ? [claim.sessionId] : [claim.sessionId, claim.forkOf];
+}
+
+/** Whether two claims take a turn of the same session (its own, or a fork's source). */
+function shareSession(a: LockClaim, b: LockClaim): boolean {
+  const theirs = sessionsOf(b);
+  return sessionsOf(a).some((s) => theirs.includes(s));
 }
 
 export interface QueuedTurn extends LockClaim {
@@ -31,29 +48,29 @@ export function conflicts(a: LockClaim, b: LockClaim): boolean {
 export function selectRunnable(queue: readonly QueuedTurn[], live: readonly LockClaim[], capacity: number, locks: readonly LockClaim[] = []): string[] {
   const chosen: string[] = [];
   const holding: LockClaim[] = [...live];
-  const busySessions = new Set(live.map((l) => l.sessionId));
+  const busySessions = new Set(live.flatMap(sessionsOf));
   const waiting: QueuedTurn[] = [];
   for (const turn of queue) {
     if (holding.length >= capacity) break;
     const blocked =
       turn.ready === false ||
-      busySessions.has(turn.sessionId) ||
+      sessionsOf(turn).some((s) => busySessions.has(s)) ||
       holding.some((h) => conflicts(h, turn)) ||
       locks.some((l) => conflicts(l, turn)) ||
-      waiting.some((w) => w.sessionId === turn.sessionId || conflicts(w, turn));
+      waiting.some((w) => shareSession(w, turn) || conflicts(w, turn));
     if (blocked) {
       waiting.push(turn);
       continue;
     }
     chosen.push(turn.runId);
     holding.push(turn);
-    busySessions.add(turn.sessionId);
+    for (const s of sessionsOf(turn)) busySessions.add(s);
   }
   return chosen;
 }
 
-/** Why a queued turn waits for another: the same session (one live turn each), or an overlapping workspace lock. */
-export type WaitReason = 'same_session' | 'workspace_lock';
+/** Why a queued turn waits for another: the same session (one live turn each), a fork and its source, or an overlapping workspace lock. */
+export type WaitReason = 'same_session' | 'fork_source' | 'workspace_lock';
 
 export interface Blocker {
   runId: string;
@@ -71,6 +88,7 @@ function blockersOf(turn: QueuedTurn, held: ReadonlyArray<LockClaim & { runId: s
   for (const other of [...held, ...ahead]) {
     if (other.runId === turn.runId) continue;
     if (other.sessionId === turn.sessionId) out.push({ runId: other.runId, sessionId: other.sessionId, reason: 'same_session' });
+    else if (shareSession(other, turn)) out.push({ runId: other.runId, sessionId: other.sessionId, reason: 'fork_source' });
     else if (conflicts(other, turn)) out.push({ runId: other.runId, sessionId: other.sessionId, reason: 'workspace_lock' });
   }
   return out;
@@ -105,7 +123,12 @@ export function explainQueued(
   const capacityFull = held.length >= capacity;
   const action = waitingFor.some((w) => interrupting.has(w.run)) ? 'interrupting' : 'queued';
   const parts = waitingFor.map((w) => {
-    const what = w.reason === 'same_session' ? 'of this session' : `of session ${w.session} (overlapping workspace)`;
+    const what =
+      w.reason === 'same_session'
+        ? 'of this session'
+        : w.reason === 'fork_source'
+          ? `of session ${w.session} (a fork and its source take turns)`
+          : `of session ${w.session} (overlapping workspace)`;
     const how = interrupting.has(w.run) ? 'being interrupted' : TERMINAL_STATES.includes(w.state) ? `${w.state}, its droid closing` : w.state;
     return `run ${w.run} ${what}, ${how}`;
   });

@@ -94,6 +94,7 @@ export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: Termina
     ...(usage !== null && (reason === null || result.usage === null) ? { usageLive: true as const } : {}),
     ...(result.commits !== undefined ? { commits: result.commits } : {}),
     ...(result.egress !== undefined ? { egress: result.egress } : {}),
+    ...(result.touched !== undefined ? { touched: result.touched } : {}),
   };
 }
 

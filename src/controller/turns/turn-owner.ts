@@ -19,7 +19,11 @@ import { LIVE_STATES, TERMINAL_STATES, type RunRecord } from '../../shared/recor
 import { crashPoint } from '../../util/crash-point.js';
 import type { StartTimeline, WorkerHandle, WorkerOptions } from '../../worker/parent/runner.js';
 import { epochMs } from '../../util/epoch.js';
-import { failedResult, RENAME_SKIPPED, stoppedResult, type RenameOutcome } from '../../worker/contract/protocol.js';
+import { failedResult, RENAME_SKIPPED, stoppedResult, type PowerOutcome, type RenameOutcome, type TurnSpec } from '../../worker/contract/protocol.js';
+import { toErrorInfo } from '../../droid/errors.js';
+import { recordPower } from '../acceptance/session-powers.js';
+import { sessionStart } from './session-start.js';
+import { startTimeline } from './start-timeline.js';
 import { stopFields } from '../../shared/turn-stop.js';
 import type { ControllerDeps, ControllerState } from '../controller-state.js';
 import type { ReplyBack } from '../reply-back/reply-back.js';
@@ -35,7 +39,10 @@ import { checkoutFailure, launchRefusal } from './launch-refusal.js';
 
 /** The host effects an owner uses: how turns are specified (TurnHost), started and checked before launch. */
 export type OwnerDeps = TurnHost &
-  Pick<ControllerDeps, 'startWorker' | 'prestartWorker' | 'resolveWorkspace' | 'sandboxUnavailable' | 'offerModels' | 'ceilings' | 'liveUsageWriteMs'>;
+  Pick<
+    ControllerDeps,
+    'startWorker' | 'prestartWorker' | 'resolveWorkspace' | 'sandboxUnavailable' | 'offerModels' | 'ceilings' | 'liveUsageWriteMs' | 'autoCompactAt'
+  >;
 
 const TERMINAL_WRITE_ATTEMPTS = 3;
 const TERMINAL_WRITE_BACKOFF_MS = 200;
@@ -126,7 +133,14 @@ export class TurnOwner implements TurnRunner {
         return;
       }
     }
-    const extras = { ...(turn.outputSchema && { outputSchema: turn.outputSchema }), ...budgetSpec(this.state, run) };
+    let start: TurnSpec['session'];
+    try {
+      start = this.sessionStartOf(run);
+    } catch (err) {
+      await this.settle(turn, failedResult(toErrorInfo(err)));
+      return;
+    }
+    const extras = { ...(turn.outputSchema && { outputSchema: turn.outputSchema }), ...budgetSpec(this.state, run), session: start };
     const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.deps, extras);
     const reports = this.reports(turn, marks);
     const early = this.nextDroids.take(run.sessionId, run.id);
@@ -227,6 +241,21 @@ export class TurnOwner implements TurnRunner {
     return run;
   }
 
+  /** How the turn opens droid's session (session-start.ts), from the records as they are at launch. */
+  private sessionStartOf(run: RunRecord): TurnSpec['session'] {
+    const { state } = this;
+    const session = state.session(run.sessionId);
+    const forkOf = session.droidSessionId === null ? session.forkOf : undefined;
+    const source = forkOf && { session: state.session(forkOf.sessionId), runs: state.store.runsBySession(forkOf.sessionId) };
+    return sessionStart({
+      session,
+      run,
+      runs: state.store.runsBySession(session.id),
+      ...(source && { source }),
+      autoCompactAt: this.deps.autoCompactAt ?? null,
+    });
+  }
+
   /** What the worker reports while it runs; `started` settles once droid's start is recorded (or could not be). */
   private reports(turn: Turn, marks: StartTimeline): { options: WorkerOptions; started: () => Promise<void> } {
     const { state } = this;
@@ -248,6 +277,10 @@ export class TurnOwner implements TurnRunner {
         }
       },
       onUsage: (usage) => this.liveUsage.report(turn, usage),
+      onPower: (power) =>
+        void state
+          .serialized(() => this.onPower(turn.runId, power))
+          .catch((err) => log.error({ err, run: turn.runId }, 'could not record the session power; its result will')),
       onCatalog: (models, answeredAt) => this.deps.offerModels?.(models, answeredAt),
       onRename: (outcome) => void state.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => log.error({ err }, 'rename record failed')),
       onInvalidMessage: (problem) => log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),
@@ -271,6 +304,15 @@ export class TurnOwner implements TurnRunner {
     await this.state.commit({ runs: [next], sessions });
     this.state.log.info({ session: run.sessionId, run: runId, start: startTimeline(stages) }, 'turn running: prompt submitted to droid');
     crashPoint('started');
+  }
+
+  /** droid made the session a new one before the prompt (issue 40): recorded before the prompt's effects. */
+  private async onPower(runId: string, power: PowerOutcome): Promise<void> {
+    const run = this.state.run(runId);
+    const changes = recordPower(this.state.session(run.sessionId), run, this.state.store.runsBySession(run.sessionId), power, this.state.now().toISOString());
+    if (changes.sessions.length === 0 && changes.runs.length === 0) return;
+    await this.state.commit(changes);
+    this.state.log.info({ session: run.sessionId, run: runId, power: power.kind }, 'session power done: droid session replaced');
   }
 
   /** Best effort: a failed rename is logged and noted on the run, and retried next turn. */
@@ -333,8 +375,11 @@ export class TurnOwner implements TurnRunner {
     const session = state.session(run.sessionId);
     const at = state.now().toISOString();
     if (writeFile) await state.store.writeResult(resultFile(run.id, result));
-    const finished = terminalUpdate(run, result, { cancelRequested: turn.cancelRequested, events: turn.events, at, running: turn.usage });
-    const changedRuns: RunRecord[] = [finished];
+    // A power the `power` report did not get recorded (its message lost): recorded with the result.
+    const powered = result.power ? recordPower(session, run, state.store.runsBySession(run.sessionId), result.power, at) : { sessions: [], runs: [] };
+    const base = powered.runs.find((r) => r.id === run.id) ?? run;
+    const finished = terminalUpdate(base, result, { cancelRequested: turn.cancelRequested, events: turn.events, at, running: turn.usage });
+    const changedRuns: RunRecord[] = [finished, ...powered.runs.filter((r) => r.id !== run.id)];
     // The queue never resumes work across a failure: later turns are dropped (the commit takes them out of the line).
     if (finished.state === 'failed' || finished.state === 'timed_out') {
       const predecessorFailure = { runId: run.id, state: finished.state, error: finished.error };
@@ -343,22 +388,12 @@ export class TurnOwner implements TurnRunner {
         changedRuns.push({ ...next, ...ended, endedAt: at, predecessorFailure });
       }
     }
+    const current = powered.sessions[0] ?? session;
     const sessions =
-      result.droidSessionId && session.droidSessionId !== result.droidSessionId
-        ? [{ ...session, droidSessionId: result.droidSessionId, updatedAt: at }]
-        : [{ ...session, updatedAt: at }];
+      result.droidSessionId && current.droidSessionId !== result.droidSessionId
+        ? [{ ...current, droidSessionId: result.droidSessionId, updatedAt: at }]
+        : [{ ...current, updatedAt: at }];
     await state.commit({ runs: changedRuns, sessions });
     state.log.info({ session: run.sessionId, run: run.id, state: finished.state, code: finished.error?.code }, 'turn ended');
   }
-}
-
-/**
- * A turn's start as the log shows it: when the launch began (epoch ms) and
- * each later stage in ms after it, in the order they happened.
- */
-function startTimeline(stages: StartTimeline): { at: number; ms: Record<string, number> } {
-  const at = stages.launch_began ?? Math.min(...Object.values(stages));
-  const ms: Record<string, number> = {};
-  for (const [stage, when] of Object.entries(stages).sort((a, b) => a[1] - b[1])) ms[stage] = Math.round((when - at) * 10) / 10;
-  return { at, ms };
 }

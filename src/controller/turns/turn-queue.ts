@@ -73,8 +73,9 @@ export class TurnQueue {
     prompt: string,
     interrupting: readonly RunRecord[],
     outputSchema: Record<string, unknown> | null,
+    forkOf?: string,
   ): { turn: Turn; admission: Admission } {
-    const claim: LockClaim = { sessionId: run.sessionId, workspace, writer: run.settings.autonomy !== 'off' };
+    const claim: LockClaim = { sessionId: run.sessionId, workspace, writer: run.settings.autonomy !== 'off', ...(forkOf !== undefined && { forkOf }) };
     const turn = new Turn(run.id, claim, prompt, outputSchema);
     const turns = this.state.turns;
     turns.set(run.id, turn);

@@ -7,13 +7,14 @@
  */
 import { hostname } from 'node:os';
 import { realpath } from 'node:fs/promises';
-import { disabledToolIdsOf, settingsFor, type DroidClient, type McpServerSpec } from '../../droid/client.js';
+import { disabledToolIdsOf, settingsFor, type DroidClient, type LoadResult, type McpServerSpec } from '../../droid/client.js';
 import { DroidError } from '../../droid/errors.js';
 import { AMP_SERVER } from '../../droid/amp-tools.js';
 import { droidAutonomy } from '../../droid/permission-policy.js';
 import { resumeBaseline, type RawUsage } from '../../droid/turn-usage.js';
 import { epochMs } from '../../util/epoch.js';
-import type { StartMarks, TurnSpec } from '../contract/protocol.js';
+import type { PowerOutcome, StartMarks, TurnSpec } from '../contract/protocol.js';
+import { contextNow, powerApart, type PowerAsked, type SpareDroid } from './session-power.js';
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 
 /** What opening the session notes for the rest of the turn (run-turn.ts TurnState). */
@@ -23,6 +24,12 @@ export interface SessionOpening {
   baseline: RawUsage | null;
   notes: string[];
   catalog?: { models: unknown; answeredAt: number };
+  /** What droid did to the session before the prompt (issue 40), once done. */
+  power?: PowerOutcome;
+  /** Told as soon as the power is done, before the prompt. */
+  onPower?: (outcome: PowerOutcome) => void;
+  /** Starts a droid of the turn's launch apart from its own (a compaction runs there). */
+  spare?: () => Promise<SpareDroid>;
 }
 
 export async function openSession(spec: TurnSpec, client: DroidClient, state: SessionOpening): Promise<string> {
@@ -50,21 +57,52 @@ export async function openSession(spec: TurnSpec, client: DroidClient, state: Se
     await prepareAmpTools(spec, client, disabledToolIdsOf(created.settings));
     return created.sessionId;
   }
-  const loaded = await client.loadSession(spec.session.droidSessionId, { ...format, ...(mcpServers && { mcpServers }) });
+  // A session recorded elsewhere must never run its tools in this workspace.
+  const check = (answer: LoadResult) => assertSameDirectory(answer, spec.workspace);
+  // A fork's first turn, a rewind or a compaction: droid makes a new session first, in a droid of its own.
+  const asked = powerAsked(spec.session);
+  let outcome: PowerOutcome | null = null;
+  if (asked) {
+    if (!state.spare) throw new DroidError('session_power_failed', 'no droid to run the session power in; nothing was submitted');
+    outcome = await powerApart(state.spare, asked, spec.workspace, check);
+    // Recorded before anything else can fail: the files and the session have changed.
+    done(state, outcome);
+  }
+  const current = outcome ? outcome.droidSessionId : spec.session.mode === 'resume' ? spec.session.droidSessionId : spec.session.sourceDroidSessionId;
+  const loaded = await client.loadSession(current, { ...format, ...(mcpServers && { mcpServers }) });
+  await check(loaded);
+  if (outcome?.kind === 'compact') done(state, { ...outcome, compaction: { ...outcome.compaction, after: await contextNow(client) } });
   marks.initialized = epochMs();
+  if (loaded.availableModels !== undefined) state.catalog = { models: loaded.availableModels, answeredAt: marks.initialized };
   // The session's totals so far: this turn's running figure is what comes on top (turn-usage.ts).
   const resumed = resumeBaseline(loaded, spec.usageBaseline);
   state.baseline = resumed.baseline;
   if (resumed.note) state.notes.push(resumed.note);
-  if (loaded.availableModels !== undefined) state.catalog = { models: loaded.availableModels, answeredAt: marks.initialized };
-  // A session recorded elsewhere must never run its tools in this workspace.
-  if (!loaded.cwd || !(await sameDirectory(loaded.cwd, spec.workspace))) {
-    throw new DroidError('resume_cwd_mismatch', 'the droid session was recorded in a different working directory than this workspace; nothing was submitted');
-  }
   // A follow-up with unchanged settings skips the round trip (measured ≈ 30–130 ms on a busy host).
   await client.updateSettings(settings, loaded.settings);
   await prepareAmpTools(spec, client, disabledToolIdsOf(loaded.settings));
-  return spec.session.droidSessionId;
+  return current;
+}
+
+/** What the turn asks droid to do before the prompt, or null (issue 40). */
+function powerAsked(session: TurnSpec['session']): PowerAsked | null {
+  if (session.mode === 'fork') {
+    const names = { ...(session.title && { title: session.title }), ...(session.tags && { tags: session.tags }) };
+    return { kind: 'fork', source: session.sourceDroidSessionId, cutAt: session.cutAt, names };
+  }
+  return session.mode === 'resume' && session.before ? { kind: 'resume', droidSessionId: session.droidSessionId, power: session.before } : null;
+}
+
+/** The power is done: noted for the result, and told at once. */
+function done(state: SessionOpening, outcome: PowerOutcome): void {
+  state.power = outcome;
+  state.onPower?.(outcome);
+}
+
+async function assertSameDirectory(loaded: LoadResult, workspace: string): Promise<void> {
+  if (!loaded.cwd || !(await sameDirectory(loaded.cwd, workspace))) {
+    throw new DroidError('resume_cwd_mismatch', 'the droid session was recorded in a different working directory than this workspace; nothing was submitted');
+  }
 }
 
 /**

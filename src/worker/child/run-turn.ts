@@ -11,6 +11,7 @@ import type { ProgressEvent, TurnCollector } from '../../droid/turn-collector.js
 import { epochMs } from '../../util/epoch.js';
 import {
   stoppedResult,
+  type PowerOutcome,
   type StartMarks,
   type RenameOutcome,
   type ReplyCall,
@@ -21,6 +22,8 @@ import {
 } from '../contract/protocol.js';
 import { judgeStop, type Reached, type TurnStop } from '../../shared/turn-stop.js';
 import { openSession } from './open-session.js';
+import { touchedBy, type SpareDroid } from './session-power.js';
+import type { TouchedFiles } from '../../shared/records.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../contract/timeline.js';
 import { launchDifference, turnLaunch } from '../../sandbox/turn-launch.js';
@@ -32,8 +35,8 @@ import type { TokenUsage } from '../../droid/notifications.js';
 import type { RawUsage } from '../../droid/turn-usage.js';
 import { watchBudget, type BudgetWatch } from './budget-stop.js';
 import { applyTitle } from './apply-title.js';
-import { attachEgress, egressEntries, type TurnEgress } from '../../sandbox/egress/turn-egress.js';
-import { factoryDirOf } from '../../shared/host-paths.js';
+import type { TurnEgress } from '../../sandbox/egress/turn-egress.js';
+import { egressOf, spareDroid } from './turn-droids.js';
 
 export interface TurnHooks {
   /** The prompt is submitted; `stages` says when each step of the start happened. */
@@ -49,6 +52,8 @@ export interface TurnHooks {
   replyGate?(call: ReplyCall): Promise<boolean>;
   /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
   onReply?(event: ReplyEvent): void;
+  /** droid did the session power the turn asked for (issue 40), before the prompt. */
+  onPower?(outcome: PowerOutcome): void;
 }
 
 /** What asks a running turn to stop: how it then ended is a TurnStop (shared/turn-stop.ts). */
@@ -73,6 +78,11 @@ interface TurnState {
   catalog?: { models: unknown; answeredAt: number };
   /** droid's proxy, when the sandbox gave it its own network; closed after droid is stopped. */
   egress?: TurnEgress;
+  /** What droid did to the session before the prompt (issue 40). */
+  power?: PowerOutcome;
+  onPower?: (outcome: PowerOutcome) => void;
+  /** Starts a droid beside the turn's, for a session power. */
+  spare?: () => Promise<SpareDroid>;
 }
 
 /** `error.name` of droid's notification when it has no usable login or key. */
@@ -102,7 +112,15 @@ const RENAMABLE: readonly TurnOutcome[] = ['succeeded', 'interrupted'];
 export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid, early?: EarlyDroid): Promise<FinishedTurn> {
   const startedAt = Date.now();
   const budget = watchBudget(spec.budget, (usage) => hooks.onUsage?.(usage));
-  const state: TurnState = { droidSessionId: null, submitted: false, marks: { spec_received: epochMs() }, baseline: {}, budget, notes: [] };
+  const state: TurnState = {
+    droidSessionId: null,
+    submitted: false,
+    marks: { spec_received: epochMs() },
+    baseline: {},
+    budget,
+    notes: [],
+    ...(hooks.onPower && { onPower: (outcome: PowerOutcome) => hooks.onPower!(outcome) }),
+  };
   let deadlineTimer: NodeJS.Timeout | undefined;
   let cancelledAt: number | null = null;
   void hooks.cancelled.then(() => (cancelledAt ??= Date.now()));
@@ -126,6 +144,7 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
   const timeline = turnTimeline(spec.timeoutMs, spec.graceMs);
   const notAfter = Math.min(startedAt + timeline.evidenceEndsByMs, cancelledAt === null ? Infinity : cancelledAt + timeline.evidenceAfterCancelMs);
   const extra = state.submitted && state.evidence ? await finishEvidence(spec, state.evidence, state.client, state.collector, notAfter) : {};
+  const touched = await touchedFiles(spec, state, notAfter);
   let structured: Pick<TurnResult, 'structuredOutput'> = {};
   if (state.submitted && spec.outputSchema) {
     const verdict = judgeStop(stopped, true);
@@ -134,7 +153,14 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
     // The output check may turn a finished turn into a failed one, never the other way.
     if (judged.error !== null && judged.error.code !== verdict.error?.code) stopped = { kind: 'failed', error: judged.error, end: verdict.reason };
   }
-  const result = stoppedResult(stopped, { ...evidence(state), ...extra, ...structured, durationMs: Date.now() - startedAt });
+  const result = stoppedResult(stopped, {
+    ...evidence(state),
+    ...extra,
+    ...structured,
+    ...(touched && { touched }),
+    ...(state.power && { power: state.power }),
+    durationMs: Date.now() - startedAt,
+  });
   return {
     result,
     release: async (skip) => {
@@ -152,6 +178,18 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
       return rename;
     },
   };
+}
+
+/**
+ * A writer turn that reached droid: the files droid's tools changed, as it
+ * left them (what a later rewind checks), read within the evidence window.
+ */
+async function touchedFiles(spec: TurnSpec, state: TurnState, notAfter: number): Promise<TouchedFiles | null> {
+  const client = state.client;
+  if (!state.submitted || spec.autonomy === 'off' || !client || !state.droidSessionId || client.process.connection.closed) return null;
+  const window = notAfter - Date.now();
+  if (window <= 0) return null;
+  return Promise.race([touchedBy(client, state.droidSessionId, spec.runId, spec.workspace), sleep(window, null)]);
 }
 
 /** Everything observed so far, whatever the outcome. */
@@ -186,11 +224,8 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   if (useWarm) state.client = warm.client;
   const client = await turnDroid(spec, state, useWarm ? warm : undefined, early);
   state.client = client;
-  const listener = client.process.egressListener;
-  if (listener && spec.sandbox.mode === 'bwrap' && spec.sandbox.network?.mode === 'proxy') {
-    const entries = egressEntries(spec.sandbox.network, factoryDirOf(spec.droidEnv), spec.replyBack ? [spec.replyBack.url] : []);
-    state.egress = attachEgress(listener, entries);
-  }
+  state.egress = egressOf(spec, client);
+  state.spare = () => spareDroid(spec);
   // droid writes nothing before the prompt is submitted: the "before" snapshot runs during setup.
   state.evidence = beginEvidence(spec, state.gitLauncher ?? null);
   void state.evidence.before.then(
@@ -229,7 +264,8 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
 
   await state.evidence.before;
   state.marks.submit_sent = epochMs();
-  const collector = await client.submit(spec.prompt, hooks.onProgress, { baseline: state.baseline, onUsage: state.budget.onUsage });
+  // The run's id is droid's id for the message, so a later rewind or fork can name it (issue 40).
+  const collector = await client.submit(spec.prompt, hooks.onProgress, { baseline: state.baseline, onUsage: state.budget.onUsage }, spec.runId);
   state.marks.submit_answered = epochMs();
   state.collector = collector;
   state.submitted = true;

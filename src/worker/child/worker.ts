@@ -186,6 +186,7 @@ async function execute(rawSpec: unknown): Promise<void> {
           onCatalog: sendCatalog,
           replyGate: askGate,
           onReply: (event) => void send({ type: 'reply_event', event }),
+          onPower: (power) => void send({ type: 'power', power }),
         },
         warm,
         early,

@@ -5,10 +5,45 @@
  * (ipc.ts): a malformed message is reported and ignored, never a guess.
  */
 import { z } from 'zod';
-import { autonomySchema, budgetRecord, tokenUsage } from '../../shared/record-schemas.js';
+import { autonomySchema, budgetRecord, compactionRecord, rewindRecord, tokenUsage, touchedFiles } from '../../shared/record-schemas.js';
 import { catalogModel, errorInfo, permissionRecord, progressEvent, questionRecord, transcriptEntry, type ErrorInfo } from '../../droid/schemas.js';
 import { changeSet, contextStats, egressEvidence } from '../../shared/evidence-types.js';
 import { judgeStop, turnOutcomeSchema, turnStopSchema, type TurnOutcome, type TurnStop } from '../../shared/turn-stop.js';
+
+/** What a resumed turn asks droid to do to its session before the prompt (issue 40). */
+export const sessionPowerSchema = z.discriminatedUnion('kind', [
+  z
+    .object({
+      kind: z.literal('rewind'),
+      /** The message (run id) the session goes back to before. */
+      toMessage: z.string().min(1),
+      /**
+       * The runs undone, in order (the first is toMessage's): droid lists a run's
+       * file changes and every later one's only from a run that changed a file
+       * (measured), so the worker asks from the first until one answers.
+       */
+      undone: z.array(z.string().min(1)).min(1),
+      /** Each file droid's tools changed in the undone runs, as the last of them left it (sha256; null: not there). */
+      expect: z.array(z.object({ path: z.string(), sha256: z.string().nullable() }).strict()),
+      /** Undone runs whose files were not all recorded: nothing droid would restore can be checked against them. */
+      unchecked: z.array(z.string()),
+    })
+    .strict(),
+  z.object({ kind: z.literal('compact'), auto: z.boolean() }).strict(),
+]);
+export type SessionPower = z.infer<typeof sessionPowerSchema>;
+
+/**
+ * What droid did to the session before the prompt (issue 40): the new droid
+ * session it made, and what the rewind restored or the compaction removed.
+ * Reported at once (`power`) and again with the result.
+ */
+export const powerOutcomeSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('fork'), droidSessionId: z.string().min(1) }).strict(),
+  z.object({ kind: z.literal('rewind'), droidSessionId: z.string().min(1), rewind: rewindRecord }).strict(),
+  z.object({ kind: z.literal('compact'), droidSessionId: z.string().min(1), compaction: compactionRecord }).strict(),
+]);
+export type PowerOutcome = z.infer<typeof powerOutcomeSchema>;
 
 export const turnSpecSchema = z
   .object({
@@ -22,7 +57,27 @@ export const turnSpecSchema = z
     droidEnv: z.record(z.string(), z.string()),
     session: z.discriminatedUnion('mode', [
       z.object({ mode: z.literal('create'), title: z.string().optional(), tags: z.array(z.string()).optional() }).strict(),
-      z.object({ mode: z.literal('resume'), droidSessionId: z.string().min(1) }).strict(),
+      z
+        .object({
+          mode: z.literal('resume'),
+          droidSessionId: z.string().min(1),
+          /** Before the prompt (issue 40): rewind to before this message (a run id), or compact the conversation. */
+          before: sessionPowerSchema.optional(),
+        })
+        .strict(),
+      /**
+       * A fork's first turn (issue 40): opens its source's droid session and
+       * forks it whole (`cutAt` null), or cut before that message (a run id).
+       */
+      z
+        .object({
+          mode: z.literal('fork'),
+          sourceDroidSessionId: z.string().min(1),
+          cutAt: z.string().min(1).nullable(),
+          title: z.string().optional(),
+          tags: z.array(z.string()).optional(),
+        })
+        .strict(),
     ]),
     model: z.string().min(1),
     reasoningEffort: z.string().min(1).optional(),
@@ -62,6 +117,8 @@ export const turnSpecSchema = z
           sessionsCopy: z.string().startsWith('/').optional(),
           /** Set by the runner too: the turn's private TMPDIR. */
           turnTmp: z.string().startsWith('/').optional(),
+          /** The session's own folder of droid's file snapshots (issue 40), kept across its turns for a later rewind; the runner makes it. */
+          snapshotsDir: z.string().startsWith('/').optional(),
         })
         .strict(),
     ]),
@@ -135,6 +192,10 @@ export const turnResultSchema = z
     context: contextStats.nullable().optional(),
     /** What the turn's egress proxy refused. Absent: droid had the host's network (or never started). */
     egress: egressEvidence.optional(),
+    /** What droid did to the session before the prompt (issue 40). Absent: nothing, or it did not get that far. */
+    power: powerOutcomeSchema.optional(),
+    /** Writer turns that reached droid: the files droid's tools changed, as the turn left them (what a later rewind checks). */
+    touched: touchedFiles.optional(),
   })
   .strict()
   // A successful turn names its droid session and carries no error; anything else is not a success.
@@ -234,6 +295,8 @@ export const workerToParentSchema = z.discriminatedUnion('type', [
    */
   z.object({ type: z.literal('catalog'), models: z.array(catalogModel).min(1), answeredAt: z.iso.datetime() }).strict(),
   z.object({ type: z.literal('progress'), event: progressEvent }).strict(),
+  /** droid did its session power (issue 40): recorded before the prompt is submitted. */
+  z.object({ type: z.literal('power'), power: powerOutcomeSchema }).strict(),
   /** The turn's running usage changed (droid's session_token_usage_changed, turn-usage.ts). */
   z.object({ type: z.literal('usage'), usage: tokenUsage }).strict(),
   z.object({ type: z.literal('terminal'), result: turnResultSchema }).strict(),

@@ -3,6 +3,7 @@
  * relays its reports, and makes sure the whole group is gone at the end.
  * Its budgets come from the turn timeline (timeline.ts).
  */
+import { mkdirSync } from 'node:fs';
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { CatalogModel } from '../../droid/client.js';
@@ -13,6 +14,7 @@ import {
   failedResult,
   stoppedResult,
   type ParentToWorker,
+  type PowerOutcome,
   type RenameOutcome,
   type ReplyCall,
   type ReplyEvent,
@@ -53,6 +55,8 @@ export interface WorkerOptions {
   onReplyCall?(call: ReplyCall): Promise<boolean>;
   /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
   onReplyEvent?(event: ReplyEvent): void;
+  /** droid did the session power the turn asked for (issue 40), before the prompt: the session it made is the turn's from here. */
+  onPower?(power: PowerOutcome): void;
   /** Environment of the worker process itself (droid gets spec.droidEnv). */
   env?: NodeJS.ProcessEnv;
   workerEntry?: string;
@@ -111,6 +115,8 @@ interface TurnWatch {
   /** The session the worker said droid started, and the one its result names. */
   startedSession: string | null;
   reportedSession: string | null;
+  /** The session a fork, rewind or compaction made before the prompt (issue 40): the one copied back. */
+  powerSession?: string;
   firedBackstop: Backstop | null;
   invalidMessages: number;
   /** The first MAX_IPC_PROBLEMS invalid messages, kept as diagnostics. */
@@ -168,8 +174,7 @@ export function startWorker(turnSpec: TurnSpec, options: WorkerOptions = {}): Wo
     } finally {
       backstop.clear();
     }
-    // A resumed session keeps its id; a new one is droid's answer to initialize.
-    if (confined) await releaseConfinedTurn(confined, resumeId ?? watch.reportedSession ?? watch.startedSession, options);
+    if (confined) await releaseConfinedTurn(confined, sessionToKeep(watch, resumeId), options);
   });
 
   // The worker may spawn this droid before anything else (worker/child/early-droid.ts).
@@ -262,7 +267,10 @@ function relayMessage(
     return;
   }
   const message = parsed.message;
-  if (message.type === 'started') {
+  if (message.type === 'power') {
+    watch.powerSession = message.power.droidSessionId;
+    options.onPower?.(message.power);
+  } else if (message.type === 'started') {
     watch.startedSession = message.droidSessionId;
     options.onStarted?.(message.droidSessionId, { worker_ready: watch.readyAt, ...message.stages });
   } else if (message.type === 'progress') options.onProgress?.(message.event);
@@ -277,12 +285,22 @@ function relayMessage(
   else if (message.type === 'terminal' && !watch.gotResult) {
     watch.gotResult = true;
     watch.reportedSession = message.result.droidSessionId;
+    if (message.result.power) watch.powerSession ??= message.result.power.droidSessionId;
     onResult(withIpcProblems(message.result, watch));
   }
 }
 
 function withIpcProblems(r: TurnResult, watch: TurnWatch): TurnResult {
   return watch.ipcProblems.length ? { ...r, diagnostics: [...r.diagnostics, ...watch.ipcProblems] } : r;
+}
+
+/**
+ * The droid session a sandboxed turn's copy gives back: the one a fork, rewind or compaction made (issue 40), which
+ * never replaces files droid's folder has; else a resumed one's id, or a new session's (droid's answer to initialize).
+ */
+function sessionToKeep(watch: TurnWatch, resumeId: string | null): { id: string | null; fresh: boolean } {
+  if (watch.powerSession) return { id: watch.powerSession, fresh: true };
+  return { id: resumeId ?? watch.reportedSession ?? watch.startedSession, fresh: false };
 }
 
 /** A sandboxed turn's private folders; `dispose` removes them, off the event loop, and settles once they are gone (never rejects). */
@@ -299,12 +317,14 @@ export interface ConfinedTurn {
  */
 function confineTurn(turnSpec: TurnSpec, prepared?: ConfinedTurn): { resumeId: string | null; confined: ConfinedTurn | null; spec: TurnSpec } {
   const resumeId = turnSpec.session.mode === 'resume' ? turnSpec.session.droidSessionId : null;
+  // A fork's first turn reads its source's session (issue 40).
+  const fillId = turnSpec.session.mode === 'fork' ? turnSpec.session.sourceDroidSessionId : resumeId;
   let confined: ConfinedTurn | null = null;
   if (turnSpec.sandbox.mode === 'bwrap') {
     confined = prepared ?? emptyConfinedTurn(turnSpec);
     try {
       // Now, not when the folders were made: the session's previous turn has been copied back since.
-      confined.sessions.fill(resumeId);
+      confined.sessions.fill(fillId);
     } catch (err) {
       void confined.dispose();
       throw err;
@@ -322,6 +342,8 @@ export function withFolders(spec: TurnSpec, confined: ConfinedTurn | null): Turn
 
 /** A sandboxed turn's private folders, named after its run (so a restart finds what a dead controller left); the sessions copy empty until filled. */
 export function emptyConfinedTurn(spec: TurnSpec): ConfinedTurn {
+  // The session's snapshots folder outlives the turn (a later rewind reads it): made once, never removed here.
+  if (spec.sandbox.mode === 'bwrap' && spec.sandbox.snapshotsDir) mkdirSync(spec.sandbox.snapshotsDir, { recursive: true, mode: 0o700 });
   const sessions = emptySessionCopy(factoryDirOf(spec.droidEnv), spec.workspace, spec.runId);
   let tmp: TurnTmp;
   try {
@@ -340,8 +362,8 @@ export function emptyConfinedTurn(spec: TurnSpec): ConfinedTurn {
  * controller that dies before this leaves the copy for the next start
  * (session-copy.ts recoverSessionCopies).
  */
-async function releaseConfinedTurn(confined: ConfinedTurn, droidSessionId: string | null, options: WorkerOptions): Promise<void> {
-  await commitSessions(confined.sessions, droidSessionId, options);
+async function releaseConfinedTurn(confined: ConfinedTurn, session: { id: string | null; fresh: boolean }, options: WorkerOptions): Promise<void> {
+  await commitSessions(confined.sessions, session, options);
   const [copyLeft, tmpLeft] = await Promise.all([confined.sessions.dispose(), confined.tmp.dispose()]);
   const left = [copyLeft && `the private sessions copy was not removed: ${copyLeft}`, tmpLeft && `the turn's TMPDIR was not removed: ${tmpLeft}`].filter(
     (x): x is string => !!x,
@@ -350,9 +372,9 @@ async function releaseConfinedTurn(confined: ConfinedTurn, droidSessionId: strin
 }
 
 /** Copies this session's files back once the group is gone. Never rejects; refusals are reported. */
-async function commitSessions(sessions: SessionCopy, droidSessionId: string | null, options: WorkerOptions): Promise<void> {
+async function commitSessions(sessions: SessionCopy, session: { id: string | null; fresh: boolean }, options: WorkerOptions): Promise<void> {
   try {
-    const result = await sessions.commit(droidSessionId);
+    const result = await sessions.commit(session.id, session.fresh);
     if (result.refused.length) options.onSessionCopy?.(result);
   } catch (err) {
     options.onSessionCopy?.({ copied: [], refused: [`copy-back failed: ${(err as Error).message}`] });

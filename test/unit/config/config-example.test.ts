@@ -72,6 +72,7 @@ describe('config.example.json', () => {
       runTimeoutMs: 3_600_000,
       cancelGraceMs: 5_000,
       ceilings: { maxTurnTokens: 20_000_000, maxTurnCredits: 500, maxSessionCredits: 2000 },
+      autoCompactAt: 0.8,
       modelCacheTtlMs: 60_000,
       sandbox: { mode: 'bwrap', bwrapPath: config.bwrapPath },
       port: 8787,

@@ -453,6 +453,18 @@ describe('loadConfig: spend ceilings', () => {
   });
 });
 
+describe('loadConfig: autoCompactAt (issue 40)', () => {
+  it('reads a fraction of the context window; absent is off', async () => {
+    expect((await load(base({ autoCompactAt: 0.8 }))).autoCompactAt).toBe(0.8);
+    expect((await load(base({ autoCompactAt: 1 }))).autoCompactAt).toBe(1);
+    expect((await load(base({}))).autoCompactAt).toBeUndefined();
+  });
+
+  it.each([0, -0.1, 1.5, '0.8', null])('refuses autoCompactAt = %j, naming what it takes', async (value) => {
+    await expectRefused(base({ autoCompactAt: value }), 'autoCompactAt', { mentions: ['fraction of the context window'] });
+  });
+});
+
 describe('loadConfig: warmPoolSize', () => {
   it('is 0 (pool off) or up to maxConcurrentRuns, never above', async () => {
     expect((await load(base({ warmPoolSize: 0 }))).warmPoolSize).toBe(0);

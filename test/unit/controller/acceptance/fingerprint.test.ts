@@ -40,4 +40,20 @@ describe('fingerprint', () => {
     expect(fingerprint({ ...intent, kind: 'send', target: 'session-1', replyTo: undefined })).toBe(LEGACY_SEND);
     expect(fingerprint(intent)).toBe(LEGACY_CREATE);
   });
+
+  it('tells every session power from its absence and from each other (issue 40), and leaves older fingerprints alone', () => {
+    const send: Intent = { ...intent, kind: 'send', target: 'session-1', replyTo: undefined };
+    const prints = [
+      intent,
+      { ...intent, forkFrom: { session: 's', run: null } },
+      { ...intent, forkFrom: { session: 's', run: 'r' } },
+      { ...intent, forkFrom: { session: 's2', run: null } },
+      send,
+      { ...send, rewindTo: 'r' },
+      { ...send, rewindTo: 'r2' },
+      { ...send, compact: true as const },
+    ].map(fingerprint);
+    expect(new Set(prints).size).toBe(prints.length);
+    expect(fingerprint(send)).toBe(LEGACY_SEND);
+  });
 });

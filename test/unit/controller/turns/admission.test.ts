@@ -48,4 +48,15 @@ describe('selectRunnable', () => {
     const queue = [q('w', 's1', '/r', true), q('x', 's2', '/elsewhere', true)];
     expect(selectRunnable(queue, [live('s3', '/r/sub', false)], 4)).toEqual(['x']);
   });
+
+  it("a fork's first turn takes its source's turn too: behind the source's live or earlier turns, ahead of its later ones (issue 40)", () => {
+    const fork = (runId: string): QueuedTurn => ({ runId, sessionId: 'f', workspace: '/r/f', writer: true, forkOf: 's1' });
+    // Behind the source's live turn, though the workspaces do not overlap.
+    expect(selectRunnable([fork('f1')], [live('s1', '/r/a', true)], 4)).toEqual([]);
+    // Behind the source's earlier queued turn, and the source's later turn behind it.
+    expect(selectRunnable([q('a', 's1', '/r/a', true), fork('f1'), q('b', 's1', '/r/a', true)], [], 4)).toEqual(['a']);
+    expect(selectRunnable([fork('f1'), q('b', 's1', '/r/a', true)], [], 4)).toEqual(['f1']);
+    // A live fork's first turn keeps the source's next turn waiting; another session runs.
+    expect(selectRunnable([q('b', 's1', '/r/a', true), q('c', 's2', '/r/c', true)], [{ ...live('f', '/r/f', true), forkOf: 's1' }], 4)).toEqual(['c']);
+  });
 });

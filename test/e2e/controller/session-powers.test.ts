@@ -1,0 +1,226 @@
+/**
+ * droid's own session powers through the tools (issue 40): fork a session,
+ * rewind a turn (its words and its files), compact a conversation. The
+ * built server over stdio, real workers in the default sandbox (bwrap), the
+ * real droid CLI and the scripted model.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { messageText, script, SCRIPTED_SUMMARY } from '../../../src/testbed/scripted-model.js';
+import type { RunningServer } from '../../support/mcp-server.js';
+import { waitForNoProcesses } from '../../support/processes.js';
+import { makeContext, type E2EContext } from '../../support/e2e-context.js';
+import type { Acceptance, SessionView } from '../../support/tool-views.js';
+
+let ctx: E2EContext;
+let server: RunningServer;
+const TAG = `e2e-powers-${process.pid}-${Date.now()}`;
+
+beforeAll(async () => {
+  ctx = await makeContext(TAG);
+  server = await ctx.start({ maxConcurrentRuns: 4 });
+});
+afterEach(async () => {
+  // Nothing of a test is still running when the next begins.
+  for (;;) {
+    const live = (await server.ok<{ sessions: SessionView[] }>('droid_find_sessions', { state: 'working' })).sessions;
+    if (live.length === 0) break;
+    await settle(...live.map((s) => s.session));
+  }
+});
+afterAll(async () => {
+  await server?.close();
+  await waitForNoProcesses(TAG, 15_000);
+  await ctx?.cleanup();
+});
+
+let keys = 0;
+const key = () => `powers-${++keys}`;
+
+async function settle(...sessions: string[]): Promise<SessionView[]> {
+  for (;;) {
+    const waited = await server.ok<{ sessions: SessionView[]; timedOut: boolean }>('droid_wait_for_sessions', { sessions, timeoutSeconds: 30 });
+    if (!waited.timedOut) return waited.sessions;
+  }
+}
+
+async function create(args: Record<string, unknown>): Promise<Acceptance> {
+  return server.ok<Acceptance>('droid_create_session', { requestKey: key(), replyTo: null, autonomy: 'high', ...args });
+}
+
+async function send(session: string, args: Record<string, unknown>): Promise<Acceptance> {
+  return server.ok<Acceptance>('droid_send_message', { requestKey: key(), session, ...args });
+}
+
+async function done(session: string): Promise<SessionView> {
+  const [view] = await settle(session);
+  return view!;
+}
+
+/** The text of every message of the model request that carried `marker`, joined. */
+function requestWith(marker: string): string {
+  const request = ctx.bed.model.requests.find((r) => r.messages.some((m) => m.role === 'user' && messageText(m).includes(marker)));
+  if (!request) throw new Error(`no model request carried ${marker}`);
+  return request.messages.map(messageText).join('\n');
+}
+
+/** The rejection of a call expected to fail. */
+async function fail(name: string, args: Record<string, unknown>): Promise<{ code: string; message: string; retryable: boolean; action: string }> {
+  const outcome = await server.call(name, args);
+  if (!outcome.isError) throw new Error(`${name} was expected to fail: ${outcome.text.slice(0, 300)}`);
+  return outcome.structured.error as { code: string; message: string; retryable: boolean; action: string };
+}
+
+const createFile = (path: string, content: string) => ({ name: 'Create', arguments: { file_path: path, content } });
+
+describe('fork', () => {
+  it("a fork's first turn carries the source's history, and the source never sees the fork's", async () => {
+    const ws = ctx.workspace('fork-history');
+    const source = await create({ workspace: ws, autonomy: 'off', prompt: `source-one-qk1 ${script({ text: 'source answer one' })}` });
+    const sourceDone = await done(source.metadata.session);
+    expect(sourceDone.latestRun.state).toBe('succeeded');
+
+    const fork = await create({
+      workspace: ws,
+      autonomy: 'off',
+      title: 'The fork',
+      forkFrom: { session: source.metadata.session },
+      prompt: `fork-turn-qk2 ${script({ text: 'fork answer' })}`,
+    });
+    const forkDone = await done(fork.metadata.session);
+    expect(forkDone.latestRun.state, JSON.stringify(forkDone.latestRun.error)).toBe('succeeded');
+    expect(forkDone.forkOf).toEqual({ session: source.metadata.session, run: source.metadata.run });
+    expect(forkDone.title).toBe('The fork');
+    expect(fork.metadata.session).not.toBe(source.metadata.session);
+    // The fork's model request holds the source's turn.
+    expect(requestWith('fork-turn-qk2')).toContain('source-one-qk1');
+
+    // The source goes on without the fork's turn.
+    await send(source.metadata.session, { prompt: `source-two-qk3 ${script({ text: 'source answer two' })}` });
+    expect((await done(source.metadata.session)).latestRun.state).toBe('succeeded');
+    const sourceSees = requestWith('source-two-qk3');
+    expect(sourceSees).toContain('source-one-qk1');
+    expect(sourceSees).not.toContain('fork-turn-qk2');
+  });
+
+  it('forks right after an earlier run, and refuses a run not of the source, an unknown source, and another workspace', async () => {
+    const ws = ctx.workspace('fork-at');
+    const source = await create({ workspace: ws, autonomy: 'off', prompt: `at-one-qk4 ${script({ text: 'one' })}` });
+    await done(source.metadata.session);
+    await send(source.metadata.session, { prompt: `at-two-qk5 ${script({ text: 'two' })}` });
+    await done(source.metadata.session);
+
+    const fork = await create({
+      workspace: ws,
+      autonomy: 'off',
+      forkFrom: { session: source.metadata.session, run: source.metadata.run },
+      prompt: `at-fork-qk6 ${script({ text: 'f' })}`,
+    });
+    const forkDone = await done(fork.metadata.session);
+    expect(forkDone.latestRun.state, JSON.stringify(forkDone.latestRun.error)).toBe('succeeded');
+    const seen = requestWith('at-fork-qk6');
+    expect(seen).toContain('at-one-qk4');
+    expect(seen).not.toContain('at-two-qk5');
+
+    const other = await create({ workspace: ctx.workspace('fork-other'), autonomy: 'off', prompt: `other ${script({ text: 'o' })}` });
+    await done(other.metadata.session);
+    const refusals = [
+      { forkFrom: { session: source.metadata.session, run: other.metadata.run }, code: 'fork_point_invalid', workspace: ws },
+      { forkFrom: { session: 'no-such-session' }, code: 'session_not_found', workspace: ws },
+      { forkFrom: { session: source.metadata.session }, code: 'invalid_arguments', workspace: ctx.workspace('fork-elsewhere') },
+    ];
+    for (const r of refusals) {
+      const error = await fail('droid_create_session', {
+        requestKey: key(),
+        replyTo: null,
+        autonomy: 'off',
+        workspace: r.workspace,
+        forkFrom: r.forkFrom,
+        prompt: 'x',
+      });
+      expect(error.code).toBe(r.code);
+      expect(error.action).toBeTruthy();
+    }
+  });
+});
+
+describe('rewind', () => {
+  it('deletes the file the undone turn created, restores one it edited, and the model no longer sees it but still sees the turn before', async () => {
+    const ws = ctx.workspace('rewind-files');
+    const edited = join(ws, 'edited.txt');
+    const created = join(ws, 'created.txt');
+    writeFileSync(edited, 'original\n');
+    const first = await create({ workspace: ws, prompt: `rw-one-qk7 ${script({ text: 'kept turn' })}` });
+    await done(first.metadata.session);
+    const session = first.metadata.session;
+    const undone = await send(session, { prompt: `rw-two-qk8 ${script({ steps: [createFile(created, 'new\n'), createFile(edited, 'changed\n')] })}` });
+    expect((await done(session)).latestRun.state).toBe('succeeded');
+    expect(readFileSync(edited, 'utf8')).toBe('changed\n');
+    expect(existsSync(created)).toBe(true);
+
+    const rewind = await send(session, { rewindTo: undone.metadata.run, prompt: `rw-three-qk9 ${script({ text: 'after the rewind' })}` });
+    const view = await done(session);
+    expect(view.latestRun.state, JSON.stringify(view.latestRun.error)).toBe('succeeded');
+    expect(view.latestRun.rewindTo).toBe(undone.metadata.run);
+    expect(view.latestRun.rewind).toMatchObject({ restored: [edited], deleted: [created], failed: 0 });
+    expect(readFileSync(edited, 'utf8')).toBe('original\n');
+    expect(existsSync(created)).toBe(false);
+    const seen = requestWith('rw-three-qk9');
+    expect(seen).toContain('rw-one-qk7');
+    expect(seen).not.toContain('rw-two-qk8');
+
+    // The undone run stays in history, marked.
+    const history = await server.ok<{ items: Array<{ run: string; type: string; kind?: string }> }>('droid_read_session', { session, limit: 100 });
+    expect(history.items.filter((i) => i.run === undone.metadata.run && i.type === 'tool_call')).toHaveLength(2);
+    expect(history.items.find((i) => i.run === undone.metadata.run && i.kind === 'rewound')).toBeTruthy();
+    expect(history.items.find((i) => i.run === rewind.metadata.run && i.kind === 'rewind')).toBeTruthy();
+    const status = await server.ok<{ status: SessionView }>('droid_get_session_status', { session });
+    expect(status.status.latestRun.run).toBe(rewind.metadata.run);
+  });
+
+  it('refuses a foreign or unfinished run, and never overwrites a file a person edited after the turn', async () => {
+    const ws = ctx.workspace('rewind-refusals');
+    const file = join(ws, 'notes.txt');
+    const a = await create({ workspace: ws, prompt: `rf-one ${script({ steps: [createFile(file, 'by the turn\n')] })}` });
+    await done(a.metadata.session);
+    const other = await create({ workspace: ctx.workspace('rewind-foreign'), autonomy: 'off', prompt: `foreign ${script({ text: 'f' })}` });
+    await done(other.metadata.session);
+    const foreign = await fail('droid_send_message', { requestKey: key(), session: a.metadata.session, rewindTo: other.metadata.run, prompt: 'x' });
+    expect(foreign.code).toBe('rewind_target_invalid');
+
+    const slow = await send(a.metadata.session, { prompt: `rf-slow ${script({ text: 'slow', slowMs: 3_000 })}` });
+    const unfinished = await fail('droid_send_message', { requestKey: key(), session: a.metadata.session, rewindTo: slow.metadata.run, prompt: 'x' });
+    expect(unfinished.code).toBe('rewind_target_unfinished');
+    expect(unfinished.retryable).toBe(true);
+    await done(a.metadata.session);
+
+    // A person edits the file after the turn: the rewind refuses, and nothing changes.
+    writeFileSync(file, 'edited by a person\n');
+    await send(a.metadata.session, { rewindTo: a.metadata.run, prompt: `rf-rewind ${script({ text: 'never runs' })}` });
+    const view = await done(a.metadata.session);
+    expect(view.latestRun.state).toBe('failed');
+    expect(view.latestRun.error?.code).toBe('rewind_conflict');
+    expect(view.latestRun.error?.message).toContain(file);
+    expect(readFileSync(file, 'utf8')).toBe('edited by a person\n');
+    expect(ctx.bed.model.requests.some((r) => r.messages.some((m) => messageText(m).includes('rf-rewind')))).toBe(false);
+  });
+});
+
+describe('compact', () => {
+  it('compacts the conversation, shows the context before and after, and the conversation goes on', async () => {
+    const ws = ctx.workspace('compact');
+    const a = await create({ workspace: ws, autonomy: 'off', prompt: `cp-one-qk10 ${script({ text: 'long answer '.repeat(200) })}` });
+    await done(a.metadata.session);
+    await send(a.metadata.session, { compact: true, prompt: `cp-two-qk11 ${script({ text: 'after compaction' })}` });
+    const view = await done(a.metadata.session);
+    expect(view.latestRun.state, JSON.stringify(view.latestRun.error)).toBe('succeeded');
+    const compaction = view.latestRun.compaction!;
+    expect(compaction.auto).toBe(false);
+    expect(compaction.removedMessages).toBeGreaterThan(0);
+    expect(compaction.before!.used).toBeGreaterThan(compaction.after!.used);
+    const seen = requestWith('cp-two-qk11');
+    expect(seen).toContain(SCRIPTED_SUMMARY);
+    expect(seen).not.toContain('cp-one-qk10');
+  });
+});
