@@ -51,8 +51,11 @@ export interface SessionCopyResult {
 export interface SessionCopy {
   /** Bound as `<factoryDir>/sessions` inside the sandbox. */
   readonly dir: string;
-  /** Copies the session's files in from droid's folder (a new session: nothing); synchronous, before droid loads it. */
-  fill(resumeId: string | null): void;
+  /**
+   * Copies the session's files in from droid's folder (a new session: nothing); synchronous, before droid loads it.
+   * `fromWorkspace`: the session was recorded in another workspace (a fork's source, issue 40): read from that one's folder.
+   */
+  fill(resumeId: string | null, fromWorkspace?: string): void;
   /**
    * Copies this session's own files back (safe while the turn's processes still run); never blocks the event loop.
    * `fresh`: a session droid made in this turn (a fork, rewind or compaction, issue 40), which never replaces files droid's folder already has.
@@ -169,10 +172,11 @@ export function emptySessionCopy(factoryDir: string, workspace: string, runId: s
 function openSessionCopy(dir: string, realSessions: string, folder: string): SessionCopy {
   return {
     dir,
-    fill(resumeId) {
+    fill(resumeId, fromWorkspace) {
       if (resumeId === null || !SESSION_ID.test(resumeId)) return;
+      const from = fromWorkspace === undefined ? folder : sessionFolderName(fromWorkspace);
       for (const suffix of SESSION_FILE_SUFFIXES) {
-        const source = join(realSessions, folder, resumeId + suffix);
+        const source = join(realSessions, from, resumeId + suffix);
         // droid's own files on the host (no turn writes there): a plain copy.
         if (kindOf(source) === 'file') copyFileSync(source, join(dir, folder, resumeId + suffix));
       }

@@ -123,7 +123,7 @@ export function isTitleRequest(messages: readonly ChatMessage[]): boolean {
  * no tools. Measured: droid rejects an answer without text ("Summarizer model
  * … returned no text (stop reason: tool-calls)").
  */
-function isSummaryRequest(messages: readonly ChatMessage[]): boolean {
+export function isSummaryRequest(messages: readonly ChatMessage[]): boolean {
   const system = messages[0];
   return system?.role === 'system' && messageText(system).includes('You excel at creating and maintaining summaries');
 }

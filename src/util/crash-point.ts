@@ -17,6 +17,8 @@ export const CRASH_POINTS = [
   'spawned',
   /** The `started` (running) transition is committed. */
   'started',
+  /** The worker reported the session power droid did (a fork, rewind or compaction: issue 40); it is not recorded yet. */
+  'power-received',
   /** The worker's terminal result has arrived; it is not persisted yet. */
   'terminal-received',
   /** The terminal result is persisted; the worker is not acknowledged yet. */

@@ -323,3 +323,37 @@ for (let round = 1; round <= ROUNDS; round++) {
     });
   });
 }
+
+describe('a session power cut short (issue 40)', () => {
+  it('kill -9 mid-rewind (droid rewound, nothing recorded yet) → unknown, never replayed', async () => {
+    const s = scenario('rewind');
+    const m1 = s.marker('rw-one');
+    const m2 = s.marker('rw-rewind');
+    const file = join(s.ws, `made-${s.nonce}.txt`);
+    const server0 = await s.start();
+    const a = await server0.ok<Acceptance>(
+      'droid_create_session',
+      createArgs(s, `${m1} ${script({ tool: { name: 'Create', arguments: { file_path: file, content: 'made\n' } } })}`),
+    );
+    await settle(server0, [a.metadata.session]);
+    expect(existsSync(file)).toBe(true);
+    await server0.close();
+
+    const crashing = await s.start('power-received');
+    const rewind = { requestKey: s.key(), session: a.metadata.session, rewindTo: a.metadata.run, prompt: `${m2} ${script({ text: 'never' })}` };
+    // The kill comes before the answer, or right after it: the caller never learns the outcome either way.
+    await crashing.call('droid_send_message', rewind).catch(() => undefined);
+    await s.crashed(crashing, 'power-received');
+
+    const server = await s.start();
+    const view = await status(server, a.metadata.session);
+    expect(view.latestRun).toMatchObject({ state: 'unknown', rewindTo: a.metadata.run });
+    await expectUnknownSession(server, a.metadata.session, view.latestRun.run);
+    // droid did rewind (the file it made is gone), the prompt never reached the model, and a retry replays instead of rewinding again.
+    expect(existsSync(file)).toBe(false);
+    expect(mentions(ctx.bed.model.requests, m2)).toBe(0);
+    const again = await server.ok<Acceptance>('droid_send_message', rewind);
+    expect(again.metadata).toMatchObject({ run: view.latestRun.run, replayed: true });
+    expect(again.status.latestRun.state).toBe('unknown');
+  });
+});

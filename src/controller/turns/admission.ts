@@ -17,21 +17,15 @@ export interface LockClaim {
   writer: boolean;
   /**
    * A fork's first turn (issue 40): the session it forks, which it reads.
-   * It takes that session's turn too: it waits behind the source's live or
-   * earlier turns, and the source's later turns wait behind it.
+   * It waits behind the source's live or earlier turns, and the source's
+   * later turns wait behind it; forks of one source run side by side.
    */
   forkOf?: string;
 }
 
-/** The sessions whose one live turn a claim takes: its own, and a fork's source. */
-function sessionsOf(claim: LockClaim): string[] {
-  return claim.forkOf === undefined ? [claim.sessionId] : [claim.sessionId, claim.forkOf];
-}
-
-/** Whether two claims take a turn of the same session (its own, or a fork's source). */
+/** Whether two claims may not run at once for their sessions: one's own session is the other's, or the other's source. */
 function shareSession(a: LockClaim, b: LockClaim): boolean {
-  const theirs = sessionsOf(b);
-  return sessionsOf(a).some((s) => theirs.includes(s));
+  return a.sessionId === b.sessionId || a.sessionId === b.forkOf || b.sessionId === a.forkOf;
 }
 
 export interface QueuedTurn extends LockClaim {
@@ -48,14 +42,12 @@ export function conflicts(a: LockClaim, b: LockClaim): boolean {
 export function selectRunnable(queue: readonly QueuedTurn[], live: readonly LockClaim[], capacity: number, locks: readonly LockClaim[] = []): string[] {
   const chosen: string[] = [];
   const holding: LockClaim[] = [...live];
-  const busySessions = new Set(live.flatMap(sessionsOf));
   const waiting: QueuedTurn[] = [];
   for (const turn of queue) {
     if (holding.length >= capacity) break;
     const blocked =
       turn.ready === false ||
-      sessionsOf(turn).some((s) => busySessions.has(s)) ||
-      holding.some((h) => conflicts(h, turn)) ||
+      holding.some((h) => shareSession(h, turn) || conflicts(h, turn)) ||
       locks.some((l) => conflicts(l, turn)) ||
       waiting.some((w) => shareSession(w, turn) || conflicts(w, turn));
     if (blocked) {
@@ -64,7 +56,6 @@ export function selectRunnable(queue: readonly QueuedTurn[], live: readonly Lock
     }
     chosen.push(turn.runId);
     holding.push(turn);
-    for (const s of sessionsOf(turn)) busySessions.add(s);
   }
   return chosen;
 }

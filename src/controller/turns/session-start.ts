@@ -8,6 +8,7 @@ import { ControllerError } from '../../shared/public-error.js';
 import { TERMINAL_STATES, type RunRecord, type SessionRecord } from '../../shared/records.js';
 import type { TurnSpec } from '../../worker/contract/protocol.js';
 import { forkCut, rewindExpectation } from '../acceptance/session-powers.js';
+import { turnWorkspace } from '../../worktree/plan.js';
 
 export interface StartFacts {
   session: SessionRecord;
@@ -44,7 +45,10 @@ export function sessionStart({ session, run, runs, source, autoCompactAt }: Star
       'Fork the source again (droid_create_session with forkFrom), or start a new session.',
     );
   }
-  return { mode: 'fork', sourceDroidSessionId: sourceDroidSession, cutAt: forkCut(source.runs, point), ...named };
+  // A fork into a checkout of its own runs elsewhere than its source: droid's fork is moved there (relocate-fork.ts).
+  const sourceWorkspace = turnWorkspace(source.session);
+  const elsewhere = sourceWorkspace !== turnWorkspace(session) ? { sourceWorkspace } : {};
+  return { mode: 'fork', sourceDroidSessionId: sourceDroidSession, ...elsewhere, cutAt: forkCut(source.runs, point), ...named };
 }
 
 /** What a resumed turn does first: the rewind or compaction asked for, else a compaction the context calls for. */

@@ -308,6 +308,7 @@ export class TurnOwner implements TurnRunner {
 
   /** droid made the session a new one before the prompt (issue 40): recorded before the prompt's effects. */
   private async onPower(runId: string, power: PowerOutcome): Promise<void> {
+    crashPoint('power-received');
     const run = this.state.run(runId);
     const changes = recordPower(this.state.session(run.sessionId), run, this.state.store.runsBySession(run.sessionId), power, this.state.now().toISOString());
     if (changes.sessions.length === 0 && changes.runs.length === 0) return;

@@ -15,6 +15,9 @@ import { resumeBaseline, type RawUsage } from '../../droid/turn-usage.js';
 import { epochMs } from '../../util/epoch.js';
 import type { PowerOutcome, StartMarks, TurnSpec } from '../contract/protocol.js';
 import { contextNow, powerApart, type PowerAsked, type SpareDroid } from './session-power.js';
+import { relocateFork } from './relocate-fork.js';
+import { factoryDirOf } from '../../shared/host-paths.js';
+import { join } from 'node:path';
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 
 /** What opening the session notes for the rest of the turn (run-turn.ts TurnState). */
@@ -58,22 +61,27 @@ export async function openSession(spec: TurnSpec, client: DroidClient, state: Se
     return created.sessionId;
   }
   // A session recorded elsewhere must never run its tools in this workspace.
-  const check = (answer: LoadResult) => assertSameDirectory(answer, spec.workspace);
+  const check = (answer: LoadResult, directory = spec.workspace) => assertSameDirectory(answer, directory);
   // A fork's first turn, a rewind or a compaction: droid makes a new session first, in a droid of its own.
-  const asked = powerAsked(spec.session);
+  const asked = powerAsked(spec);
   let outcome: PowerOutcome | null = null;
   if (asked) {
     if (!state.spare) throw new DroidError('session_power_failed', 'no droid to run the session power in; nothing was submitted');
     outcome = await powerApart(state.spare, asked, spec.workspace, check);
+    // A fork into a checkout of its own: droid's fork moves there before anyone loads it (relocate-fork.ts).
+    if (asked.kind === 'fork' && asked.sourceWorkspace !== spec.workspace) {
+      await relocateFork(sessionsDirOf(spec), outcome.droidSessionId, asked.sourceWorkspace, spec.workspace);
+    }
     // Recorded before anything else can fail: the files and the session have changed.
     done(state, outcome);
   }
   const current = outcome ? outcome.droidSessionId : spec.session.mode === 'resume' ? spec.session.droidSessionId : spec.session.sourceDroidSessionId;
   const loaded = await client.loadSession(current, { ...format, ...(mcpServers && { mcpServers }) });
+  marks.initialized = epochMs();
+  // The same runtime's catalog, reported even when the turn goes no further.
+  if (loaded.availableModels !== undefined) state.catalog = { models: loaded.availableModels, answeredAt: marks.initialized };
   await check(loaded);
   if (outcome?.kind === 'compact') done(state, { ...outcome, compaction: { ...outcome.compaction, after: await contextNow(client) } });
-  marks.initialized = epochMs();
-  if (loaded.availableModels !== undefined) state.catalog = { models: loaded.availableModels, answeredAt: marks.initialized };
   // The session's totals so far: this turn's running figure is what comes on top (turn-usage.ts).
   const resumed = resumeBaseline(loaded, spec.usageBaseline);
   state.baseline = resumed.baseline;
@@ -85,12 +93,22 @@ export async function openSession(spec: TurnSpec, client: DroidClient, state: Se
 }
 
 /** What the turn asks droid to do before the prompt, or null (issue 40). */
-function powerAsked(session: TurnSpec['session']): PowerAsked | null {
+function powerAsked(spec: TurnSpec): PowerAsked | null {
+  const session = spec.session;
   if (session.mode === 'fork') {
     const names = { ...(session.title && { title: session.title }), ...(session.tags && { tags: session.tags }) };
-    return { kind: 'fork', source: session.sourceDroidSessionId, cutAt: session.cutAt, names };
+    return { kind: 'fork', source: session.sourceDroidSessionId, sourceWorkspace: session.sourceWorkspace ?? spec.workspace, cutAt: session.cutAt, names };
   }
   return session.mode === 'resume' && session.before ? { kind: 'resume', droidSessionId: session.droidSessionId, power: session.before } : null;
+}
+
+/** droid's sessions folder as this turn's droid sees it: the private copy of a sandboxed turn, else droid's own. */
+function sessionsDirOf(spec: TurnSpec): string {
+  if (spec.sandbox.mode === 'bwrap') {
+    if (!spec.sandbox.sessionsCopy) throw new DroidError('sandbox_unavailable', 'the turn came without its private sessions folder; nothing was submitted');
+    return spec.sandbox.sessionsCopy;
+  }
+  return join(factoryDirOf(spec.droidEnv), 'sessions');
 }
 
 /** The power is done: noted for the result, and told at once. */
@@ -101,7 +119,10 @@ function done(state: SessionOpening, outcome: PowerOutcome): void {
 
 async function assertSameDirectory(loaded: LoadResult, workspace: string): Promise<void> {
   if (!loaded.cwd || !(await sameDirectory(loaded.cwd, workspace))) {
-    throw new DroidError('resume_cwd_mismatch', 'the droid session was recorded in a different working directory than this workspace; nothing was submitted');
+    throw new DroidError(
+      'resume_cwd_mismatch',
+      `the droid session was recorded in ${loaded.cwd ? JSON.stringify(loaded.cwd) : 'no directory'}, not in ${JSON.stringify(workspace)}; nothing was submitted`,
+    );
   }
 }
 

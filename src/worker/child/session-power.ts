@@ -176,7 +176,7 @@ export interface SpareDroid {
 
 /** What a turn asks droid to do before its prompt: a fork's, or a resumed turn's rewind or compaction. */
 export type PowerAsked =
-  | { kind: 'fork'; source: string; cutAt: string | null; names: { title?: string; tags?: readonly string[] } }
+  | { kind: 'fork'; source: string; sourceWorkspace: string; cutAt: string | null; names: { title?: string; tags?: readonly string[] } }
   | { kind: 'resume'; droidSessionId: string; power: SessionPower };
 
 /**
@@ -192,14 +192,15 @@ export async function powerApart(
   spare: () => Promise<SpareDroid>,
   asked: PowerAsked,
   workspace: string,
-  check: (loaded: LoadResult) => Promise<void>,
+  check: (loaded: LoadResult, directory: string) => Promise<void>,
 ): Promise<PowerOutcome> {
   const droid = await spare();
   const client = droid.client;
   try {
     const opened = asked.kind === 'fork' ? asked.source : asked.droidSessionId;
     const loaded = await client.loadSession(opened);
-    await check(loaded);
+    // A fork's source runs where its own turns do (a fork into a checkout moves afterwards: relocate-fork.ts).
+    await check(loaded, asked.kind === 'fork' ? asked.sourceWorkspace : workspace);
     if (asked.kind === 'fork') {
       if (asked.cutAt !== null) assertHolds(loaded, asked.cutAt, 'the fork point');
       return await forkLoaded(client, asked.source, asked.cutAt, asked.names);

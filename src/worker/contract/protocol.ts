@@ -73,6 +73,8 @@ export const turnSpecSchema = z
         .object({
           mode: z.literal('fork'),
           sourceDroidSessionId: z.string().min(1),
+          /** Where the source's session runs, when not in this turn's workspace (a fork into a checkout of its own): droid's fork moves here. */
+          sourceWorkspace: z.string().startsWith('/').optional(),
           cutAt: z.string().min(1).nullable(),
           title: z.string().optional(),
           tags: z.array(z.string()).optional(),

@@ -324,7 +324,7 @@ function confineTurn(turnSpec: TurnSpec, prepared?: ConfinedTurn): { resumeId: s
     confined = prepared ?? emptyConfinedTurn(turnSpec);
     try {
       // Now, not when the folders were made: the session's previous turn has been copied back since.
-      confined.sessions.fill(fillId);
+      confined.sessions.fill(fillId, turnSpec.session.mode === 'fork' ? turnSpec.session.sourceWorkspace : undefined);
     } catch (err) {
       void confined.dispose();
       throw err;

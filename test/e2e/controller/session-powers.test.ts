@@ -4,12 +4,13 @@
  * built server over stdio, real workers in the default sandbox (bwrap), the
  * real droid CLI and the scripted model.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { messageText, script, SCRIPTED_SUMMARY } from '../../../src/testbed/scripted-model.js';
+import { isSummaryRequest, messageText, script, SCRIPTED_SUMMARY } from '../../../src/testbed/scripted-model.js';
 import type { RunningServer } from '../../support/mcp-server.js';
 import { waitForNoProcesses } from '../../support/processes.js';
+import { turnOpenings } from '../../support/fault-harness.js';
 import { makeContext, type E2EContext } from '../../support/e2e-context.js';
 import type { Acceptance, SessionView } from '../../support/tool-views.js';
 
@@ -77,7 +78,8 @@ const createFile = (path: string, content: string) => ({ name: 'Create', argumen
 describe('fork', () => {
   it("a fork's first turn carries the source's history, and the source never sees the fork's", async () => {
     const ws = ctx.workspace('fork-history');
-    const source = await create({ workspace: ws, autonomy: 'off', prompt: `source-one-qk1 ${script({ text: 'source answer one' })}` });
+    const usage = (prompt_tokens: number, completion_tokens: number) => ({ prompt_tokens, completion_tokens });
+    const source = await create({ workspace: ws, autonomy: 'off', prompt: `source-one-qk1 ${script({ text: 'source answer one', usage: usage(1000, 70) })}` });
     const sourceDone = await done(source.metadata.session);
     expect(sourceDone.latestRun.state).toBe('succeeded');
 
@@ -86,13 +88,15 @@ describe('fork', () => {
       autonomy: 'off',
       title: 'The fork',
       forkFrom: { session: source.metadata.session },
-      prompt: `fork-turn-qk2 ${script({ text: 'fork answer' })}`,
+      prompt: `fork-turn-qk2 ${script({ text: 'fork answer', usage: usage(500, 30) })}`,
     });
     const forkDone = await done(fork.metadata.session);
     expect(forkDone.latestRun.state, JSON.stringify(forkDone.latestRun.error)).toBe('succeeded');
     expect(forkDone.forkOf).toEqual({ session: source.metadata.session, run: source.metadata.run });
     expect(forkDone.title).toBe('The fork');
     expect(fork.metadata.session).not.toBe(source.metadata.session);
+    // The fork accounts for its own turn only, not the source's it carries.
+    expect(forkDone.latestRun.usage).toMatchObject({ inputTokens: 500, outputTokens: 30, final: true });
     // The fork's model request holds the source's turn.
     expect(requestWith('fork-turn-qk2')).toContain('source-one-qk1');
 
@@ -207,6 +211,33 @@ describe('rewind', () => {
   });
 });
 
+describe('snapshots', () => {
+  it("keep a session's file snapshots for its later rewinds, and no other session's turn sees them", async () => {
+    const allManifests = () =>
+      readdirSync(join(ctx.stateDir, 'snapshots'), { recursive: true, encoding: 'utf8' }).filter((path) => path.endsWith('.snapshots.json'));
+    const earlier = allManifests();
+    const ws = ctx.workspace('snapshots-a');
+    const a = await create({ workspace: ws, prompt: `sn-a ${script({ steps: [createFile(join(ws, 'kept.txt'), 'a\n')] })}` });
+    await done(a.metadata.session);
+    // Session a's manifests (droid names each by its droid session), wherever they were kept: the ones its turn added.
+    const manifests = allManifests().filter((path) => !earlier.includes(path));
+    expect(manifests.length).toBeGreaterThan(0);
+    // A turn of another session lists what droid's snapshots folder holds for it: nothing of session a.
+    const snapshots = join(ctx.bed.home.dir, '.factory', 'snapshots');
+    const look = { name: 'Execute', arguments: { command: `ls -R ${snapshots}; echo LISTED`, riskLevel: 'low', riskLevelReason: 'test' } };
+    const b = await create({ workspace: ctx.workspace('snapshots-b'), prompt: `sn-b ${script({ steps: [look] })}` });
+    await done(b.metadata.session);
+    const items = (
+      await server.ok<{ items: Array<{ type: string; result?: string | null }> }>('droid_read_session', { session: b.metadata.session, limit: 100 })
+    ).items;
+    const listing = items.map((i) => (i.type === 'tool_call' ? (i.result ?? '') : '')).join('\n');
+    expect(listing).toContain('LISTED');
+    for (const path of manifests) expect(listing).not.toContain(basename(path));
+    // Kept in session a's own folder, for its later rewinds.
+    expect(manifests.every((path) => path.startsWith(`${a.metadata.session}/manifests/`))).toBe(true);
+  });
+});
+
 describe('compact', () => {
   it('compacts the conversation, shows the context before and after, and the conversation goes on', async () => {
     const ws = ctx.workspace('compact');
@@ -222,5 +253,71 @@ describe('compact', () => {
     const seen = requestWith('cp-two-qk11');
     expect(seen).toContain(SCRIPTED_SUMMARY);
     expect(seen).not.toContain('cp-one-qk10');
+  });
+
+  it("compacts by itself before a turn once the last context passed the host's autoCompactAt", async () => {
+    // A server of its own beside the file's: its own state directory.
+    const auto = await ctx.start({ autoCompactAt: 0.0001, stateDirectory: join(ctx.root, '..', 'state-auto-compact') });
+    try {
+      const ws = ctx.workspace('auto-compact');
+      const args = { requestKey: key(), replyTo: null, autonomy: 'off', workspace: ws, prompt: `ac-one ${script({ text: 'one' })}` };
+      const first = await auto.ok<Acceptance>('droid_create_session', args);
+      const settleOn = async () => {
+        for (;;) {
+          const waited = await auto.ok<{ sessions: SessionView[]; timedOut: boolean }>('droid_wait_for_sessions', {
+            sessions: [first.metadata.session],
+            timeoutSeconds: 30,
+          });
+          if (!waited.timedOut) return waited.sessions[0]!;
+        }
+      };
+      expect((await settleOn()).latestRun.context!.fraction).toBeGreaterThan(0.0001);
+      await auto.ok('droid_send_message', { requestKey: key(), session: first.metadata.session, prompt: `ac-two ${script({ text: 'two' })}` });
+      const view = await settleOn();
+      expect(view.latestRun.state, JSON.stringify(view.latestRun.error)).toBe('succeeded');
+      expect(view.latestRun.compaction).toMatchObject({ auto: true });
+      expect(requestWith('ac-two')).not.toContain('ac-one');
+    } finally {
+      await auto.close();
+    }
+  });
+});
+
+describe('request keys', () => {
+  it('replay each new field with the same arguments, and refuse the same key with any of them changed', async () => {
+    const ws = ctx.workspace('replays');
+    const source = await create({ workspace: ws, autonomy: 'off', prompt: `rk-one ${script({ text: 'one' })}` });
+    await done(source.metadata.session);
+    const session = source.metadata.session;
+    const fork = { requestKey: key(), replyTo: null, autonomy: 'off', workspace: ws, forkFrom: { session }, prompt: `rk-fork ${script({ text: 'f' })}` };
+    const forked = await server.ok<Acceptance>('droid_create_session', fork);
+    await done(forked.metadata.session);
+    const rewind = { requestKey: key(), session, rewindTo: source.metadata.run, prompt: `rk-rewind ${script({ text: 'r' })}` };
+    const rewound = await server.ok<Acceptance>('droid_send_message', rewind);
+    await done(session);
+    const compact = { requestKey: key(), session, compact: true, prompt: `rk-compact ${script({ text: 'c' })}` };
+    const compacted = await server.ok<Acceptance>('droid_send_message', compact);
+    await done(session);
+
+    for (const [tool, args, original] of [
+      ['droid_create_session', fork, forked],
+      ['droid_send_message', rewind, rewound],
+      ['droid_send_message', compact, compacted],
+    ] as const) {
+      const again = await server.ok<Acceptance>(tool, args);
+      expect(again.metadata).toMatchObject({ run: original.metadata.run, replayed: true });
+    }
+    const changed: Array<[string, Record<string, unknown>]> = [
+      ['droid_create_session', { ...fork, forkFrom: { session, run: source.metadata.run } }],
+      ['droid_create_session', { ...fork, forkFrom: undefined }],
+      ['droid_send_message', { ...rewind, rewindTo: rewound.metadata.run }],
+      ['droid_send_message', { ...rewind, rewindTo: undefined }],
+      ['droid_send_message', { ...compact, compact: false }],
+    ];
+    for (const [tool, args] of changed) expect((await fail(tool, args)).code).toBe('request_key_conflict');
+    expect((await fail('droid_send_message', { ...compact, requestKey: key(), rewindTo: source.metadata.run })).code).toBe('invalid_arguments');
+    // None of those prompts reached the model twice (droid's summarizer quotes the conversation: not a turn).
+    const turns = ctx.bed.model.requests.filter((r) => !isSummaryRequest(r.messages));
+    for (const marker of ['rk-fork', 'rk-rewind', 'rk-compact']) expect(turnOpenings(turns, marker), marker).toBe(1);
   });
 });

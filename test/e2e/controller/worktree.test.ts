@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { script } from '../../../src/testbed/scripted-model.js';
+import { messageText, script } from '../../../src/testbed/scripted-model.js';
 import { gitRepo } from '../../support/git-repo.js';
 import type { RunningServer } from '../../support/mcp-server.js';
 import { makeContext, tearDownEach, waitForNoDroids, type E2EContext } from '../../support/e2e-context.js';
@@ -153,6 +153,40 @@ describe('isolation: "worktree"', () => {
     expect(git(repo, 'symbolic-ref', '--short', 'HEAD')).toBe('main');
     expect(git(repo, 'status', '--porcelain', '--untracked-files=all')).toBe('');
     expect(git(repo, 'rev-parse', 'main')).toBe(base);
+  });
+
+  it("two forks of one session run at once in checkouts of their own, on their own branches, each with the source's history (issue 40)", async () => {
+    // The source works in the repository itself (reader turn): its conversation is what the forks start from.
+    const source = await create('wt-fork-src', repo, `fork-source-zz1 ${script({ text: 'source says hello' })}`, { isolation: 'none', autonomy: 'off' });
+    expect((await settle(source)).latestRun.state).toBe('succeeded');
+    const fork = (key: string, name: string) =>
+      create(key, repo, `fork-${name}-zz2 ${script({ steps: [execute(`sh work.sh ${name} 3`)] })}`, { forkFrom: { session: source } });
+    const [fa, fb] = await Promise.all([fork('wt-fork-a', 'fa'), fork('wt-fork-b', 'fb')]);
+    const [sa, sb] = await Promise.all([settle(fa), settle(fb)]);
+    for (const [s, name] of [
+      [sa, 'fa'],
+      [sb, 'fb'],
+    ] as const) {
+      expect(s.latestRun, JSON.stringify(s.latestRun.error)).toMatchObject({ state: 'succeeded', error: null });
+      expect(s.checkout).toMatchObject({ path: join(checkouts, s.session), branch: `droid/${s.session}`, base, state: 'ready' });
+      expect(git(repo, 'log', '-1', '--format=%s', `droid/${s.session}`)).toBe(`work ${name}`);
+      // The fork's turn ran in its checkout, with the source's history.
+      const request = ctx.bed.model.requests.find((r) => r.messages.some((m) => m.role === 'user' && messageText(m).includes(`fork-${name}-zz2`)))!;
+      expect(request.messages.map(messageText).join('\n')).toContain('fork-source-zz1');
+    }
+    const overlap = (x: Status, y: Status) => Date.parse(x.latestRun.startedAt!) < Date.parse(y.latestRun.endedAt!);
+    expect(overlap(sa, sb) && overlap(sb, sa)).toBe(true);
+    // The repository's own checkout is untouched; a fork of a checkout session needs a checkout of its own.
+    expect(git(repo, 'status', '--porcelain', '--untracked-files=all')).toBe('');
+    const refused = await server.call('droid_create_session', {
+      requestKey: 'wt-fork-none',
+      workspace: repo,
+      prompt: 'x',
+      replyTo: null,
+      forkFrom: { session: fa },
+      isolation: 'none',
+    });
+    expect((refused.structured.error as { code: string }).code).toBe('fork_isolation_required');
   });
 
   it('archive refuses while work is uncommitted, removes the checkout once it is committed, and keeps the branch', async () => {

@@ -56,6 +56,8 @@ describe('selectRunnable', () => {
     // Behind the source's earlier queued turn, and the source's later turn behind it.
     expect(selectRunnable([q('a', 's1', '/r/a', true), fork('f1'), q('b', 's1', '/r/a', true)], [], 4)).toEqual(['a']);
     expect(selectRunnable([fork('f1'), q('b', 's1', '/r/a', true)], [], 4)).toEqual(['f1']);
+    // Forks of one source run side by side.
+    expect(selectRunnable([fork('f1'), { ...fork('f2'), sessionId: 'g', workspace: '/r/g' }], [], 4)).toEqual(['f1', 'f2']);
     // A live fork's first turn keeps the source's next turn waiting; another session runs.
     expect(selectRunnable([q('b', 's1', '/r/a', true), q('c', 's2', '/r/c', true)], [{ ...live('f', '/r/f', true), forkOf: 's1' }], 4)).toEqual(['c']);
   });
