@@ -20,6 +20,7 @@ export type DroidErrorCode =
   | 'rewind_conflict'
   | 'rewind_unavailable'
   | 'session_power_failed'
+  | 'session_power_unconfirmed'
   | 'workspace_changed'
   | 'sandbox_unavailable'
   | 'turn_spec_invalid'

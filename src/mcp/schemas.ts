@@ -83,8 +83,9 @@ export const createInput = z.strictObject({
       "Fork an existing session: the new session's conversation is the source's, up to its latest turn or right after `run`; " +
         "the source is untouched, and the fork has its own handle, title, labels and budget. workspace must be the source's. " +
         'With isolation "worktree" the fork gets its own checkout, made from the source\'s branch (or the workspace\'s HEAD), so ' +
-        'several forks can try different approaches at once. Refused while the source has a queued or running turn and no `run` is ' +
-        'given (source_busy: wait for it, then retry), and for a source with an unknown outcome.',
+        'several forks can try different approaches at once (its checkout is made from that branch as it is when the fork starts). ' +
+        "The fork's first turn waits behind a turn its source is running. Refused for a source with an unknown outcome, and a run " +
+        'not of the source, unfinished, or no longer in its conversation.',
     ),
 });
 

@@ -223,6 +223,8 @@ export const runRecordSchema = z
      */
     usageLive: z.literal(true).optional(),
     // Session powers (issue 40). Each absent on every run before them.
+    /** When droid had the prompt, under the run's id as its message id (issue 40): a fork or rewind can name it. Absent: never, or before issue 40. */
+    submittedAt: z.string().optional(),
     /** The caller asked this turn to rewind the session to its state before this run first. Part of the fingerprint. */
     rewindTo: id.optional(),
     /** The caller asked this turn to compact the conversation first. Part of the fingerprint. */

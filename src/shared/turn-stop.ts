@@ -57,14 +57,20 @@ export const turnStopSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('unsubmitted'), by: z.enum(UNSUBMITTED_CAUSES), error: errorInfo.optional() }).strict(),
   /** droid ended it with a failure, died, or the turn could not run; `end`: droid's end reason, if it sent one. */
   z.object({ kind: z.literal('failed'), error: errorInfo, end: z.string().nullable() }).strict(),
+  /**
+   * A session power (issue 40) was under way and nobody can say what it did:
+   * droid did not answer in time, or the worker died. Files and droid's
+   * session may have changed: the outcome is unknown, never a guess.
+   */
+  z.object({ kind: z.literal('unconfirmed'), error: errorInfo }).strict(),
 ]);
 
 export type TurnStop = z.infer<typeof turnStopSchema>;
 /** `lost`: the controller stopped while the turn was live, so nobody knows how it ended. */
 export type StopReason = TurnStop | { kind: 'lost' };
 
-/** How a turn ended, as its worker reports it (a run's terminal states but `unknown`). */
-export const turnOutcomeSchema = z.enum(['succeeded', 'interrupted', 'cancelled', 'failed', 'timed_out']);
+/** How a turn ended, as its worker reports it (`unknown` only when a session power went unconfirmed). */
+export const turnOutcomeSchema = z.enum(['succeeded', 'interrupted', 'cancelled', 'failed', 'timed_out', 'unknown']);
 export type TurnOutcome = z.infer<typeof turnOutcomeSchema>;
 type CancelReason = z.infer<typeof cancelReasonSchema>;
 
@@ -79,9 +85,7 @@ export interface Judged<S extends string = TurnOutcome> {
   attention: boolean;
 }
 
-export function judgeStop(stop: TurnStop, cancelRequested: boolean): Judged;
-export function judgeStop(stop: StopReason, cancelRequested: boolean): Judged<TurnOutcome | 'unknown'>;
-export function judgeStop(stop: StopReason, cancelRequested: boolean): Judged<TurnOutcome | 'unknown'> {
+export function judgeStop(stop: StopReason, cancelRequested: boolean): Judged {
   switch (stop.kind) {
     case 'ended':
       return droidEnded(stop.end, cancelRequested);
@@ -91,6 +95,8 @@ export function judgeStop(stop: StopReason, cancelRequested: boolean): Judged<Tu
       return unsubmitted(stop.by, stop.error, cancelRequested);
     case 'failed':
       return { outcome: 'failed', reason: stop.end, cancelReason: null, error: stop.error, attention: true };
+    case 'unconfirmed':
+      return { outcome: 'unknown', reason: null, cancelReason: null, error: stop.error, attention: true };
     case 'lost':
       return {
         outcome: 'unknown',

@@ -244,6 +244,14 @@ export class TurnAcceptance {
     this.queue.assertRoom(intent.interrupt ? null : basis.sessionId, earlier.length);
     // A follow-up inherits what its session ran last; a new session starts from the host's defaults.
     const settings = resolveLaunchSettings(input, basis.runs.at(-1)?.settings ?? null, this.deps.policy, catalog);
+    // A rewind writes the files it puts back: a read-only turn (bound read-only, a reader's lock) cannot do it.
+    if (request.powers?.rewindTo !== undefined && settings.autonomy === 'off') {
+      throw new ControllerError(
+        'rewind_read_only',
+        "a rewind puts droid's file changes back, and this turn would run at autonomy off (read-only)",
+        'Pass autonomy "low" or higher with rewindTo.',
+      );
+    }
     const at = this.state.now().toISOString();
     // A retarget or detach starts a new route from this commit on, whatever becomes of this turn.
     const route = nextRoute(basis.route, input.replyTo, randomUUID).route;

@@ -14,9 +14,14 @@ import { ControllerError } from '../../shared/public-error.js';
 import { TERMINAL_STATES, type RunRecord, type SessionRecord, type TouchedFiles } from '../../shared/records.js';
 import type { PowerOutcome } from '../../worker/contract/protocol.js';
 
-/** Whether droid ever had the run's prompt in its session: it was launched. */
-function launched(run: RunRecord): boolean {
-  return run.startedAt !== null;
+/** Whether droid had the run's prompt under the run's id (recorded since issue 40): a rewind or a fork's cut can name it. */
+function reachedDroid(run: RunRecord): boolean {
+  return run.submittedAt !== undefined;
+}
+
+/** Whether the run may still change droid's session: queued or live (an ended one's power, if any, is recorded). */
+function pending(run: RunRecord): boolean {
+  return !TERMINAL_STATES.includes(run.state);
 }
 
 /** The session's runs droid's current conversation is built from, in order: not undone by a rewind. */
@@ -24,14 +29,18 @@ function inLine(runs: readonly RunRecord[]): RunRecord[] {
   return runs.filter((r) => r.rewound === undefined);
 }
 
-/** A run that asked droid to compact (or did), once it launched: droid keeps only its summary of what came before. */
+/**
+ * A run whose compaction droid did (recorded), or may do (queued or live):
+ * droid keeps only its summary of what came before. An ended run without
+ * the record never compacted (a power is recorded before the prompt).
+ */
 function compacted(r: RunRecord): boolean {
-  return r.compaction !== undefined || (r.compact === true && launched(r));
+  return r.compaction !== undefined || (r.compact === true && pending(r));
 }
 
-/** A run that asked droid to rewind (or did), once it launched: its droid session is new. */
+/** A run whose rewind droid did, or may do: its droid session is new. */
 function rewinding(r: RunRecord): boolean {
-  return r.rewind !== undefined || (r.rewindTo !== undefined && launched(r));
+  return r.rewind !== undefined || (r.rewindTo !== undefined && pending(r));
 }
 
 /** Why droid's current conversation no longer holds the message of `run`, or null when it does. */
@@ -50,7 +59,8 @@ function goneFromConversation(runs: readonly RunRecord[], run: RunRecord): strin
 function snapshotsGone(runs: readonly RunRecord[], run: RunRecord): string | null {
   const later = inLine(runs).find((r) => r.seq > run.seq && (rewinding(r) || compacted(r)));
   if (!later) return null;
-  return `run ${later.id}, after run ${run.id}, ${rewinding(later) ? 'rewound' : 'compacted'} the session, and droid keeps the files of the turns before that only in the session it replaced`;
+  const what = rewinding(later) ? 'a rewind' : 'a compaction';
+  return `run ${later.id}, after run ${run.id}, replaces droid's session (${what}), and droid keeps the files of the turns before it only in the session it replaced`;
 }
 
 /**
@@ -75,8 +85,8 @@ export function rewindTarget(runs: readonly RunRecord[], sessionId: string, targ
       true,
     );
   }
-  const gone = !launched(target)
-    ? `run ${targetId} never reached droid (it ended ${target.state} before it started)`
+  const gone = !reachedDroid(target)
+    ? `run ${targetId} never reached droid under its own id (it ended ${target.state} before droid had its prompt, or ran before droid-mcp named messages)`
     : (goneFromConversation(runs, target) ?? snapshotsGone(runs, target));
   if (gone) {
     throw new ControllerError(
@@ -103,9 +113,9 @@ export function forkPoint(runs: readonly RunRecord[], sourceId: string, asked: s
     );
   }
   if (asked === null) {
+    // Forked whole, the latest needs no message id: any run that was launched counts.
     const latest = inLine(runs)
-      .filter(launched)
-      .filter((r) => TERMINAL_STATES.includes(r.state))
+      .filter((r) => r.startedAt !== null && TERMINAL_STATES.includes(r.state))
       .at(-1);
     if (!latest) {
       throw new ControllerError(
@@ -133,7 +143,7 @@ export function forkPoint(runs: readonly RunRecord[], sourceId: string, asked: s
       true,
     );
   }
-  const gone = !launched(run) ? `run ${asked} never reached droid` : goneFromConversation(runs, run);
+  const gone = !reachedDroid(run) ? `run ${asked} never reached droid under its own id` : goneFromConversation(runs, run);
   if (gone) throw new ControllerError('fork_point_unavailable', `cannot fork after run ${asked}: ${gone}`, 'Fork after a later run, or omit run.');
   return run;
 }
@@ -146,7 +156,7 @@ export function forkPoint(runs: readonly RunRecord[], sourceId: string, asked: s
 export function forkCut(sourceRuns: readonly RunRecord[], point: RunRecord): string | null {
   return (
     inLine(sourceRuns)
-      .filter(launched)
+      .filter(reachedDroid)
       .find((r) => r.seq > point.seq)?.id ?? null
   );
 }
@@ -168,7 +178,7 @@ export interface RewindExpectation {
 export function rewindExpectation(runs: readonly RunRecord[], target: RunRecord): RewindExpectation {
   const latest = new Map<string, string | null>();
   const unchecked: string[] = [];
-  const undone = inLine(runs).filter((r) => r.seq >= target.seq && launched(r));
+  const undone = inLine(runs).filter((r) => r.seq >= target.seq && reachedDroid(r));
   for (const run of undone) {
     const touched: TouchedFiles | undefined = run.touched;
     if (!touched) {

@@ -1,11 +1,14 @@
 /**
  * What stops an admitted turn before anything is submitted: its workspace
  * moved, reply-back gone for a routed session, the sandbox unusable, the
- * budget spent, or its checkout not made. Read-only.
+ * budget spent, its checkout not made, or a fork point or rewind target
+ * gone since the acceptance (issue 40). Read-only.
  */
 import { SANDBOX_ACTION } from '../../sandbox/sandbox.js';
 import { ControllerError } from '../../shared/public-error.js';
-import type { ErrorInfo } from '../../shared/records.js';
+import type { ErrorInfo, RunRecord } from '../../shared/records.js';
+import type { TurnSpec } from '../../worker/contract/protocol.js';
+import { sessionStart } from './session-start.js';
 import { resolvedWorkspace } from '../../worktree/plan.js';
 import { budgetAtLaunch } from '../budget/turn-limit.js';
 import { workspaceChanged, type ControllerDeps, type ControllerState } from '../controller-state.js';
@@ -42,4 +45,21 @@ export function checkoutFailure(err: unknown): ErrorInfo {
   return err instanceof ControllerError
     ? { code: err.code, message: err.message, retryable: err.retryable }
     : { code: 'checkout_failed', message: String(err), retryable: false };
+}
+
+/**
+ * How the turn opens droid's session (session-start.ts), judged on the
+ * records as they are at launch; a fork point or rewind target that turns
+ * since the acceptance took away is the run's error.
+ */
+export function launchSession(state: ControllerState, run: RunRecord, autoCompactAt: number | null): { start: TurnSpec['session'] } | { refused: ErrorInfo } {
+  const session = state.session(run.sessionId);
+  const forkOf = session.droidSessionId === null ? session.forkOf : undefined;
+  const source = forkOf && { session: state.session(forkOf.sessionId), runs: state.store.runsBySession(forkOf.sessionId) };
+  try {
+    return { start: sessionStart({ session, run, runs: state.store.runsBySession(session.id), ...(source && { source }), autoCompactAt }) };
+  } catch (err) {
+    if (err instanceof ControllerError) return { refused: { code: err.code, message: `${err.message}; nothing was submitted`, retryable: err.retryable } };
+    throw err;
+  }
 }

@@ -95,6 +95,8 @@ export function terminalUpdate(run: RunRecord, result: OwnedResult, ctx: Termina
     ...(result.commits !== undefined ? { commits: result.commits } : {}),
     ...(result.egress !== undefined ? { egress: result.egress } : {}),
     ...(result.touched !== undefined ? { touched: result.touched } : {}),
+    // The `started` report may not have been recorded: the result says droid had the prompt.
+    ...(result.submitted && run.submittedAt === undefined ? { submittedAt: ctx.at } : {}),
   };
 }
 

@@ -7,7 +7,7 @@
 import { ControllerError } from '../../shared/public-error.js';
 import { TERMINAL_STATES, type RunRecord, type SessionRecord } from '../../shared/records.js';
 import type { TurnSpec } from '../../worker/contract/protocol.js';
-import { forkCut, rewindExpectation } from '../acceptance/session-powers.js';
+import { forkCut, forkPoint, rewindExpectation, rewindTarget } from '../acceptance/session-powers.js';
 import { turnWorkspace } from '../../worktree/plan.js';
 
 export interface StartFacts {
@@ -36,15 +36,16 @@ export function sessionStart({ session, run, runs, source, autoCompactAt }: Star
   }
   const named = { ...(session.title ? { title: session.title } : {}), ...(session.labels.length ? { tags: session.labels } : {}) };
   if (!session.forkOf) return { mode: 'create', ...named };
-  const point = source?.runs.find((r) => r.id === session.forkOf!.runId);
   const sourceDroidSession = source?.session.droidSessionId;
-  if (!source || !point || !sourceDroidSession) {
+  if (!source || !sourceDroidSession) {
     throw new ControllerError(
       'fork_point_unavailable',
       `the source session ${session.forkOf.sessionId} no longer has the conversation this fork starts from`,
       'Fork the source again (droid_create_session with forkFrom), or start a new session.',
     );
   }
+  // Judged again on the source as it is now: turns since the acceptance may have undone or compacted the point away.
+  const point = forkPoint(source.runs, session.forkOf.sessionId, session.forkOf.runId);
   // A fork into a checkout of its own runs elsewhere than its source: droid's fork is moved there (relocate-fork.ts).
   const sourceWorkspace = turnWorkspace(source.session);
   const elsewhere = sourceWorkspace !== turnWorkspace(session) ? { sourceWorkspace } : {};
@@ -58,17 +59,10 @@ function powerBefore(
   autoCompactAt: number | null,
 ): NonNullable<Extract<TurnSpec['session'], { mode: 'resume' }>['before']> | null {
   if (run.rewindTo !== undefined) {
-    const target = runs.find((r) => r.id === run.rewindTo);
-    if (!target) throw new ControllerError('rewind_target_invalid', `run ${run.rewindTo} is not a run of this session`, 'Pass rewindTo a run of this session.');
-    // This run has started by now: it is the rewind, not one it undoes.
-    return {
-      kind: 'rewind',
-      toMessage: target.id,
-      ...rewindExpectation(
-        runs.filter((r) => r.id !== run.id),
-        target,
-      ),
-    };
+    // Judged again on the runs before this one as they ended: one queued ahead may have rewound or compacted the target away.
+    const before = runs.filter((r) => r.seq < run.seq);
+    const target = rewindTarget(before, run.sessionId, run.rewindTo);
+    return { kind: 'rewind', toMessage: target.id, ...rewindExpectation(before, target) };
   }
   if (run.compact) return { kind: 'compact', auto: false };
   if (autoCompactAt === null) return null;

@@ -19,10 +19,8 @@ import { LIVE_STATES, TERMINAL_STATES, type RunRecord } from '../../shared/recor
 import { crashPoint } from '../../util/crash-point.js';
 import type { StartTimeline, WorkerHandle, WorkerOptions } from '../../worker/parent/runner.js';
 import { epochMs } from '../../util/epoch.js';
-import { failedResult, RENAME_SKIPPED, stoppedResult, type PowerOutcome, type RenameOutcome, type TurnSpec } from '../../worker/contract/protocol.js';
-import { toErrorInfo } from '../../droid/errors.js';
+import { failedResult, RENAME_SKIPPED, stoppedResult, type PowerOutcome, type RenameOutcome } from '../../worker/contract/protocol.js';
 import { recordPower } from '../acceptance/session-powers.js';
-import { sessionStart } from './session-start.js';
 import { startTimeline } from './start-timeline.js';
 import { stopFields } from '../../shared/turn-stop.js';
 import type { ControllerDeps, ControllerState } from '../controller-state.js';
@@ -35,7 +33,7 @@ import { turnSpecFor, type TurnHost } from './turn-spec.js';
 import { LiveUsage } from './live-usage.js';
 import type { NextTurnDroids } from './next-turn-droids.js';
 import { budgetAtLaunch, budgetSpec } from '../budget/turn-limit.js';
-import { checkoutFailure, launchRefusal } from './launch-refusal.js';
+import { checkoutFailure, launchRefusal, launchSession } from './launch-refusal.js';
 
 /** The host effects an owner uses: how turns are specified (TurnHost), started and checked before launch. */
 export type OwnerDeps = TurnHost &
@@ -133,14 +131,12 @@ export class TurnOwner implements TurnRunner {
         return;
       }
     }
-    let start: TurnSpec['session'];
-    try {
-      start = this.sessionStartOf(run);
-    } catch (err) {
-      await this.settle(turn, failedResult(toErrorInfo(err)));
+    const opened = launchSession(this.state, run, this.deps.autoCompactAt ?? null);
+    if ('refused' in opened) {
+      await this.settle(turn, failedResult(opened.refused));
       return;
     }
-    const extras = { ...(turn.outputSchema && { outputSchema: turn.outputSchema }), ...budgetSpec(this.state, run), session: start };
+    const extras = { ...(turn.outputSchema && { outputSchema: turn.outputSchema }), ...budgetSpec(this.state, run), session: opened.start };
     const spec = turnSpecFor(run, this.state.session(run.sessionId), turn.takePrompt(), this.deps, extras);
     const reports = this.reports(turn, marks);
     const early = this.nextDroids.take(run.sessionId, run.id);
@@ -241,21 +237,6 @@ export class TurnOwner implements TurnRunner {
     return run;
   }
 
-  /** How the turn opens droid's session (session-start.ts), from the records as they are at launch. */
-  private sessionStartOf(run: RunRecord): TurnSpec['session'] {
-    const { state } = this;
-    const session = state.session(run.sessionId);
-    const forkOf = session.droidSessionId === null ? session.forkOf : undefined;
-    const source = forkOf && { session: state.session(forkOf.sessionId), runs: state.store.runsBySession(forkOf.sessionId) };
-    return sessionStart({
-      session,
-      run,
-      runs: state.store.runsBySession(session.id),
-      ...(source && { source }),
-      autoCompactAt: this.deps.autoCompactAt ?? null,
-    });
-  }
-
   /** What the worker reports while it runs; `started` settles once droid's start is recorded (or could not be). */
   private reports(turn: Turn, marks: StartTimeline): { options: WorkerOptions; started: () => Promise<void> } {
     const { state } = this;
@@ -278,9 +259,7 @@ export class TurnOwner implements TurnRunner {
       },
       onUsage: (usage) => this.liveUsage.report(turn, usage),
       onPower: (power) =>
-        void state
-          .serialized(() => this.onPower(turn.runId, power))
-          .catch((err) => log.error({ err, run: turn.runId }, 'could not record the session power; its result will')),
+        void state.serialized(() => this.onPower(turn.runId, power)).catch((err) => log.error({ err, run: turn.runId }, 'power not recorded')),
       onCatalog: (models, answeredAt) => this.deps.offerModels?.(models, answeredAt),
       onRename: (outcome) => void state.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => log.error({ err }, 'rename record failed')),
       onInvalidMessage: (problem) => log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),
@@ -299,17 +278,20 @@ export class TurnOwner implements TurnRunner {
   private async onStarted(runId: string, droidSessionId: string, stages: StartTimeline): Promise<void> {
     const run = this.state.run(runId);
     const session = this.state.session(run.sessionId);
-    const next: RunRecord = run.state === 'starting' ? { ...run, state: 'running' } : run;
+    // droid has the prompt, under the run's id: a later fork or rewind may name it (issue 40).
+    const submitted = { ...run, submittedAt: this.state.now().toISOString() };
+    const next: RunRecord = run.state === 'starting' ? { ...submitted, state: 'running' } : submitted;
     const sessions = session.droidSessionId === droidSessionId ? [] : [{ ...session, droidSessionId }];
     await this.state.commit({ runs: [next], sessions });
     this.state.log.info({ session: run.sessionId, run: runId, start: startTimeline(stages) }, 'turn running: prompt submitted to droid');
     crashPoint('started');
   }
 
-  /** droid made the session a new one before the prompt (issue 40): recorded before the prompt's effects. */
+  /** droid made the session a new one before the prompt (issue 40); on a run already ended, its result recorded it (or why not). */
   private async onPower(runId: string, power: PowerOutcome): Promise<void> {
     crashPoint('power-received');
     const run = this.state.run(runId);
+    if (TERMINAL_STATES.includes(run.state)) return;
     const changes = recordPower(this.state.session(run.sessionId), run, this.state.store.runsBySession(run.sessionId), power, this.state.now().toISOString());
     if (changes.sessions.length === 0 && changes.runs.length === 0) return;
     await this.state.commit(changes);

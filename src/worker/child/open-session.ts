@@ -18,6 +18,8 @@ import { contextNow, powerApart, type PowerAsked, type SpareDroid } from './sess
 import { relocateFork } from './relocate-fork.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
 import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
+import { sessionFolderName } from '../../sandbox/session-copy.js';
 import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
 
 /** What opening the session notes for the rest of the turn (run-turn.ts TurnState). */
@@ -33,6 +35,8 @@ export interface SessionOpening {
   onPower?: (outcome: PowerOutcome) => void;
   /** Starts a droid of the turn's launch apart from its own (a compaction runs there). */
   spare?: () => Promise<SpareDroid>;
+  /** Told before a power starts: from here until it is recorded, a worker that dies leaves the turn's outcome unknown. */
+  onPowerStart?: () => void;
 }
 
 export async function openSession(spec: TurnSpec, client: DroidClient, state: SessionOpening): Promise<string> {
@@ -66,14 +70,8 @@ export async function openSession(spec: TurnSpec, client: DroidClient, state: Se
   const asked = powerAsked(spec);
   let outcome: PowerOutcome | null = null;
   if (asked) {
-    if (!state.spare) throw new DroidError('session_power_failed', 'no droid to run the session power in; nothing was submitted');
-    outcome = await powerApart(state.spare, asked, spec.workspace, check);
-    // A fork into a checkout of its own: droid's fork moves there before anyone loads it (relocate-fork.ts).
-    if (asked.kind === 'fork' && asked.sourceWorkspace !== spec.workspace) {
-      await relocateFork(sessionsDirOf(spec), outcome.droidSessionId, asked.sourceWorkspace, spec.workspace);
-    }
-    // Recorded before anything else can fail: the files and the session have changed.
-    done(state, outcome);
+    outcome = await runAsked(spec, asked, state, check);
+    if (outcome) done(state, outcome);
   }
   const current = outcome ? outcome.droidSessionId : spec.session.mode === 'resume' ? spec.session.droidSessionId : spec.session.sourceDroidSessionId;
   const loaded = await client.loadSession(current, { ...format, ...(mcpServers && { mcpServers }) });
@@ -100,6 +98,40 @@ function powerAsked(spec: TurnSpec): PowerAsked | null {
     return { kind: 'fork', source: session.sourceDroidSessionId, sourceWorkspace: session.sourceWorkspace ?? spec.workspace, cutAt: session.cutAt, names };
   }
   return session.mode === 'resume' && session.before ? { kind: 'resume', droidSessionId: session.droidSessionId, power: session.before } : null;
+}
+
+/**
+ * Runs the power, then what it needs to be usable here: a fork into a
+ * checkout of its own moves there (relocate-fork.ts), and its source's files
+ * leave the turn's sessions copy (the fork's commands have no business
+ * reading them). A compaction the host's autoCompactAt asked for that fails
+ * is skipped with a note: the turn runs on the conversation as it is.
+ */
+async function runAsked(
+  spec: TurnSpec,
+  asked: PowerAsked,
+  state: SessionOpening,
+  check: (loaded: LoadResult, directory: string) => Promise<void>,
+): Promise<PowerOutcome | null> {
+  if (!state.spare) throw new DroidError('session_power_failed', 'no droid to run the session power in; nothing was submitted');
+  state.onPowerStart?.();
+  let outcome: PowerOutcome;
+  try {
+    outcome = await powerApart(state.spare, asked, spec.workspace, check);
+  } catch (err) {
+    const auto = asked.kind === 'resume' && asked.power.kind === 'compact' && asked.power.auto;
+    if (!auto || (err instanceof DroidError && err.code === 'session_power_unconfirmed')) throw err;
+    state.notes.push(`the automatic compaction (autoCompactAt) failed, so the turn ran on the whole conversation: ${(err as Error).message}`);
+    return null;
+  }
+  if (asked.kind === 'fork') {
+    if (asked.sourceWorkspace !== spec.workspace) await relocateFork(sessionsDirOf(spec), outcome.droidSessionId, asked.sourceWorkspace, spec.workspace);
+    if (spec.sandbox.mode === 'bwrap') {
+      const folder = join(sessionsDirOf(spec), sessionFolderName(spec.workspace));
+      for (const suffix of ['.jsonl', '.settings.json']) await rm(join(folder, asked.source + suffix), { force: true });
+    }
+  }
+  return outcome;
 }
 
 /** droid's sessions folder as this turn's droid sees it: the private copy of a sandboxed turn, else droid's own. */

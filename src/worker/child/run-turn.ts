@@ -22,7 +22,7 @@ import {
 } from '../contract/protocol.js';
 import { judgeStop, type Reached, type TurnStop } from '../../shared/turn-stop.js';
 import { openSession } from './open-session.js';
-import { touchedBy, type SpareDroid } from './session-power.js';
+import { powerSettled, touchedBy, unconfirmedStop, type SpareDroid } from './session-power.js';
 import type { TouchedFiles } from '../../shared/records.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../contract/timeline.js';
@@ -54,6 +54,8 @@ export interface TurnHooks {
   onReply?(event: ReplyEvent): void;
   /** droid did the session power the turn asked for (issue 40), before the prompt. */
   onPower?(outcome: PowerOutcome): void;
+  /** A session power starts: until it is reported, a worker that dies leaves the outcome unknown. */
+  onPowerStart?(): void;
 }
 
 /** What asks a running turn to stop: how it then ended is a TurnStop (shared/turn-stop.ts). */
@@ -83,6 +85,9 @@ interface TurnState {
   onPower?: (outcome: PowerOutcome) => void;
   /** Starts a droid beside the turn's, for a session power. */
   spare?: () => Promise<SpareDroid>;
+  /** A session power started (and `power` says whether it ended). */
+  powerStarted?: boolean;
+  onPowerStart?: () => void;
 }
 
 /** `error.name` of droid's notification when it has no usable login or key. */
@@ -121,6 +126,10 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
     notes: [],
     ...(hooks.onPower && { onPower: (outcome: PowerOutcome) => hooks.onPower!(outcome) }),
   };
+  state.onPowerStart = () => {
+    state.powerStarted = true;
+    hooks.onPowerStart?.();
+  };
   let deadlineTimer: NodeJS.Timeout | undefined;
   let cancelledAt: number | null = null;
   void hooks.cancelled.then(() => (cancelledAt ??= Date.now()));
@@ -134,7 +143,7 @@ export async function runTurn(spec: TurnSpec, hooks: TurnHooks, warm?: WarmDroid
   try {
     stopped = await drive(spec, hooks, state, stop, warm, early);
   } catch (err) {
-    stopped = { kind: 'failed', error: toErrorInfo(err), end: null };
+    stopped = unconfirmedStop(err) ?? { kind: 'failed', error: toErrorInfo(err), end: null };
   } finally {
     clearTimeout(deadlineTimer);
     reportCatalog(hooks, state);
@@ -258,9 +267,16 @@ async function drive(spec: TurnSpec, hooks: TurnHooks, state: TurnState, stop: P
   // Whichever loses the race must not surface later as an unhandled rejection.
   setup.catch(() => undefined);
   exitDuringSetup.catch(() => undefined);
-  const stoppedEarly = await Promise.race([setup, stop, exitDuringSetup]);
-  // Nothing was submitted: a stop before the prompt ends the turn here.
-  if (stoppedEarly) return { kind: 'unsubmitted', by: stoppedEarly.kind === 'deadline' ? 'deadline' : 'cancel' };
+  let stoppedEarly: StopAsked | null;
+  try {
+    stoppedEarly = await Promise.race([setup, stop, exitDuringSetup]);
+  } catch (err) {
+    const unconfirmed = await powerSettled(state, setup);
+    if (unconfirmed) return unconfirmed;
+    throw err;
+  }
+  // Nothing was submitted: a stop before the prompt ends the turn here, once a session power under way has ended.
+  if (stoppedEarly) return (await powerSettled(state, setup)) ?? { kind: 'unsubmitted', by: stoppedEarly.kind === 'deadline' ? 'deadline' : 'cancel' };
 
   await state.evidence.before;
   state.marks.submit_sent = epochMs();

@@ -8,14 +8,13 @@
  * since is never silently overwritten.
  */
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
 import type { DroidClient, LoadResult } from '../../droid/client.js';
-import { DroidError } from '../../droid/errors.js';
+import { DroidError, toErrorInfo } from '../../droid/errors.js';
+import type { TurnStop } from '../../shared/turn-stop.js';
 import { compactSession, executeRewind, forkSession, rewindInfo, type RewindInfo } from '../../droid/session-powers.js';
 import { readContext } from '../../evidence/turn-evidence.js';
 import type { ContextStats, RewindRecord, TouchedFiles } from '../../shared/records.js';
-import { isAtOrBelow } from '../../util/paths.js';
+import { componentsBelow, openBeneath } from './open-beneath.js';
 import type { PowerOutcome, SessionPower } from '../contract/protocol.js';
 
 /** Each list a rewind record keeps, and the files a turn's record keeps. */
@@ -28,14 +27,19 @@ const CONTEXT_MS = 2_000;
 /** A power's own request time: droid summarizes with the model to compact. */
 const POWER_REQUEST_MS = 120_000;
 
-/** The sha256 of the file at `path` (no link followed), null when nothing is there; undefined when it cannot be read or is too large. */
-async function fileHash(path: string): Promise<string | null | undefined> {
+/**
+ * The sha256 of the file at `path` inside `workspace`, opened without
+ * following any link (open-beneath.ts); null when nothing is there;
+ * undefined when it cannot be read, is not a regular file, or is too large.
+ */
+async function fileHash(path: string, workspace: string): Promise<string | null | undefined> {
   let handle;
   try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? null : undefined;
+    handle = await openBeneath(workspace, path);
+  } catch {
+    return undefined;
   }
+  if (handle === null) return null;
   try {
     const info = await handle.stat();
     if (!info.isFile() || info.size > MAX_HASHED_BYTES) return undefined;
@@ -64,6 +68,19 @@ async function undoneChanges(client: DroidClient, droidSessionId: string, undone
   return { availableFiles: [], createdFiles: [], evictedFiles: [] };
 }
 
+/** droid's rewind lists split: what lies inside the workspace, and the paths outside it. */
+function withinWorkspace(info: RewindInfo, workspace: string): { inside: RewindInfo; outside: string[] } {
+  const inside = (path: string) => componentsBelow(workspace, path) !== null;
+  return {
+    inside: {
+      availableFiles: info.availableFiles.filter((f) => inside(f.filePath)),
+      createdFiles: info.createdFiles.filter((f) => inside(f.filePath)),
+      evictedFiles: (info.evictedFiles ?? []).filter((f) => inside(f.filePath)),
+    },
+    outside: pathsOf(info).filter((path) => !inside(path)),
+  };
+}
+
 /** The paths a rewind to `info`'s message would write: restored, then deleted. */
 function pathsOf(info: RewindInfo): string[] {
   return [...info.availableFiles.map((f) => f.filePath), ...info.createdFiles.map((f) => f.filePath)];
@@ -78,12 +95,11 @@ async function conflictsOf(info: RewindInfo, power: Extract<SessionPower, { kind
   const problems: string[] = [];
   for (const path of pathsOf(info)) {
     const want = expected.get(path);
-    if (!isAtOrBelow(path, workspace)) problems.push(`${path}: outside the workspace`);
-    else if (want === undefined) {
+    if (want === undefined) {
       const why = power.unchecked.length > 0 ? `run(s) ${power.unchecked.join(', ')} did not record it` : 'no undone run recorded it';
       problems.push(`${path}: cannot be checked (${why})`);
     } else {
-      const now = await fileHash(path);
+      const now = await fileHash(path, workspace);
       if (now === undefined) problems.push(`${path}: cannot be read to check it`);
       else if (now !== want) problems.push(`${path}: ${now === null ? 'removed' : 'changed'} since the undone turns ended`);
     }
@@ -108,12 +124,14 @@ async function rewindLoaded(
   power: Extract<SessionPower, { kind: 'rewind' }>,
   workspace: string,
 ): Promise<PowerOutcome> {
-  const info = await undoneChanges(client, droidSessionId, power.undone);
+  // Only files inside the workspace are put back (the turn's own scratch elsewhere is not the session's work): the rest is reported.
+  const { inside: info, outside } = withinWorkspace(await undoneChanges(client, droidSessionId, power.undone), workspace);
   const conflicts = await conflictsOf(info, power, workspace);
   if (conflicts.length > 0) {
     const shown = conflicts.slice(0, 10).join('; ') + (conflicts.length > 10 ? `; and ${conflicts.length - 10} more` : '');
     throw new DroidError('rewind_conflict', `the rewind would overwrite files changed since the turns it undoes ended, so nothing was changed: ${shown}`);
   }
+  // Files may be half put back when droid does not answer: that is no plain failure.
   const answer = await named(
     executeRewind(client, {
       droidSessionId,
@@ -124,6 +142,7 @@ async function rewindLoaded(
       timeoutMs: POWER_REQUEST_MS,
     }),
     'rewind the session',
+    true,
   );
   const restored = bounded(info.availableFiles.map((f) => f.filePath));
   const deleted = bounded(info.createdFiles.map((f) => f.filePath));
@@ -132,7 +151,7 @@ async function rewindLoaded(
     deleted: deleted.kept,
     truncated: restored.left + deleted.left,
     failed: answer.failedRestoreCount + answer.failedDeleteCount,
-    notRestorable: (info.evictedFiles ?? []).map((f) => f.filePath).slice(0, MAX_REWOUND_PATHS),
+    notRestorable: [...outside, ...(info.evictedFiles ?? []).map((f) => f.filePath)].slice(0, MAX_REWOUND_PATHS),
   };
   return { kind: 'rewind', droidSessionId: answer.newSessionId, rewind };
 }
@@ -241,19 +260,28 @@ export function contextNow(client: DroidClient): Promise<ContextStats | null> {
 }
 
 /** droid's failure of a power, named (a rewind_unavailable or rewind_conflict of ours passes unchanged). */
-async function named<T>(call: Promise<T>, what: string): Promise<T> {
+async function named<T>(call: Promise<T>, what: string, changesFiles = false): Promise<T> {
   try {
     return await call;
   } catch (err) {
-    if (err instanceof DroidError && err.code !== 'droid_rpc_error' && err.code !== 'droid_session_not_found') throw err;
+    // An answer droid refused changed nothing; a call it never answered (it timed out or died) may have.
+    const refused = err instanceof DroidError && (err.code === 'droid_rpc_error' || err.code === 'droid_session_not_found');
+    if (changesFiles && !refused) {
+      throw new DroidError(
+        'session_power_unconfirmed',
+        `droid did not finish ${what} (${(err as Error).message}): files may be partly put back and the session partly rewound; inspect the workspace`,
+      );
+    }
+    if (err instanceof DroidError && !refused) throw err;
     throw new DroidError('session_power_failed', `droid could not ${what}: ${(err as Error).message}; nothing was submitted`);
   }
 }
 
 /**
  * After a writer turn: the files droid's tools changed in it (droid's own
- * rewind list for its message), each with its content now. Paths outside
- * the workspace, unreadable ones and those beyond the cap are counted in
+ * rewind list for its message), each with its content now, read without
+ * following links. Paths outside the workspace are left out (a rewind never
+ * puts them back); unreadable ones and those beyond the cap are counted in
  * `truncated`: a rewind over this turn then refuses rather than guess.
  */
 export async function touchedBy(client: DroidClient, droidSessionId: string, messageId: string, workspace: string): Promise<TouchedFiles | null> {
@@ -266,13 +294,35 @@ export async function touchedBy(client: DroidClient, droidSessionId: string, mes
   const files: TouchedFiles['files'] = [];
   let truncated = 0;
   for (const path of new Set(pathsOf(info))) {
-    if (files.length >= MAX_TOUCHED || !isAtOrBelow(path, workspace)) {
+    // Outside the workspace: never put back (withinWorkspace), so nothing to check.
+    if (componentsBelow(workspace, path) === null) continue;
+    if (files.length >= MAX_TOUCHED) {
       truncated++;
       continue;
     }
-    const sha256 = await fileHash(path);
+    const sha256 = await fileHash(path, workspace);
     if (sha256 === undefined) truncated++;
     else files.push({ path, sha256 });
   }
   return { files, truncated };
+}
+
+/**
+ * A session power (issue 40) is never left midway: when a stop or droid's
+ * exit comes while one runs, the turn waits for it to end (the runner's
+ * backstop bounds that). Done, it is in the result; gone unconfirmed, the
+ * turn's outcome is unknown. Null: no power under way, or it ended plainly.
+ */
+export async function powerSettled(state: { powerStarted?: boolean; power?: PowerOutcome }, setup: Promise<unknown>): Promise<TurnStop | null> {
+  if (!state.powerStarted || state.power) return null;
+  return unconfirmedStop(
+    await setup.then(
+      () => null,
+      (err: unknown) => err,
+    ),
+  );
+}
+
+export function unconfirmedStop(err: unknown): TurnStop | null {
+  return err instanceof DroidError && err.code === 'session_power_unconfirmed' ? { kind: 'unconfirmed', error: toErrorInfo(err) } : null;
 }

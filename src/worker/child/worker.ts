@@ -186,6 +186,7 @@ async function execute(rawSpec: unknown): Promise<void> {
           onCatalog: sendCatalog,
           replyGate: askGate,
           onReply: (event) => void send({ type: 'reply_event', event }),
+          onPowerStart: () => void send({ type: 'power_started' }),
           onPower: (power) => void send({ type: 'power', power }),
         },
         warm,

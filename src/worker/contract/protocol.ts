@@ -297,6 +297,8 @@ export const workerToParentSchema = z.discriminatedUnion('type', [
    */
   z.object({ type: z.literal('catalog'), models: z.array(catalogModel).min(1), answeredAt: z.iso.datetime() }).strict(),
   z.object({ type: z.literal('progress'), event: progressEvent }).strict(),
+  /** A session power (issue 40) starts: until `power` comes, a worker that dies leaves the outcome unknown. */
+  z.object({ type: z.literal('power_started') }).strict(),
   /** droid did its session power (issue 40): recorded before the prompt is submitted. */
   z.object({ type: z.literal('power'), power: powerOutcomeSchema }).strict(),
   /** The turn's running usage changed (droid's session_token_usage_changed, turn-usage.ts). */

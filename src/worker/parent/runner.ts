@@ -11,8 +11,6 @@ import type { ProgressEvent } from '../../droid/turn-collector.js';
 import type { TokenUsage } from '../../droid/notifications.js';
 import { parseWorkerMessage } from '../contract/ipc.js';
 import {
-  failedResult,
-  stoppedResult,
   type ParentToWorker,
   type PowerOutcome,
   type RenameOutcome,
@@ -24,6 +22,7 @@ import {
 import { TextTail } from '../../util/text.js';
 import { epochMs } from '../../util/epoch.js';
 import { killGroup, killGroupAndWait } from './process-group.js';
+import { withoutResult } from './without-result.js';
 import { turnTimeline } from '../contract/timeline.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
 import { makeTurnTmp, type TurnTmp } from '../../sandbox/turn-paths.js';
@@ -117,6 +116,8 @@ interface TurnWatch {
   reportedSession: string | null;
   /** The session a fork, rewind or compaction made before the prompt (issue 40): the one copied back. */
   powerSession?: string;
+  /** A power started; without `powerSession`, nobody knows what it did. */
+  powerStarted?: boolean;
   firedBackstop: Backstop | null;
   invalidMessages: number;
   /** The first MAX_IPC_PROBLEMS invalid messages, kept as diagnostics. */
@@ -267,7 +268,8 @@ function relayMessage(
     return;
   }
   const message = parsed.message;
-  if (message.type === 'power') {
+  if (message.type === 'power_started') watch.powerStarted = true;
+  else if (message.type === 'power') {
     watch.powerSession = message.power.droidSessionId;
     options.onPower?.(message.power);
   } else if (message.type === 'started') {
@@ -379,21 +381,4 @@ async function commitSessions(sessions: SessionCopy, session: { id: string | nul
   } catch (err) {
     options.onSessionCopy?.({ copied: [], refused: [`copy-back failed: ${(err as Error).message}`] });
   }
-}
-
-/**
- * The result of a worker that exited without reporting one. A stop we forced
- * after asking for a cancel is a cancellation; after the deadline, a timeout;
- * anything else is a worker failure.
- */
-function withoutResult(how: string, watch: TurnWatch, spec: TurnSpec, stderrTail: string): TurnResult {
-  const { firedBackstop: backstop, cancelRequested, invalidMessages } = watch;
-  // After `started`, the prompt reached droid: the turn may have had effects. An invalid
-  // message may have been that `started`, so in doubt the turn counts as submitted.
-  const evidence = { submitted: watch.startedSession !== null || invalidMessages > 0, droidSessionId: watch.startedSession, stderrTail };
-  // Killed by our own backstop after we asked it to stop: the stop was ours.
-  if (cancelRequested && backstop === 'cancel') return stoppedResult({ kind: 'interrupted', by: 'cancel', end: null, killed: how }, evidence);
-  if (backstop === 'deadline') return stoppedResult({ kind: 'interrupted', by: 'deadline', end: null, timeoutMs: spec.timeoutMs, killed: how }, evidence);
-  const invalid = invalidMessages ? ` (it sent ${invalidMessages} invalid IPC message(s), see diagnostics)` : '';
-  return failedResult({ code: 'worker_failed', message: `the turn's worker exited (${how}) without a valid result${invalid}`, retryable: false }, evidence);
 }

@@ -87,6 +87,8 @@ describe('fork', () => {
       workspace: ws,
       autonomy: 'off',
       title: 'The fork',
+      // Its own budget, below what the source spent: a running figure counted from zero rather than from the fork's start would stop it.
+      budget: { maxTokens: 1000 },
       forkFrom: { session: source.metadata.session },
       prompt: `fork-turn-qk2 ${script({ text: 'fork answer', usage: usage(500, 30) })}`,
     });
@@ -97,6 +99,7 @@ describe('fork', () => {
     expect(fork.metadata.session).not.toBe(source.metadata.session);
     // The fork accounts for its own turn only, not the source's it carries.
     expect(forkDone.latestRun.usage).toMatchObject({ inputTokens: 500, outputTokens: 30, final: true });
+    expect(forkDone.budget).toMatchObject({ maxTokens: 1000, spentTokens: 530 });
     // The fork's model request holds the source's turn.
     expect(requestWith('fork-turn-qk2')).toContain('source-one-qk1');
 
@@ -163,10 +166,13 @@ describe('rewind', () => {
     expect(readFileSync(edited, 'utf8')).toBe('changed\n');
     expect(existsSync(created)).toBe(true);
 
-    const rewind = await send(session, { rewindTo: undone.metadata.run, prompt: `rw-three-qk9 ${script({ text: 'after the rewind' })}` });
+    const usage = { prompt_tokens: 300, completion_tokens: 20 };
+    const rewind = await send(session, { rewindTo: undone.metadata.run, prompt: `rw-three-qk9 ${script({ text: 'after the rewind', usage })}` });
     const view = await done(session);
     expect(view.latestRun.state, JSON.stringify(view.latestRun.error)).toBe('succeeded');
     expect(view.latestRun.rewindTo).toBe(undone.metadata.run);
+    // The rewound session's turn accounts for itself, from droid's new session.
+    expect(view.latestRun.usage).toMatchObject({ inputTokens: 300, outputTokens: 20, final: true });
     expect(view.latestRun.rewind).toMatchObject({ restored: [edited], deleted: [created], failed: 0 });
     expect(readFileSync(edited, 'utf8')).toBe('original\n');
     expect(existsSync(created)).toBe(false);
@@ -192,6 +198,9 @@ describe('rewind', () => {
     await done(other.metadata.session);
     const foreign = await fail('droid_send_message', { requestKey: key(), session: a.metadata.session, rewindTo: other.metadata.run, prompt: 'x' });
     expect(foreign.code).toBe('rewind_target_invalid');
+    // A rewind writes the files it puts back: never at autonomy off.
+    const reader = await fail('droid_send_message', { requestKey: key(), session: a.metadata.session, rewindTo: a.metadata.run, autonomy: 'off', prompt: 'x' });
+    expect(reader.code).toBe('rewind_read_only');
 
     const slow = await send(a.metadata.session, { prompt: `rf-slow ${script({ text: 'slow', slowMs: 3_000 })}` });
     const unfinished = await fail('droid_send_message', { requestKey: key(), session: a.metadata.session, rewindTo: slow.metadata.run, prompt: 'x' });
@@ -292,7 +301,7 @@ describe('request keys', () => {
     const fork = { requestKey: key(), replyTo: null, autonomy: 'off', workspace: ws, forkFrom: { session }, prompt: `rk-fork ${script({ text: 'f' })}` };
     const forked = await server.ok<Acceptance>('droid_create_session', fork);
     await done(forked.metadata.session);
-    const rewind = { requestKey: key(), session, rewindTo: source.metadata.run, prompt: `rk-rewind ${script({ text: 'r' })}` };
+    const rewind = { requestKey: key(), session, rewindTo: source.metadata.run, autonomy: 'low', prompt: `rk-rewind ${script({ text: 'r' })}` };
     const rewound = await server.ok<Acceptance>('droid_send_message', rewind);
     await done(session);
     const compact = { requestKey: key(), session, compact: true, prompt: `rk-compact ${script({ text: 'c' })}` };

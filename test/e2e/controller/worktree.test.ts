@@ -220,6 +220,7 @@ describe('isolation: "worktree"', () => {
   it('refuses a workspace outside any git work tree, a read-only session, and any session in the checkouts directory, recording nothing', async () => {
     const plain = ctx.workspace('not-a-repo');
     const before = journal();
+    const branches = git(repo, 'branch', '--list', 'droid/*');
     const notGit = await server.call('droid_create_session', { requestKey: 'wt-plain', workspace: plain, prompt: 'x', replyTo: null, isolation: 'worktree' });
     expect(notGit.structured).toMatchObject({ error: { code: 'isolation_not_a_repository' } });
     const reader = await server.call('droid_create_session', {
@@ -235,7 +236,7 @@ describe('isolation: "worktree"', () => {
     const over = await server.call('droid_create_session', { requestKey: 'wt-over', workspace: checkouts, prompt: 'x', replyTo: null });
     expect(over.structured).toMatchObject({ error: { code: 'workspace_in_checkouts' } });
     expect(journal()).toBe(before);
-    expect(git(repo, 'branch', '--list', 'droid/*').split('\n').length).toBe(3);
+    expect(git(repo, 'branch', '--list', 'droid/*')).toBe(branches);
   });
 
   it('a controller kill -9 mid-turn keeps the checkout, and the restart lists it', async () => {

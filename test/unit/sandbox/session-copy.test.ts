@@ -81,6 +81,34 @@ describe('session copy', () => {
     expect(readFileSync(join(real(), `${ID}.jsonl`), 'utf8')).toBe('new\n');
   });
 
+  it("a session a fork, rewind or compaction made (issue 40) comes back, but never over a file droid's folder already has", async () => {
+    makeHome();
+    const copy = prepareSessionCopy(home!, WORKSPACE, ID, runId());
+    const mine = join(copy.dir, sessionFolderName(WORKSPACE));
+    const made = randomUUID();
+    writeFileSync(join(mine, `${made}.jsonl`), 'made\n');
+    expect(await copy.commit(made, true)).toMatchObject({ copied: [`${made}.jsonl`] });
+    // A power that names an id droid's folder has (another session's): nothing of it is replaced.
+    writeFileSync(join(mine, `${OTHER}.jsonl`), 'forged\n');
+    const refused = await copy.commit(OTHER, true);
+    await copy.dispose();
+    expect(refused.copied).toEqual([]);
+    expect(refused.refused.join('\n')).toContain(`${OTHER}.jsonl: droid's sessions folder already has it`);
+    expect(readFileSync(join(real(), `${OTHER}.jsonl`), 'utf8')).toBe('theirs\n');
+    expect(readFileSync(join(real(), `${made}.jsonl`), 'utf8')).toBe('made\n');
+  });
+
+  it('a fork reads its source from the folder of the workspace the source ran in (issue 40)', async () => {
+    makeHome();
+    const copy = prepareSessionCopy(home!, '/srv/checkouts/fork', null, runId());
+    copy.fill(ID, WORKSPACE);
+    try {
+      expect(readdirSync(join(copy.dir, sessionFolderName('/srv/checkouts/fork'))).sort()).toEqual([`${ID}.jsonl`, `${ID}.settings.json`]);
+    } finally {
+      await copy.dispose();
+    }
+  });
+
   it('an id that is not a UUID copies nothing back', async () => {
     home = mkdtempSync(join(tmpdir(), 'session-copy-'));
     const copy = prepareSessionCopy(home!, WORKSPACE, null, runId());

@@ -23,6 +23,7 @@ function run(seq: number, extra: Partial<RunRecord> = {}): RunRecord {
     state: 'succeeded',
     startedAt: AT,
     endedAt: AT,
+    submittedAt: AT,
     ...extra,
   };
 }
@@ -61,13 +62,19 @@ describe('rewindTarget', () => {
   it('refuses by name: not of the session, unfinished, never launched, undone, before a compaction or a rewind', () => {
     expect(refusal(() => rewindTarget([run(1)], 's', 'other'))).toBe('rewind_target_invalid');
     expect(refusal(() => rewindTarget([run(1, { state: 'running', endedAt: null })], 's', 'r1'))).toBe('rewind_target_unfinished');
-    expect(refusal(() => rewindTarget([run(1, { state: 'cancelled', startedAt: null })], 's', 'r1'))).toBe('rewind_unavailable');
+    expect(refusal(() => rewindTarget([run(1, { state: 'cancelled', startedAt: null, submittedAt: undefined })], 's', 'r1'))).toBe('rewind_unavailable');
+    // Launched, but droid never had the prompt (it failed before): no message to rewind to.
+    expect(refusal(() => rewindTarget([run(1, { state: 'failed', submittedAt: undefined })], 's', 'r1'))).toBe('rewind_unavailable');
+    // A rewind or compaction queued ahead will replace droid's session: refused now, not at launch.
+    expect(refusal(() => rewindTarget([run(1), run(2, { state: 'queued', compact: true, submittedAt: undefined })], 's', 'r1'))).toBe('rewind_unavailable');
     expect(refusal(() => rewindTarget([run(1, { rewound: { by: 'r2', at: AT } }), run(2)], 's', 'r1'))).toBe('rewind_unavailable');
     const compaction = { auto: false, removedMessages: 3, before: null, after: null };
     expect(refusal(() => rewindTarget([run(1), run(2, { compaction })], 's', 'r1'))).toBe('rewind_unavailable');
     // droid keeps file snapshots per droid session: a later rewind started a new one.
     const rewind = { restored: [], deleted: [], truncated: 0, failed: 0, notRestorable: [] };
     expect(refusal(() => rewindTarget([run(1), run(2), run(3, { rewindTo: 'r2', rewind })], 's', 'r1'))).toBe('rewind_unavailable');
+    // A rewind or compaction that ended without doing it (refused, failed before droid) leaves the runs before it rewindable.
+    expect(rewindTarget([run(1), run(2, { rewindTo: 'r1', state: 'failed' }), run(3, { compact: true, state: 'failed' })], 's', 'r1').id).toBe('r1');
     // The compaction's own run is still rewindable to (its prompt came after the summary).
     expect(rewindTarget([run(1), run(2, { compaction })], 's', 'r2').id).toBe('r2');
   });
@@ -75,18 +82,24 @@ describe('rewindTarget', () => {
 
 describe('forkPoint and forkCut', () => {
   it("forks at the source's latest finished run in line, or the one asked for, cut before the next one droid had", () => {
-    const runs = [run(1), run(2, { rewound: { by: 'r3', at: AT } }), run(3), run(4, { state: 'queued', startedAt: null, endedAt: null })];
+    const runs = [
+      run(1),
+      run(2, { rewound: { by: 'r3', at: AT } }),
+      run(3, { state: 'failed', submittedAt: undefined }),
+      run(4),
+      run(5, { state: 'queued', startedAt: null, endedAt: null, submittedAt: undefined }),
+    ];
     const latest = forkPoint(runs, 's', null);
-    expect(latest.id).toBe('r3');
+    expect(latest.id).toBe('r4');
     expect(forkCut(runs, latest)).toBeNull();
     const first = forkPoint(runs, 's', 'r1');
-    // r2 was undone: the next message droid holds after r1 is r3's.
-    expect(forkCut(runs, first)).toBe('r3');
+    // r2 was undone and r3 never reached droid: the next message droid holds after r1 is r4's.
+    expect(forkCut(runs, first)).toBe('r4');
   });
 
   it('refuses by name', () => {
     expect(refusal(() => forkPoint([run(1, { state: 'unknown' })], 's', null))).toBe('session_unknown_outcome');
-    expect(refusal(() => forkPoint([run(1, { state: 'failed', startedAt: null })], 's', null))).toBe('fork_point_unavailable');
+    expect(refusal(() => forkPoint([run(1, { state: 'failed', startedAt: null, submittedAt: undefined })], 's', null))).toBe('fork_point_unavailable');
     expect(refusal(() => forkPoint([run(1)], 's', 'nope'))).toBe('fork_point_invalid');
     expect(refusal(() => forkPoint([run(1, { state: 'running', endedAt: null })], 's', 'r1'))).toBe('fork_point_unfinished');
   });
@@ -108,6 +121,7 @@ describe('rewindExpectation', () => {
       run(3),
       run(4, { settings: { model: 'm', autonomy: 'off', reasoningEffort: null } }),
       run(5, { touched: { files: [], truncated: 2 } }),
+      run(6, { state: 'failed', submittedAt: undefined }),
     ];
     expect(rewindExpectation(runs, runs[1]!)).toEqual({
       undone: ['r2', 'r3', 'r4', 'r5'],
@@ -166,8 +180,16 @@ describe('sessionStart', () => {
     const sourceRuns = [run(1), run(2)];
     const start = sessionStart({ session: fork, run: run(1), runs: [], source: { session, runs: sourceRuns }, autoCompactAt: null });
     expect(start).toEqual({ mode: 'fork', sourceDroidSessionId: 'd1', cutAt: 'r2', title: 'F' });
-    expect(refusal(() => sessionStart({ session: fork, run: run(1), runs: [], source: { session, runs: [] }, autoCompactAt: null }))).toBe(
+    // The source moved on since the acceptance: its point was undone by a rewind, judged again at launch.
+    const undone = [run(1, { rewound: { by: 'r2', at: AT } }), run(2, { rewindTo: 'r1' })];
+    expect(refusal(() => sessionStart({ session: fork, run: run(1), runs: [], source: { session, runs: undone }, autoCompactAt: null }))).toBe(
       'fork_point_unavailable',
     );
+  });
+
+  it('judges a rewind again at launch: a rewind queued ahead of it replaced the session the target ran in', () => {
+    const rewind = { restored: [], deleted: [], truncated: 0, failed: 0, notRestorable: [] };
+    const runs = [run(1), run(2), run(3, { rewindTo: 'r2', rewind }), run(4, { state: 'starting', rewindTo: 'r1' })];
+    expect(refusal(() => sessionStart(facts(runs)))).toBe('rewind_unavailable');
   });
 });
