@@ -25,6 +25,7 @@
 //   MOCK_DROID_EXIT_DELAY_MS  after EOF, exit (logging {exit: 'voluntary'}) only after this delay
 //   MOCK_DROID_RENAME_DELAY_MS answer rename_session {success: true} after this
 //   MOCK_DROID_LOAD_NO_USAGE  load_session answers without the session's usage totals (as a droid that does not send them)
+//   MOCK_DROID_REWIND_HANG    execute_rewind is never answered (a droid stuck mid-restore); unset, it is refused
 //                             delay (unset: rename_session is an unknown method)
 import { randomUUID } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -447,6 +448,16 @@ const methods = {
     persist();
     respond(id, {});
     if (!turn) session = null;
+  },
+  // Session powers (issue 40): only what the fault tests need.
+  'droid.get_rewind_info'(id) {
+    if (!session) return noSession(id);
+    respond(id, { availableFiles: [], createdFiles: [], evictedFiles: [] });
+  },
+  'droid.execute_rewind'(id) {
+    if (!session) return noSession(id);
+    if (process.env.MOCK_DROID_REWIND_HANG) return; // never answered: a droid stuck mid-restore
+    fail(id, -32603, 'execute_rewind: the mock rewinds nothing (set MOCK_DROID_REWIND_HANG to hang it)');
   },
   'droid.update_session_settings'(id, p) {
     if (!session) return noSession(id);

@@ -258,8 +258,7 @@ export class TurnOwner implements TurnRunner {
         }
       },
       onUsage: (usage) => this.liveUsage.report(turn, usage),
-      onPower: (power) =>
-        void state.serialized(() => this.onPower(turn.runId, power)).catch((err) => log.error({ err, run: turn.runId }, 'power not recorded')),
+      onPower: (power) => state.serialized(() => this.onPower(turn.runId, power)).catch((err) => log.error({ err, run: turn.runId }, 'power not recorded')),
       onCatalog: (models, answeredAt) => this.deps.offerModels?.(models, answeredAt),
       onRename: (outcome) => void state.serialized(() => this.onRename(turn.runId, outcome)).catch((err) => log.error({ err }, 'rename record failed')),
       onInvalidMessage: (problem) => log.warn({ run: turn.runId, problem }, 'the worker sent an invalid message; ignored'),

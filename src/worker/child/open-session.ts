@@ -31,8 +31,8 @@ export interface SessionOpening {
   catalog?: { models: unknown; answeredAt: number };
   /** What droid did to the session before the prompt (issue 40), once done. */
   power?: PowerOutcome;
-  /** Told as soon as the power is done, before the prompt. */
-  onPower?: (outcome: PowerOutcome) => void;
+  /** Told as soon as the power is done; the prompt waits until it settles (the controller recorded it). */
+  onPower?: (outcome: PowerOutcome) => Promise<void> | void;
   /** Starts a droid of the turn's launch apart from its own (a compaction runs there). */
   spare?: () => Promise<SpareDroid>;
   /** Told before a power starts: from here until it is recorded, a worker that dies leaves the turn's outcome unknown. */
@@ -71,7 +71,7 @@ export async function openSession(spec: TurnSpec, client: DroidClient, state: Se
   let outcome: PowerOutcome | null = null;
   if (asked) {
     outcome = await runAsked(spec, asked, state, check);
-    if (outcome) done(state, outcome);
+    if (outcome) await done(state, outcome);
   }
   const current = outcome ? outcome.droidSessionId : spec.session.mode === 'resume' ? spec.session.droidSessionId : spec.session.sourceDroidSessionId;
   const loaded = await client.loadSession(current, { ...format, ...(mcpServers && { mcpServers }) });
@@ -79,7 +79,7 @@ export async function openSession(spec: TurnSpec, client: DroidClient, state: Se
   // The same runtime's catalog, reported even when the turn goes no further.
   if (loaded.availableModels !== undefined) state.catalog = { models: loaded.availableModels, answeredAt: marks.initialized };
   await check(loaded);
-  if (outcome?.kind === 'compact') done(state, { ...outcome, compaction: { ...outcome.compaction, after: await contextNow(client) } });
+  if (outcome?.kind === 'compact') await done(state, { ...outcome, compaction: { ...outcome.compaction, after: await contextNow(client) } });
   // The session's totals so far: this turn's running figure is what comes on top (turn-usage.ts).
   const resumed = resumeBaseline(loaded, spec.usageBaseline);
   state.baseline = resumed.baseline;
@@ -143,10 +143,10 @@ function sessionsDirOf(spec: TurnSpec): string {
   return join(factoryDirOf(spec.droidEnv), 'sessions');
 }
 
-/** The power is done: noted for the result, and told at once. */
-function done(state: SessionOpening, outcome: PowerOutcome): void {
+/** The power is done: noted for the result, and told at once; settles once the controller recorded it. */
+async function done(state: SessionOpening, outcome: PowerOutcome): Promise<void> {
   state.power = outcome;
-  state.onPower?.(outcome);
+  await state.onPower?.(outcome);
 }
 
 async function assertSameDirectory(loaded: LoadResult, workspace: string): Promise<void> {

@@ -52,8 +52,8 @@ export interface TurnHooks {
   replyGate?(call: ReplyCall): Promise<boolean>;
   /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
   onReply?(event: ReplyEvent): void;
-  /** droid did the session power the turn asked for (issue 40), before the prompt. */
-  onPower?(outcome: PowerOutcome): void;
+  /** droid did the session power the turn asked for (issue 40), before the prompt; the prompt waits until this settles (it is recorded). */
+  onPower?(outcome: PowerOutcome): Promise<void> | void;
   /** A session power starts: until it is reported, a worker that dies leaves the outcome unknown. */
   onPowerStart?(): void;
 }
@@ -82,7 +82,7 @@ interface TurnState {
   egress?: TurnEgress;
   /** What droid did to the session before the prompt (issue 40). */
   power?: PowerOutcome;
-  onPower?: (outcome: PowerOutcome) => void;
+  onPower?: (outcome: PowerOutcome) => Promise<void> | void;
   /** Starts a droid beside the turn's, for a session power. */
   spare?: () => Promise<SpareDroid>;
   /** A session power started (and `power` says whether it ended). */

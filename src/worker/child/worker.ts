@@ -11,6 +11,7 @@ import {
   turnSpecSchema,
   type RenameOutcome,
   type ReplyCall,
+  type PowerOutcome,
   type TurnResult,
   type WarmDroidSpec,
   type WorkerToParent,
@@ -67,6 +68,18 @@ function askGate(call: ReplyCall): Promise<boolean> {
   });
 }
 
+/** Reported session powers waiting for the controller to record them (issue 40), oldest first. */
+const powerWaits: Array<() => void> = [];
+
+/** Reports the power and settles once the controller recorded it: the prompt goes only after (or once the controller is gone). */
+function reportPower(power: PowerOutcome): Promise<void> {
+  if (!process.connected) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    powerWaits.push(resolve);
+    void send({ type: 'power', power });
+  });
+}
+
 /** When the `run` came (epoch ms): the start's `run_received` stage (a droid started before it was started early). */
 let runReceivedAt = 0;
 
@@ -96,6 +109,7 @@ function onMessage(raw: unknown, receivedAt: number): void {
     if (message.type === 'skip_rename') return skipRename.abort();
     // An unknown id (a decision that came after the wait gave up) is ignored: that call was already denied.
     if (message.type === 'reply_decision') return gateWaits.get(message.id)?.(message.approve);
+    if (message.type === 'power_recorded') return powerWaits.shift()?.();
     if (message.type === 'warm') return prepare(message.droid);
     // Started above (a pool worker holding no droid, before its run); anything else ignores it.
     if (message.type === 'launch') {
@@ -187,7 +201,7 @@ async function execute(rawSpec: unknown): Promise<void> {
           replyGate: askGate,
           onReply: (event) => void send({ type: 'reply_event', event }),
           onPowerStart: () => void send({ type: 'power_started' }),
-          onPower: (power) => void send({ type: 'power', power }),
+          onPower: reportPower,
         },
         warm,
         early,

@@ -328,6 +328,8 @@ export const parentToWorkerSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('ack') }).strict(),
   /** A follow-up waits for this turn's slot, so the Factory title is left for a later turn. */
   z.object({ type: z.literal('skip_rename') }).strict(),
+  /** The session power the worker reported is recorded (or could not be): its prompt may go now (issue 40). */
+  z.object({ type: z.literal('power_recorded') }).strict(),
   z.object({ type: z.literal('reply_decision'), id: z.string().min(1), approve: z.boolean() }).strict(),
 ]);
 export type ParentToWorker = z.infer<typeof parentToWorkerSchema>;

@@ -54,8 +54,11 @@ export interface WorkerOptions {
   onReplyCall?(call: ReplyCall): Promise<boolean>;
   /** Routed turns: what approved puck calls returned, and Amp tools that ran unasked. */
   onReplyEvent?(event: ReplyEvent): void;
-  /** droid did the session power the turn asked for (issue 40), before the prompt: the session it made is the turn's from here. */
-  onPower?(power: PowerOutcome): void;
+  /**
+   * droid did the session power the turn asked for (issue 40), before the prompt: the session it made is the turn's from
+   * here. The worker sends the prompt once this settles (its record is durable, or could not be made).
+   */
+  onPower?(power: PowerOutcome): Promise<void> | void;
   /** Environment of the worker process itself (droid gets spec.droidEnv). */
   env?: NodeJS.ProcessEnv;
   workerEntry?: string;
@@ -271,7 +274,9 @@ function relayMessage(
   if (message.type === 'power_started') watch.powerStarted = true;
   else if (message.type === 'power') {
     watch.powerSession = message.power.droidSessionId;
-    options.onPower?.(message.power);
+    void Promise.resolve(options.onPower?.(message.power))
+      .catch(() => undefined)
+      .then(() => post({ type: 'power_recorded' }));
   } else if (message.type === 'started') {
     watch.startedSession = message.droidSessionId;
     options.onStarted?.(message.droidSessionId, { worker_ready: watch.readyAt, ...message.stages });

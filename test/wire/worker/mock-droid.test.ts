@@ -97,6 +97,22 @@ describe('worker + mock droid faults', () => {
     expect(result).toMatchObject({ outcome: 'cancelled', submitted: true, error: { code: 'interrupt_unconfirmed' } });
   });
 
+  it('a rewind droid never finishes is never left midway: a cancel waits for it, the backstop ends it, and the outcome is unknown (issue 40)', async () => {
+    const env = { MOCK_DROID_STATE_DIR: join(dir, 'state') };
+    mkdirSync(env.MOCK_DROID_STATE_DIR);
+    const firstSpec = spec({ prompt: 'one' }, env);
+    const first = await runWorkerTurn(firstSpec, tag).done;
+    expect(first.outcome).toBe('succeeded');
+    const undo = { kind: 'rewind' as const, toMessage: firstSpec.runId, undone: [firstSpec.runId], expect: [], unchecked: [] };
+    const session = { mode: 'resume' as const, droidSessionId: first.droidSessionId!, before: undo };
+    const turn = runWorkerTurn(spec({ session, prompt: 'never sent', graceMs: 500 }, { ...env, MOCK_DROID_REWIND_HANG: '1' }), tag);
+    await until(() => frames().some((f) => f.method === 'droid.execute_rewind'), 20_000, 'the rewind under way');
+    turn.handle.cancel();
+    const result = await turn.done;
+    expect(result).toMatchObject({ outcome: 'unknown', submitted: false, error: { code: 'session_power_unconfirmed' } });
+    expect(frames().filter((f) => f.method === 'droid.add_user_message')).toHaveLength(1);
+  });
+
   it('a cancel droid does not even answer ends cancelled (interrupt_unconfirmed), not failed, within the timeline', async () => {
     const turn = runWorkerTurn(spec({ prompt: '<<mock:deaf>>', graceMs: 500 }), tag);
     await turn.started;
