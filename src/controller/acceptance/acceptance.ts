@@ -111,8 +111,8 @@ export class TurnAcceptance {
     const workspace = await this.deps.resolveWorkspace(input.workspace);
     const title = input.title ?? null;
     const labels = normalizeLabels(input.labels ?? []);
-    const network = sessionNetwork(input.network, this.deps.sandbox);
     const fork = input.forkFrom ? this.forkSource(input.forkFrom.session, workspace, input.isolation) : null;
+    const network = sessionNetwork(input.network, this.deps.sandbox, fork);
     const askedPoint = input.forkFrom?.run ?? null;
     const intent: Intent = {
       kind: 'create',

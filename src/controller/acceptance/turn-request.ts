@@ -79,9 +79,15 @@ export type SessionNetwork = 'model-only' | 'host' | 'open';
 
 /**
  * What a session's network choice records: model-only, or nothing (the
- * host's policy). Never more than the host allows, like autonomy's ceiling.
+ * host's policy). Never more than the host allows, like autonomy's ceiling,
+ * nor, for a fork, than its source had.
  */
-export function sessionNetwork(asked: SessionNetwork | undefined, sandbox: SandboxSpec): 'model-only' | null {
+export function sessionNetwork(
+  askedOfSession: SessionNetwork | undefined,
+  sandbox: SandboxSpec,
+  fork: { network?: 'model-only' } | null = null,
+): 'model-only' | null {
+  const asked = fork ? forkNetwork(askedOfSession, fork.network) : askedOfSession;
   const hostMode = sandbox.mode === 'off' ? 'unconfined' : sandbox.network?.mode === 'proxy' ? 'proxy' : 'open';
   if (asked === 'open' && hostMode === 'proxy') {
     throw new ControllerError(
@@ -98,6 +104,23 @@ export function sessionNetwork(asked: SessionNetwork | undefined, sandbox: Sandb
     );
   }
   return asked === 'model-only' ? 'model-only' : null;
+}
+
+/**
+ * The network a fork asks for. The source's conversation goes with the fork,
+ * so a fork of a session that reaches only the model endpoints stays so: by
+ * default, and never wider when asked.
+ */
+function forkNetwork(asked: SessionNetwork | undefined, source: 'model-only' | undefined): SessionNetwork | undefined {
+  if (source !== 'model-only') return asked;
+  if (asked !== undefined && asked !== 'model-only') {
+    throw new ControllerError(
+      'network_above_ceiling',
+      `the source session reaches only the model endpoints (network "model-only"), and its conversation goes with the fork: network "${asked}" would widen that`,
+      'Omit network (the fork keeps "model-only"), or start a new session instead of a fork.',
+    );
+  }
+  return 'model-only';
 }
 
 export function isolationIntent(isolation: Isolation | undefined): Pick<Intent, 'isolation'> {

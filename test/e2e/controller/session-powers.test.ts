@@ -152,6 +152,27 @@ describe('fork', () => {
   });
 });
 
+describe('fork containment', () => {
+  it('a fork of a model-only session stays model-only, and refuses to widen it', async () => {
+    const ws = ctx.workspace('fork-model-only');
+    const source = await create({ workspace: ws, autonomy: 'off', network: 'model-only', prompt: `mo-one ${script({ text: 'one' })}` });
+    await done(source.metadata.session);
+    const wider = await fail('droid_create_session', {
+      requestKey: key(),
+      replyTo: null,
+      autonomy: 'off',
+      workspace: ws,
+      network: 'host',
+      forkFrom: { session: source.metadata.session },
+      prompt: 'x',
+    });
+    expect(wider.code).toBe('network_above_ceiling');
+    const fork = await create({ workspace: ws, autonomy: 'off', forkFrom: { session: source.metadata.session }, prompt: `mo-fork ${script({ text: 'f' })}` });
+    expect(fork.status.network).toBe('model-only');
+    expect((await done(fork.metadata.session)).latestRun.state).toBe('succeeded');
+  });
+});
+
 describe('rewind', () => {
   it('deletes the file the undone turn created, restores one it edited, and the model no longer sees it but still sees the turn before', async () => {
     const ws = ctx.workspace('rewind-files');

@@ -24,6 +24,18 @@ describe("a session's network (issue 37)", () => {
     expect(() => sessionNetwork('model-only', off)).toThrow(expect.objectContaining({ code: 'network_unavailable' }));
   });
 
+  it("of a fork is never wider than its source's (issue 40)", () => {
+    const modelOnly = { network: 'model-only' as const };
+    expect(sessionNetwork(undefined, proxy, modelOnly)).toBe('model-only');
+    expect(sessionNetwork('model-only', open, modelOnly)).toBe('model-only');
+    expect(() => sessionNetwork('host', open, modelOnly)).toThrow(
+      expect.objectContaining({ code: 'network_above_ceiling', action: expect.stringContaining('Omit network') }),
+    );
+    expect(() => sessionNetwork('open', open, modelOnly)).toThrow(expect.objectContaining({ code: 'network_above_ceiling' }));
+    expect(sessionNetwork(undefined, proxy, {})).toBeNull();
+    expect(sessionNetwork('model-only', proxy, {})).toBe('model-only');
+  });
+
   it('is part of the request fingerprint, and absent leaves older fingerprints unchanged', () => {
     const intent: Intent = { kind: 'create', target: '/w', prompt: 'p', interrupt: false, replyTo: null, title: null, labels: [] };
     expect(fingerprint({ ...intent, network: 'model-only' })).not.toBe(fingerprint(intent));
