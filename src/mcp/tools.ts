@@ -9,7 +9,8 @@ import type { SessionController } from '../controller/controller.js';
 import type { LaunchDefaults } from '../controller/acceptance/turn-settings.js';
 import { NO_CEILINGS, type HostCeilings } from '../shared/budget.js';
 import { MAX_LABELS } from '../controller/sessions/metadata.js';
-import * as s from './schemas.js';
+import * as input from './tool-inputs.js';
+import * as output from './tool-outputs.js';
 import { waitWithProgress, type ProgressSink } from './progress.js';
 
 export interface ToolContext {
@@ -90,8 +91,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'source\'s workspace (pass it as workspace), with its own handle, title, labels and budget; add isolation:"worktree" ' +
       'so several forks try different approaches at once. A fork waits behind a turn its source is running.\n' +
       'Example: {"requestKey":"review-42","workspace":"/srv/repos/app","prompt":"Review the diff and report findings.","autonomy":"off","replyTo":null,"title":"Diff review"}',
-    input: s.createInput,
-    output: s.acceptanceOutput,
+    input: input.createInput,
+    output: output.acceptanceOutput,
     readOnly: false,
     handler: (args, { controller }) => controller.create(args),
   }),
@@ -113,8 +114,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'file tools changed since), marks the undone runs rewoundBy, then runs the prompt; compact:true first compacts the conversation ' +
       '(latestRun.compaction shows the context before and after).\n' +
       'Example: {"requestKey":"review-42-fix","session":"5b3c…","prompt":"Now fix the first finding.","interrupt":false}',
-    input: s.sendInput,
-    output: s.acceptanceOutput,
+    input: input.sendInput,
+    output: output.acceptanceOutput,
     readOnly: false,
     handler: (args, { controller }) => controller.send(args),
   }),
@@ -134,8 +135,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       "writer turns commits (the branch's commits ahead of the base). " +
       'Reading status never starts droid.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"}',
-    input: s.sessionInput,
-    output: s.statusOutput,
+    input: input.sessionInput,
+    output: output.statusOutput,
     readOnly: true,
     handler: (args, { controller }) => ({ status: controller.status(args.session) }),
   }),
@@ -148,8 +149,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'Settled includes idle, needsAttention and unknown. With a progress token, notifications/progress reports sessions ' +
       'as they settle and every few seconds (what is still working, latest progress text, usage so far).\n' +
       'Example: {"sessions":["5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"],"timeoutSeconds":60}',
-    input: s.waitInput,
-    output: s.waitOutput,
+    input: input.waitInput,
+    output: output.waitOutput,
     readOnly: true,
     handler: (args, { controller }, { signal, progress }) =>
       progress
@@ -165,8 +166,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       '(interruptions, declined permissions and questions, failures). User prompts are never returned. Follow nextCursor ' +
       'until it is null. historyAvailable:false means some turn has no retained transcript. Reading never starts droid.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21","limit":50}',
-    input: s.readInput,
-    output: s.readOutput,
+    input: input.readInput,
+    output: output.readOutput,
     readOnly: true,
     handler: (args, { controller }) => controller.read(args.session, args.cursor, args.limit),
   }),
@@ -179,8 +180,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'files), spend (tokensAbove, creditsAbove). Newest created first; pass nextCursor with ' +
       'the same filters for the next page (new sessions never shift later pages).\n' +
       'Example: {"query":"review","state":"idle","labels":["backend"],"after":"2026-11-01T00:00:00Z","limit":10}',
-    input: s.findInput,
-    output: s.findOutput,
+    input: input.findInput,
+    output: output.findOutput,
     readOnly: true,
     handler: (args, { controller }) => {
       const { cursor, limit, ...filters } = args;
@@ -197,8 +198,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'session with its own checkout also removes the checkout folder, only when its branch in the repository holds every commit ' +
       'and nothing is uncommitted or untracked (else checkout_has_unsaved_work, nothing changed); the branch is never deleted.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21","title":"Auth refactor","labels":{"add":["backend"]}}',
-    input: s.updateInput,
-    output: s.statusOutput,
+    input: input.updateInput,
+    output: output.statusOutput,
     readOnly: false,
     handler: async (args, { controller }) => {
       const { session, ...update } = args;
@@ -214,8 +215,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'zero work). factoryCredits is null when Factory reported none. Running turns count with their usage so far ' +
       '(turnsRunning; final:false until they end). groupBy "model" adds byModel.\n' +
       'Example: {"after":"2026-11-01T00:00:00Z","before":"2026-12-01T00:00:00Z"}',
-    input: s.usageInput,
-    output: s.usageOutput,
+    input: input.usageInput,
+    output: output.usageOutput,
     readOnly: true,
     handler: (args, { controller }) => controller.usage(args),
   }),
@@ -227,8 +228,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'If droid does not stop within the grace period its process group is killed. Safe to repeat; finished runs are ' +
       'never rewritten, and other sessions are never touched.\n' +
       'Example: {"session":"5b3c2f8e-1d2a-4c1b-9a57-0f4b7c0e9d21"}',
-    input: s.sessionInput,
-    output: s.statusOutput,
+    input: input.sessionInput,
+    output: output.statusOutput,
     readOnly: false,
     handler: async (args, { controller }) => ({ status: await controller.cancel(args.session) }),
   }),
@@ -244,8 +245,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'means sessions may be created with a replyTo conversation, worktrees:true that they may ask for isolation:"worktree"; network says whom turns may reach: ' +
       "mode proxy, only alwaysAllowed (Factory and the custom models) and allow, everything else refused and listed in each run's egress) and the version of the droid CLI that runs the turns.\n" +
       'Example: {}',
-    input: s.emptyInput,
-    output: s.workspacesOutput,
+    input: input.emptyInput,
+    output: output.workspacesOutput,
     readOnly: true,
     handler: async (_args, ctx) => ({
       workspaces: [...ctx.approvedRoots],
@@ -273,8 +274,8 @@ export const TOOLS: readonly ToolDefinition[] = [
       'Disabled, deprecated and operator-excluded models are hidden. Each entry lists its supported reasoning efforts ' +
       'and default; use an id as model on create or send.\n' +
       'Example: {}',
-    input: s.emptyInput,
-    output: s.modelsOutput,
+    input: input.emptyInput,
+    output: output.modelsOutput,
     readOnly: true,
     handler: async (_args, ctx) => ({
       models: (await ctx.models()).map((m) => ({

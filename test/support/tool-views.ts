@@ -4,7 +4,7 @@
  * than a hand-written copy that can drift.
  */
 import type { z } from 'zod';
-import type { acceptanceOutput, runView, sessionView } from '../../src/mcp/schemas.js';
+import type { acceptanceOutput, runView, sessionView } from '../../src/mcp/tool-outputs.js';
 
 export type RunView = z.infer<typeof runView>;
 export type SessionView = z.infer<typeof sessionView>;

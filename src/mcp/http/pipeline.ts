@@ -6,6 +6,7 @@
  * Nothing reaches a tool (or reads a body) without the right token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { AuthVerdict } from './auth.js';
 import { declaredTooLarge, readBody } from './body.js';
 import { parseEnvelope } from './envelope.js';
@@ -112,34 +113,7 @@ export function createPipeline(options: PipelineOptions): RequestHandler {
       return refused({ status: 400, code: envelope.code, message: envelope.message }, reason, false);
     }
 
-    const end = new ExchangeEnd();
-    const deadline = setTimeout(() => end.end(new Error(`no MCP response within ${limits.responseTimeoutMs} ms`)), limits.responseTimeoutMs);
-    const onClose = () => {
-      if (!res.writableFinished) end.end(new ClientGone());
-    };
-    res.once('close', onClose);
-    try {
-      // With the requests read in the same poll (poll-round.ts). A client that left
-      // meanwhile gets nothing run for it: a reset read in that poll has destroyed
-      // the socket already, though its 'close' comes only after this check phase.
-      await endOfPoll();
-      if (req.socket.destroyed) end.end(new ClientGone());
-      if (end.reason !== undefined) throw end.reason;
-      const outcome = await exchange(options.servers, { url: options.endpoint, headers: req.headers, messages: envelope.messages, end });
-      if (outcome.kind === 'refused') return refused(outcome.refusal, outcome.reason, false);
-      if (outcome.kind === 'accepted') answer(res, 202);
-      else answer(res, 200, outcome.body);
-    } catch (err) {
-      if (err instanceof ClientGone) {
-        log.info({ path }, 'http client went away before the MCP response');
-        return;
-      }
-      log.error({ err }, 'MCP request failed unexpectedly');
-      refuse(req, res, internalError(), false);
-    } finally {
-      clearTimeout(deadline);
-      res.off('close', onClose);
-    }
+    await answerExchange(options, endOfPoll, { req, res, path, messages: envelope.messages, refused });
   }
 
   return (req, res, expectContinue = false) => {
@@ -149,6 +123,49 @@ export function createPipeline(options: PipelineOptions): RequestHandler {
       refuse(req, res, internalError(), !req.complete);
     });
   };
+}
+
+interface Exchanging {
+  req: IncomingMessage;
+  res: ServerResponse;
+  /** The request's path, the only part of its target ever logged. */
+  path: string;
+  messages: JSONRPCMessage | JSONRPCMessage[];
+  refused: (refusal: Refusal, reason: string, bodyPending?: boolean) => void;
+}
+
+/** Past every guard: the messages go to an SDK server of their own, within the response deadline, unless the client left. */
+async function answerExchange(options: PipelineOptions, endOfPoll: () => Promise<void>, exchanging: Exchanging): Promise<void> {
+  const { req, res, path, messages, refused } = exchanging;
+  const { log, limits } = options;
+  const end = new ExchangeEnd();
+  const deadline = setTimeout(() => end.end(new Error(`no MCP response within ${limits.responseTimeoutMs} ms`)), limits.responseTimeoutMs);
+  const onClose = () => {
+    if (!res.writableFinished) end.end(new ClientGone());
+  };
+  res.once('close', onClose);
+  try {
+    // With the requests read in the same poll (poll-round.ts). A client that left
+    // meanwhile gets nothing run for it: a reset read in that poll has destroyed
+    // the socket already, though its 'close' comes only after this check phase.
+    await endOfPoll();
+    if (req.socket.destroyed) end.end(new ClientGone());
+    if (end.reason !== undefined) throw end.reason;
+    const outcome = await exchange(options.servers, { url: options.endpoint, headers: req.headers, messages, end });
+    if (outcome.kind === 'refused') return refused(outcome.refusal, outcome.reason, false);
+    if (outcome.kind === 'accepted') answer(res, 202);
+    else answer(res, 200, outcome.body);
+  } catch (err) {
+    if (err instanceof ClientGone) {
+      log.info({ path }, 'http client went away before the MCP response');
+      return;
+    }
+    log.error({ err }, 'MCP request failed unexpectedly');
+    refuse(req, res, internalError(), false);
+  } finally {
+    clearTimeout(deadline);
+    res.off('close', onClose);
+  }
 }
 
 class ClientGone extends Error {

@@ -21,8 +21,8 @@ import {
   type TurnResult,
 } from '../contract/protocol.js';
 import { judgeStop, type Reached, type TurnStop } from '../../shared/turn-stop.js';
-import { openSession } from './open-session.js';
-import { powerSettled, touchedBy, unconfirmedStop, type SpareDroid } from './session-power.js';
+import { openSession } from './session/open-session.js';
+import { powerSettled, touchedBy, unconfirmedStop, type SpareDroid } from './session/session-power.js';
 import type { TouchedFiles } from '../../shared/records.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { turnTimeline } from '../contract/timeline.js';

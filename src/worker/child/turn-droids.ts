@@ -8,7 +8,7 @@ import { turnLaunch } from '../../sandbox/turn-launch.js';
 import { attachEgress, egressEntries, type TurnEgress } from '../../sandbox/egress/turn-egress.js';
 import { factoryDirOf } from '../../shared/host-paths.js';
 import type { TurnSpec } from '../contract/protocol.js';
-import type { SpareDroid } from './session-power.js';
+import type { SpareDroid } from './session/session-power.js';
 
 /** droid's own proxy, when the sandbox gives it its own network. */
 export function egressOf(spec: TurnSpec, client: DroidClient): TurnEgress | undefined {

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { componentsBelow, openBeneath } from '../../../../src/worker/child/open-beneath.js';
+import { componentsBelow, openBeneath } from '../../../../../src/worker/child/session/open-beneath.js';
 
 const dirs: string[] = [];
 afterEach(() => {

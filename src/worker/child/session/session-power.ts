@@ -8,14 +8,14 @@
  * since is never silently overwritten.
  */
 import { createHash } from 'node:crypto';
-import type { DroidClient, LoadResult } from '../../droid/client.js';
-import { DroidError, toErrorInfo } from '../../droid/errors.js';
-import type { TurnStop } from '../../shared/turn-stop.js';
-import { compactSession, executeRewind, forkSession, rewindInfo, type RewindInfo } from '../../droid/session-powers.js';
-import { readContext } from '../../evidence/turn-evidence.js';
-import type { ContextStats, RewindRecord, TouchedFiles } from '../../shared/records.js';
+import type { DroidClient, LoadResult } from '../../../droid/client.js';
+import { DroidError, toErrorInfo } from '../../../droid/errors.js';
+import type { TurnStop } from '../../../shared/turn-stop.js';
+import { compactSession, executeRewind, forkSession, rewindInfo, type RewindInfo } from '../../../droid/session-powers.js';
+import { readContext } from '../../../evidence/turn-evidence.js';
+import type { ContextStats, RewindRecord, TouchedFiles } from '../../../shared/records.js';
 import { componentsBelow, openBeneath } from './open-beneath.js';
-import type { PowerOutcome, SessionPower } from '../contract/protocol.js';
+import type { PowerOutcome, SessionPower } from '../../contract/protocol.js';
 
 /** Each list a rewind record keeps, and the files a turn's record keeps. */
 const MAX_REWOUND_PATHS = 50;

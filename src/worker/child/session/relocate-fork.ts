@@ -12,8 +12,8 @@
 import { constants } from 'node:fs';
 import { mkdir, open, readFile, rename, rmdir, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { DroidError } from '../../droid/errors.js';
-import { sessionFolderName } from '../../sandbox/session-copy.js';
+import { DroidError } from '../../../droid/errors.js';
+import { sessionFolderName } from '../../../sandbox/session-copy.js';
 
 /** droid's transcript stays under this to be moved (the sessions copy's own cap). */
 const MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024;

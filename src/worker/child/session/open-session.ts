@@ -7,20 +7,20 @@
  */
 import { hostname } from 'node:os';
 import { realpath } from 'node:fs/promises';
-import { disabledToolIdsOf, settingsFor, type DroidClient, type LoadResult, type McpServerSpec } from '../../droid/client.js';
-import { DroidError } from '../../droid/errors.js';
-import { AMP_SERVER } from '../../droid/amp-tools.js';
-import { droidAutonomy } from '../../droid/permission-policy.js';
-import { resumeBaseline, type RawUsage } from '../../droid/turn-usage.js';
-import { epochMs } from '../../util/epoch.js';
-import type { PowerOutcome, StartMarks, TurnSpec } from '../contract/protocol.js';
+import { disabledToolIdsOf, settingsFor, type DroidClient, type LoadResult, type McpServerSpec } from '../../../droid/client.js';
+import { DroidError } from '../../../droid/errors.js';
+import { AMP_SERVER } from '../../../droid/amp-tools.js';
+import { droidAutonomy } from '../../../droid/permission-policy.js';
+import { resumeBaseline, type RawUsage } from '../../../droid/turn-usage.js';
+import { epochMs } from '../../../util/epoch.js';
+import type { PowerOutcome, StartMarks, TurnSpec } from '../../contract/protocol.js';
 import { contextNow, powerApart, type PowerAsked, type SpareDroid } from './session-power.js';
 import { relocateFork } from './relocate-fork.js';
-import { factoryDirOf } from '../../shared/host-paths.js';
+import { factoryDirOf } from '../../../shared/host-paths.js';
 import { join } from 'node:path';
 import { rm } from 'node:fs/promises';
-import { sessionFolderName } from '../../sandbox/session-copy.js';
-import { dropStaleAmpDisables, preflightAmp } from './amp-preflight.js';
+import { sessionFolderName } from '../../../sandbox/session-copy.js';
+import { dropStaleAmpDisables, preflightAmp } from '../amp-preflight.js';
 
 /** What opening the session notes for the rest of the turn (run-turn.ts TurnState). */
 export interface SessionOpening {

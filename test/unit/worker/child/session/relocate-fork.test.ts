@@ -2,8 +2,8 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { sessionFolderName } from '../../../../src/sandbox/session-copy.js';
-import { relocateFork } from '../../../../src/worker/child/relocate-fork.js';
+import { sessionFolderName } from '../../../../../src/sandbox/session-copy.js';
+import { relocateFork } from '../../../../../src/worker/child/session/relocate-fork.js';
 
 const ID = '3709f433-37e3-4602-ae47-48a455b9052d';
 const FROM = '/srv/repos/project';
