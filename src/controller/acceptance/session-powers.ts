@@ -74,7 +74,7 @@ export function rewindTarget(runs: readonly RunRecord[], sessionId: string, targ
     throw new ControllerError(
       'rewind_target_invalid',
       `run ${targetId} is not a run of session ${sessionId}`,
-      'Pass rewindTo a run of this session (latestRun.run of its status, or a run from droid_read_history).',
+      'Pass rewindTo a run of this session (latestRun.run of its status, or a run of droid_read_session).',
     );
   }
   if (!TERMINAL_STATES.includes(target.state)) {
