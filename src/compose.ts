@@ -22,7 +22,7 @@ import { recoverSessionCopies } from './sandbox/session-copy.js';
 import { StateStore } from './store/store.js';
 import { REFILL_DELAY_MS, startPooledWorker, WarmPool } from './worker/parent/warm-pool.js';
 import { prestartWorker, type Prestart } from './worker/parent/prestart.js';
-import { markAhead, stateKeyOf, sweepAhead, unmarkAhead } from './worker/parent/ahead-marks.js';
+import { bootMarked, stateKeyOf, sweepAhead, unmarkAhead } from './worker/parent/ahead-marks.js';
 import type { TurnSpec } from './worker/contract/protocol.js';
 import { OWNER_MARK_VAR, ownerMark, stopMarkedProcesses } from './worker/parent/predecessor.js';
 import type { Logger } from './util/logger.js';
@@ -163,15 +163,7 @@ async function stopPredecessor(store: StateStore, log: Logger): Promise<void> {
 
 /** A droid booted for a session's next turn, its folders marked as no run's until a run takes them (ahead-marks.ts). */
 function aheadWorker(pool: WarmPool | null, spec: TurnSpec, stateKey: string): Prestart | null {
-  const early = prestartWorker(pool, spec);
-  if (!early) return null;
-  try {
-    markAhead(stateKey, spec.runId);
-  } catch {
-    void early.dispose();
-    return null;
-  }
-  return { ...early, dispose: () => early.dispose().finally(() => unmarkAhead(stateKey, spec.runId)) };
+  return bootMarked(stateKey, spec.runId, () => prestartWorker(pool, spec));
 }
 
 /** The folders of droids booted ahead that a controller stopped outright left, once its processes are gone (ahead-marks.ts). */

@@ -28,6 +28,29 @@ export function markAhead(stateKey: string, runId: string, root = privateTmpRoot
   writeFileSync(join(root, `${PREFIX}${stateKey}-${runId}`), '', { mode: 0o600 });
 }
 
+/**
+ * Boots a droid ahead (`boot` makes its folders, named by `runId`) under its
+ * marker. The marker is written first, so a controller killed at any moment
+ * once the folders exist leaves them marked; it goes when they do. Null,
+ * and no marker, when no droid was booted.
+ */
+export function bootMarked<T extends { dispose(): Promise<void> }>(stateKey: string, runId: string, boot: () => T | null, root = privateTmpRoot()): T | null {
+  try {
+    markAhead(stateKey, runId, root);
+  } catch {
+    return null;
+  }
+  let booted: T | null = null;
+  try {
+    booted = boot();
+  } finally {
+    if (!booted) unmarkAhead(stateKey, runId, root);
+  }
+  if (!booted) return null;
+  const early = booted;
+  return { ...early, dispose: () => early.dispose().finally(() => unmarkAhead(stateKey, runId, root)) };
+}
+
 /** The droid's folders are a run's now, or gone: the marker goes. */
 export function unmarkAhead(stateKey: string, runId: string, root = privateTmpRoot()): void {
   rmSync(join(root, `${PREFIX}${stateKey}-${runId}`), { force: true });

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { markAhead, stateKeyOf, sweepAhead, unmarkAhead } from '../../../../src/worker/parent/ahead-marks.js';
+import { bootMarked, markAhead, stateKeyOf, sweepAhead, unmarkAhead } from '../../../../src/worker/parent/ahead-marks.js';
 
 const roots: string[] = [];
 afterEach(() => {
@@ -53,5 +53,46 @@ describe('the folders of droids booted for next turns, after a controller stoppe
     markAhead(key, '..', root);
     expect(sweepAhead(key, () => false, root)).toEqual([]);
     expect(readdirSync(root)).toEqual(['keep']);
+  });
+
+  it('are marked before they exist: a controller killed the moment they are made leaves them marked, and the next start removes them', () => {
+    const id = randomUUID();
+    const root = rootWith([]);
+    const key = stateKeyOf('/state');
+    const booted = bootMarked(
+      key,
+      id,
+      () => {
+        for (const folder of [`sessions-${id}`, `turn-${id}`]) mkdirSync(join(root, folder));
+        // Killed here (CI at 512ae25 left an empty sessions copy this way): the next start of the state sweeps.
+        expect(sweepAhead(key, () => false, root)).toEqual([id]);
+        return { dispose: async () => undefined };
+      },
+      root,
+    );
+    expect(booted).not.toBeNull();
+    expect(readdirSync(root)).toEqual([]);
+  });
+
+  it('leave no marker when no droid was booted, when booting threw, or once disposed', async () => {
+    const root = rootWith([]);
+    const key = stateKeyOf('/state');
+    expect(bootMarked(key, randomUUID(), () => null, root)).toBeNull();
+    expect(() =>
+      bootMarked(
+        key,
+        randomUUID(),
+        () => {
+          throw new Error('fork failed');
+        },
+        root,
+      ),
+    ).toThrow('fork failed');
+    let disposed = 0;
+    const booted = bootMarked(key, randomUUID(), () => ({ dispose: async () => void disposed++ }), root);
+    expect(readdirSync(root)).toHaveLength(1);
+    await booted!.dispose();
+    expect(disposed).toBe(1);
+    expect(readdirSync(root)).toEqual([]);
   });
 });
