@@ -75,6 +75,8 @@ export interface ControllerDeps {
 export class ControllerState {
   /** Every turn accepted and not yet released, in acceptance order (the FIFO queue). */
   readonly turns = new Map<string, Turn>();
+  /** Runs whose records a commit under way holds, and how many such commits. */
+  private readonly inCommit = new Map<string, number>();
   readonly reader: SessionReader;
   readonly waits: SessionWaits;
   readonly checkouts: SessionCheckouts;
@@ -139,17 +141,32 @@ export class ControllerState {
    * are waits and listeners told, so none sees the record before memory.
    */
   async commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }, apply?: () => void): Promise<void> {
-    await this.store.commit(change);
-    this.reader.noteCommitted(change);
-    for (const run of change.runs ?? []) {
-      const turn = this.turns.get(run.id);
-      if (turn?.inLine() && TERMINAL_STATES.includes(run.state)) {
-        this.turns.delete(run.id);
-        turn.drop();
+    const ids = (change.runs ?? []).map((run) => run.id);
+    for (const id of ids) this.inCommit.set(id, (this.inCommit.get(id) ?? 0) + 1);
+    try {
+      await this.store.commit(change);
+      this.reader.noteCommitted(change);
+      for (const run of change.runs ?? []) {
+        const turn = this.turns.get(run.id);
+        if (turn?.inLine() && TERMINAL_STATES.includes(run.state)) {
+          this.turns.delete(run.id);
+          turn.drop();
+        }
+      }
+      apply?.();
+    } finally {
+      for (const id of ids) {
+        const left = this.inCommit.get(id)! - 1;
+        if (left === 0) this.inCommit.delete(id);
+        else this.inCommit.set(id, left);
       }
     }
-    apply?.();
     this.changed();
+  }
+
+  /** Whether a commit holding this run's record is under way: an accepted run is not in `turns` until it lands. */
+  committing(runId: string): boolean {
+    return this.inCommit.has(runId);
   }
 
   session(id: string): SessionRecord {

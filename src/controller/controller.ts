@@ -51,7 +51,11 @@ export class SessionController {
 
   constructor(deps: ControllerDeps) {
     this.state = new ControllerState(deps);
-    this.nextDroids = new NextTurnDroids(deps.nextTurnDroidIdleMs ?? NEXT_TURN_DROID_IDLE_MS, deps.maxConcurrentRuns, (runId) => this.state.turns.has(runId));
+    this.nextDroids = new NextTurnDroids(
+      deps.nextTurnDroidIdleMs ?? NEXT_TURN_DROID_IDLE_MS,
+      deps.maxConcurrentRuns,
+      (runId) => this.state.turns.has(runId) || this.state.committing(runId),
+    );
     // The queue selects, the owner admits, runs and releases: the queue needs the owner, never the reverse.
     this.queue = new TurnQueue(this.state, new TurnOwner(this.state, new ReplyBack(this.state), this.nextDroids, deps), deps.maxConcurrentRuns);
     this.steering = new Steering(this.state);

@@ -42,7 +42,7 @@ export class NextTurnDroids {
   constructor(
     private readonly idleMs: number,
     private readonly max: number,
-    /** Whether the run with this id waits to launch or runs: its droid, folders and id are its own until it launches. */
+    /** Whether the run with this id is being committed, waits to launch or runs: its droid, folders and id are its own until it launches. */
     private readonly waiting: (runId: string) => boolean,
   ) {}
 
@@ -123,7 +123,7 @@ export class NextTurnDroids {
     return true;
   }
 
-  /** Whether it may go: no run holds its id, or that run has ended without launching (dropped, refused, never committed). */
+  /** Whether it may go: no run holds its id, or that run has ended without launching (dropped, refused, its commit failed). */
   private spare(ahead: Ahead): boolean {
     return !ahead.claimed || !this.waiting(ahead.runId);
   }

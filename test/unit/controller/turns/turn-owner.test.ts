@@ -373,6 +373,31 @@ describe('SessionController: one owner per turn, commit before memory', () => {
     expect(prestarts[1]!.disposed).toBe(1);
   });
 
+  it('a droid booted for a next turn stays while the acceptance that took its id is being committed, and that run gets it', async () => {
+    const { controller, store, turns, prestarts } = setup({ holdExit: true, prestart: true, nextTurnDroidIdleMs: 30 });
+    const a = await create(controller, 'k1');
+    await tick();
+    turns[0]!.options.onStarted!('droid-1', {});
+    turns[0]!.options.onProgress!(PARTIAL);
+    await vi.waitFor(() => expect(prestarts).toHaveLength(1));
+    const booted = prestarts[0]!;
+    turns[0]!.finish({});
+    await vi.waitFor(() => expect(turns[0]!.stateAtAck).toBe('succeeded'));
+    turns[0]!.exit();
+    // The follow-up's records reach the disk slowly: the session's idle clock runs out meanwhile.
+    let write!: () => void;
+    const written = new Promise<void>((r) => (write = r));
+    store.holdWhen = (change) => (change.runs?.some((r) => r.id === booted.spec.runId && r.state === 'queued') ? written : null);
+    const sent = controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    await sleep(100);
+    expect(booted.disposed).toBe(0);
+    write();
+    const f = await sent;
+    expect(f.metadata.run).toBe(booted.spec.runId);
+    await vi.waitFor(() => expect(turns).toHaveLength(2));
+    expect(turns[1]!.early).toBe(booted);
+  });
+
   it('a turn cancelled before its droid started boots none for the next turn', async () => {
     const { controller, turns, prestarts } = setup({ holdExit: true, prestart: true });
     const a = await create(controller, 'k1');
