@@ -20,7 +20,7 @@
  * before the crash resumes, and droid's own history of a turn that ended
  * unknown is where an operator looks for it.
  */
-import { constants, copyFileSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { constants, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { mkdir, open, opendir, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { removeTree } from '../util/remove-tree.js';
@@ -33,6 +33,8 @@ const MAX_BYTES: Record<(typeof SESSION_FILE_SUFFIXES)[number], number> = { '.js
 /** Files above this are checked for holes. */
 const SPARSE_CHECK_BYTES = 1024 * 1024;
 const COPY_PREFIX = 'sessions-';
+/** A turn's private TMPDIR (turn-paths.ts makeTurnTmp), named after its run like its copy. */
+const TMP_PREFIX = 'turn-';
 /** droid's session ids are UUIDs: anything else is never a file name we build. */
 const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -258,8 +260,13 @@ export async function recoverSessionCopies(
     const copy = openSessionCopy(join(root, name), join(factoryDir, 'sessions'), sessionFolderName(run.workspace));
     // Each copy on its own: one that cannot be read or removed does not stop the others.
     const result = await copy.commit(run.droidSessionId).catch((err: unknown) => ({ copied: [], refused: [`copy-back failed: ${(err as Error).message}`] }));
-    const left = [await copy.dispose(), await removeTree(join(root, `turn-${runId}`))].filter((problem) => problem !== null);
+    const left = [await copy.dispose(), await removeTree(join(root, `${TMP_PREFIX}${runId}`))].filter((problem) => problem !== null);
     recovered.push({ runId, ...result, refused: [...result.refused, ...left.map((problem) => `not removed: ${problem}`)] });
+  }
+  // A TMPDIR whose copy was already gone: the two are removed side by side, and a kill can land between.
+  for (const name of safeList(root)) {
+    const runId = name.startsWith(TMP_PREFIX) ? name.slice(TMP_PREFIX.length) : null;
+    if (runId && owner(runId) && !existsSync(join(root, `${COPY_PREFIX}${runId}`))) await removeTree(join(root, name));
   }
   return recovered;
 }

@@ -3,7 +3,7 @@
  * relays its reports, and makes sure the whole group is gone at the end.
  * Its budgets come from the turn timeline (timeline.ts).
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { CatalogModel } from '../../droid/client.js';
@@ -356,7 +356,8 @@ export function emptyConfinedTurn(spec: TurnSpec): ConfinedTurn {
   try {
     tmp = makeTurnTmp(spec.runId);
   } catch (err) {
-    void sessions.dispose();
+    // Gone before this returns: a droid booted ahead loses its marker at once (ahead-marks.ts bootMarked), and a kill must find nothing.
+    rmSync(sessions.dir, { recursive: true, force: true });
     throw err;
   }
   return { sessions, tmp, dispose: () => Promise.all([sessions.dispose(), tmp.dispose()]).then(() => undefined) };

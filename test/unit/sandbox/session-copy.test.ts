@@ -164,6 +164,16 @@ describe('session copy: hostile shapes and crashes', () => {
     expect(existsSync(join(privateTmpRoot(), `sessions-${theirs}`))).toBe(true);
     rmSync(join(privateTmpRoot(), `sessions-${theirs}`), { recursive: true, force: true });
   });
+
+  it("a turn's TMPDIR left without its copy (a kill between the two removals) goes too, for this state's runs only", async () => {
+    makeHome();
+    const [ours, theirs] = [runId(), runId()];
+    for (const id of [ours, theirs]) mkdirSync(join(privateTmpRoot(), `turn-${id}`, 'inside'), { recursive: true });
+    expect(await recoverSessionCopies(home!, (id) => (id === ours ? { droidSessionId: ID, workspace: WORKSPACE } : null))).toEqual([]);
+    expect(existsSync(join(privateTmpRoot(), `turn-${ours}`))).toBe(false);
+    expect(existsSync(join(privateTmpRoot(), `turn-${theirs}`))).toBe(true);
+    rmSync(join(privateTmpRoot(), `turn-${theirs}`), { recursive: true, force: true });
+  });
 });
 
 describe('session copy: what a turn can leave for the controller to remove or copy', () => {
