@@ -99,8 +99,10 @@ export function sessionNetwork(
   if (asked === 'model-only' && hostMode === 'unconfined') {
     throw new ControllerError(
       'network_unavailable',
-      'network "model-only" needs the turn sandbox, and this host runs turns without one ("sandbox": "off")',
-      'Omit network, or ask the operator to run turns in bubblewrap.',
+      `network "model-only" needs the turn sandbox, and this host runs turns without one ("sandbox": "off")${fork ? ": a fork keeps its source's" : ''}`,
+      fork
+        ? 'Start a new session instead of a fork, or ask the operator to run turns in bubblewrap.'
+        : 'Omit network, or ask the operator to run turns in bubblewrap.',
     );
   }
   return asked === 'model-only' ? 'model-only' : null;

@@ -1,8 +1,9 @@
 /**
  * What stops an admitted turn before anything is submitted: its workspace
- * moved, reply-back gone for a routed session, the sandbox unusable, the
- * budget spent, its checkout not made, or a fork point or rewind target
- * gone since the acceptance (issue 40). Read-only.
+ * moved, reply-back gone for a routed session, the sandbox unusable (or off
+ * for a model-only session), the budget spent, its checkout not made, or a
+ * fork point or rewind target gone since the acceptance (issue 40).
+ * Read-only.
  */
 import { SANDBOX_ACTION } from '../../sandbox/sandbox.js';
 import { ControllerError } from '../../shared/public-error.js';
@@ -13,7 +14,7 @@ import { resolvedWorkspace } from '../../worktree/plan.js';
 import { budgetAtLaunch } from '../budget/turn-limit.js';
 import { workspaceChanged, type ControllerDeps, type ControllerState } from '../controller-state.js';
 
-type RefusalDeps = Pick<ControllerDeps, 'resolveWorkspace' | 'ampMcpUrl' | 'sandboxUnavailable' | 'ceilings'>;
+type RefusalDeps = Pick<ControllerDeps, 'resolveWorkspace' | 'ampMcpUrl' | 'sandbox' | 'sandboxUnavailable' | 'ceilings'>;
 
 /** Why an admitted turn may not start at all (nothing is submitted then), or null. */
 export async function launchRefusal(state: ControllerState, deps: RefusalDeps, runId: string): Promise<ErrorInfo | null> {
@@ -36,6 +37,12 @@ export async function launchRefusal(state: ControllerState, deps: RefusalDeps, r
   if (deps.sandboxUnavailable !== null) {
     const message = `the configured sandbox cannot run (${deps.sandboxUnavailable}); nothing was submitted. ${SANDBOX_ACTION}`;
     return { code: 'sandbox_unavailable', message, retryable: false };
+  }
+  // A session that asked for the model endpoints only (issue 37) never runs with the host's whole network, on a host since set to "sandbox": "off".
+  if (session.network === 'model-only' && deps.sandbox.mode !== 'bwrap') {
+    const message =
+      'this session reaches only the model endpoints (network "model-only"), which needs the turn sandbox, and this host now runs turns without one ("sandbox": "off"); nothing was submitted';
+    return { code: 'network_unavailable', message, retryable: false };
   }
   return budgetAtLaunch(state, run, deps.ceilings).refused ?? null;
 }

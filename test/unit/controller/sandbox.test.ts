@@ -19,4 +19,19 @@ describe('SessionController sandbox', () => {
     });
     expect(controller.capacity().active).toBe(0);
   });
+
+  it('a model-only session never runs on a host since set to "sandbox": "off": its turn fails network_unavailable and starts no worker', async () => {
+    const first = setup();
+    const a = await create(first.controller, 'k1');
+    await first.controller.waitForSessions([a.metadata.session], 5);
+    await first.controller.shutdown(1_000);
+    // Created model-only while the host confined its turns (a sandbox-off host refuses that at acceptance).
+    const record = first.store.sessions.get(a.metadata.session)!;
+    first.store.sessions.set(a.metadata.session, { ...record, network: 'model-only' });
+    const second = setup({ store: first.store });
+    const f = await second.controller.send({ requestKey: 'k2', session: a.metadata.session, prompt: 'next' });
+    await second.controller.waitForSessions([a.metadata.session], 5);
+    expect(second.turns).toEqual([]);
+    expect(first.store.runs.get(f.metadata.run)).toMatchObject({ state: 'failed', error: { code: 'network_unavailable', retryable: false } });
+  });
 });

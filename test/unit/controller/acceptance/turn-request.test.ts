@@ -34,6 +34,10 @@ describe("a session's network (issue 37)", () => {
     expect(() => sessionNetwork('open', open, modelOnly)).toThrow(expect.objectContaining({ code: 'network_above_ceiling' }));
     expect(sessionNetwork(undefined, proxy, {})).toBeNull();
     expect(sessionNetwork('model-only', proxy, {})).toBe('model-only');
+    // On a host without the sandbox, omitting network cannot help: the action says what can.
+    expect(() => sessionNetwork(undefined, off, modelOnly)).toThrow(
+      expect.objectContaining({ code: 'network_unavailable', action: expect.stringContaining('new session') }),
+    );
   });
 
   it('is part of the request fingerprint, and absent leaves older fingerprints unchanged', () => {
