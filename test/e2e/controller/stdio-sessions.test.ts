@@ -121,8 +121,10 @@ function sampleDroids() {
       // A nested process (bwrap's inner half, a droid fork) is reparented for a moment when the
       // process above it is killed: it was seen nested before and is never a turn of its own.
       for (const [pid, parent] of tree) if (tree.has(parent)) nested.add(pid);
-      // A droid booted for a session's next turn is no turn's until that turn comes (it is idle till then).
-      const pids = [...tree.keys()].filter((pid) => !nested.has(pid) && !idle.has(pid) && !wasIdle.has(pid));
+      // A droid booted for a session's next turn is no turn's until that turn comes (it is idle till then). Nor is one whose
+      // worker is idle: a droid booted ahead and let go, killed with its group, may end between the two reads of /proc that
+      // place it in its worker's group (CI at 7cf95d0 counted one such, gone by the time it was described).
+      const pids = [...tree].filter(([pid, parent]) => !nested.has(pid) && !idle.has(pid) && !wasIdle.has(pid) && !idle.has(parent)).map(([pid]) => pid);
       for (const pid of pids) {
         if (droids.has(pid)) continue;
         try {
