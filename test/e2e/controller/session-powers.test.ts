@@ -171,6 +171,88 @@ describe('fork containment', () => {
     expect(fork.status.network).toBe('model-only');
     expect((await done(fork.metadata.session)).latestRun.state).toBe('succeeded');
   });
+
+  it("a hostile fork's turn reaches no host its model-only source could not: its curl to the operator's allow list is refused", async () => {
+    // A server of its own, whose operator allows one more host than the model endpoints.
+    const host = await ctx.start({ network: { allow: ['allowed.invalid'] }, stateDirectory: join(ctx.root, '..', 'state-fork-egress') });
+    const call = <T>(name: string, args: Record<string, unknown>) => host.ok<T>(name, { requestKey: key(), ...args });
+    const settleOn = async (session: string): Promise<SessionView> => {
+      for (;;) {
+        const waited = await host.ok<{ sessions: SessionView[]; timedOut: boolean }>('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 30 });
+        if (!waited.timedOut) return waited.sessions[0]!;
+      }
+    };
+    const curl = {
+      name: 'Execute',
+      arguments: { command: 'curl -s -m 10 http://allowed.invalid/ | head -c 60; echo', riskLevel: 'low', riskLevelReason: 'test' },
+    };
+    const refused = (v: SessionView) => (v.latestRun.egress?.refused ?? []).map((r) => `${r.host}:${r.port}`);
+    try {
+      const ws = ctx.workspace('fork-egress');
+      const open = await call<Acceptance>('droid_create_session', {
+        replyTo: null,
+        autonomy: 'high',
+        workspace: ws,
+        prompt: `fe-open ${script({ tool: curl })}`,
+      });
+      // The allow list works: a session with the host's policy is not refused (the name does not resolve: a 502).
+      expect(refused(await settleOn(open.metadata.session))).toEqual([]);
+      const source = await call<Acceptance>('droid_create_session', {
+        replyTo: null,
+        autonomy: 'off',
+        workspace: ws,
+        network: 'model-only',
+        prompt: `fe-source ${script({ text: 'one' })}`,
+      });
+      await settleOn(source.metadata.session);
+      const fork = await call<Acceptance>('droid_create_session', {
+        replyTo: null,
+        autonomy: 'high',
+        workspace: ws,
+        forkFrom: { session: source.metadata.session },
+        prompt: `fe-fork ${script({ tool: curl })}`,
+      });
+      const view = await settleOn(fork.metadata.session);
+      expect(view.latestRun.state, JSON.stringify(view.latestRun.error)).toBe('succeeded');
+      expect(refused(view)).toEqual(['allowed.invalid:80']);
+    } finally {
+      await host.close();
+    }
+  });
+});
+
+describe('model-only on a host since unconfined', () => {
+  it('a model-only session never runs its turn once the host runs turns without the sandbox: nothing reaches droid', async () => {
+    const state = join(ctx.root, '..', 'state-model-only-off');
+    const first = await ctx.start({ stateDirectory: state });
+    const ws = ctx.workspace('model-only-off');
+    let session: string;
+    try {
+      const a = await first.ok<Acceptance>('droid_create_session', {
+        requestKey: key(),
+        replyTo: null,
+        autonomy: 'off',
+        workspace: ws,
+        network: 'model-only',
+        prompt: `mo-off-one ${script({ text: 'one' })}`,
+      });
+      session = a.metadata.session;
+      await first.ok('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 30 });
+    } finally {
+      await first.close();
+    }
+    // The operator turns the sandbox off: the session's next turn, a hostile fetch, would have had the host's whole network.
+    const unconfined = await ctx.start({ stateDirectory: state, sandbox: 'off' });
+    try {
+      const curl = { name: 'Execute', arguments: { command: 'curl -s -m 5 http://example.invalid/; echo', riskLevel: 'low', riskLevelReason: 'test' } };
+      await unconfined.ok('droid_send_message', { requestKey: key(), session, autonomy: 'high', prompt: `mo-off-two ${script({ tool: curl })}` });
+      const waited = await unconfined.ok<{ sessions: SessionView[] }>('droid_wait_for_sessions', { sessions: [session], timeoutSeconds: 30 });
+      expect(waited.sessions[0]!.latestRun).toMatchObject({ state: 'failed', error: { code: 'network_unavailable' } });
+      expect(ctx.bed.model.requests.some((r) => r.messages.some((m) => messageText(m).includes('mo-off-two')))).toBe(false);
+    } finally {
+      await unconfined.close();
+    }
+  });
 });
 
 describe('rewind', () => {
