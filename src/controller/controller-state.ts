@@ -75,8 +75,8 @@ export interface ControllerDeps {
 export class ControllerState {
   /** Every turn accepted and not yet released, in acceptance order (the FIFO queue). */
   readonly turns = new Map<string, Turn>();
-  /** Runs whose records a commit under way holds, and how many such commits. */
-  private readonly inCommit = new Map<string, number>();
+  /** Runs whose records a commit under way holds. A run accepted by it is in no other before it lands, which is what `committing` asks. */
+  private readonly inCommit = new Set<string>();
   readonly reader: SessionReader;
   readonly waits: SessionWaits;
   readonly checkouts: SessionCheckouts;
@@ -142,7 +142,7 @@ export class ControllerState {
    */
   async commit(change: { sessions?: SessionRecord[]; runs?: RunRecord[] }, apply?: () => void): Promise<void> {
     const ids = (change.runs ?? []).map((run) => run.id);
-    for (const id of ids) this.inCommit.set(id, (this.inCommit.get(id) ?? 0) + 1);
+    for (const id of ids) this.inCommit.add(id);
     try {
       await this.store.commit(change);
       this.reader.noteCommitted(change);
@@ -155,11 +155,7 @@ export class ControllerState {
       }
       apply?.();
     } finally {
-      for (const id of ids) {
-        const left = this.inCommit.get(id)! - 1;
-        if (left === 0) this.inCommit.delete(id);
-        else this.inCommit.set(id, left);
-      }
+      for (const id of ids) this.inCommit.delete(id);
     }
     this.changed();
   }

@@ -20,11 +20,11 @@
  * before the crash resumes, and droid's own history of a turn that ended
  * unknown is where an operator looks for it.
  */
-import { constants, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { constants, copyFileSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { mkdir, open, opendir, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { removeTree } from '../util/remove-tree.js';
-import { privateTmpRoot } from './turn-paths.js';
+import { privateTmpRoot, TURN_TMP_PREFIX } from './turn-paths.js';
 
 /** droid's files of one session (the `.bak` and lock folders droid makes again as it needs them). */
 const SESSION_FILE_SUFFIXES = ['.jsonl', '.settings.json'] as const;
@@ -33,8 +33,6 @@ const MAX_BYTES: Record<(typeof SESSION_FILE_SUFFIXES)[number], number> = { '.js
 /** Files above this are checked for holes. */
 const SPARSE_CHECK_BYTES = 1024 * 1024;
 const COPY_PREFIX = 'sessions-';
-/** A turn's private TMPDIR (turn-paths.ts makeTurnTmp), named after its run like its copy. */
-const TMP_PREFIX = 'turn-';
 /** droid's session ids are UUIDs: anything else is never a file name we build. */
 const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -252,7 +250,8 @@ export async function recoverSessionCopies(
 ): Promise<Array<{ runId: string } & SessionCopyResult>> {
   const root = privateTmpRoot();
   const recovered: Array<{ runId: string } & SessionCopyResult> = [];
-  for (const name of safeList(root)) {
+  const names = safeList(root);
+  for (const name of names) {
     if (!name.startsWith(COPY_PREFIX)) continue;
     const runId = name.slice(COPY_PREFIX.length);
     const run = owner(runId);
@@ -260,13 +259,14 @@ export async function recoverSessionCopies(
     const copy = openSessionCopy(join(root, name), join(factoryDir, 'sessions'), sessionFolderName(run.workspace));
     // Each copy on its own: one that cannot be read or removed does not stop the others.
     const result = await copy.commit(run.droidSessionId).catch((err: unknown) => ({ copied: [], refused: [`copy-back failed: ${(err as Error).message}`] }));
-    const left = [await copy.dispose(), await removeTree(join(root, `${TMP_PREFIX}${runId}`))].filter((problem) => problem !== null);
+    const left = [await copy.dispose(), await removeTree(join(root, `${TURN_TMP_PREFIX}${runId}`))].filter((problem) => problem !== null);
     recovered.push({ runId, ...result, refused: [...result.refused, ...left.map((problem) => `not removed: ${problem}`)] });
   }
+  const listed = new Set(names);
   // A TMPDIR whose copy was already gone: the two are removed side by side, and a kill can land between.
-  for (const name of safeList(root)) {
-    const runId = name.startsWith(TMP_PREFIX) ? name.slice(TMP_PREFIX.length) : null;
-    if (runId && owner(runId) && !existsSync(join(root, `${COPY_PREFIX}${runId}`))) await removeTree(join(root, name));
+  for (const name of names) {
+    const runId = name.startsWith(TURN_TMP_PREFIX) ? name.slice(TURN_TMP_PREFIX.length) : null;
+    if (runId && !listed.has(`${COPY_PREFIX}${runId}`) && owner(runId)) await removeTree(join(root, name));
   }
   return recovered;
 }

@@ -50,13 +50,16 @@ export interface TurnTmp {
   dispose(): Promise<string | null>;
 }
 
+/** How a turn's private TMPDIR is named in the private temp root: this, then its run id (or a random name). */
+export const TURN_TMP_PREFIX = 'turn-';
+
 /** A turn's private TMPDIR, `turn-<name>` in the private temp root (a random name when none is given). */
 export function makeTurnTmp(name?: string): TurnTmp {
   const root = privateTmpRoot();
   let turnTmp: string;
-  if (name === undefined) turnTmp = mkdtempSync(join(root, 'turn-'));
+  if (name === undefined) turnTmp = mkdtempSync(join(root, TURN_TMP_PREFIX));
   else {
-    turnTmp = join(root, `turn-${name}`);
+    turnTmp = join(root, `${TURN_TMP_PREFIX}${name}`);
     mkdirSync(turnTmp, { mode: 0o700 });
   }
   return { turnTmp, dispose: () => removeTree(turnTmp) };

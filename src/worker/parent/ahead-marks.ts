@@ -14,7 +14,7 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { privateTmpRoot } from '../../sandbox/turn-paths.js';
+import { privateTmpRoot, TURN_TMP_PREFIX } from '../../sandbox/turn-paths.js';
 
 const PREFIX = 'ahead-';
 
@@ -69,7 +69,7 @@ export function sweepAhead(stateKey: string, isRun: (runId: string) => boolean, 
     const runId = name.slice(mine.length);
     // A name is never a path: an id that is not a plain name is only unmarked.
     if (/^[0-9a-f-]{36}$/.test(runId) && !isRun(runId)) {
-      for (const folder of [`sessions-${runId}`, `turn-${runId}`]) rmSync(join(root, folder), { recursive: true, force: true });
+      for (const folder of [`sessions-${runId}`, `${TURN_TMP_PREFIX}${runId}`]) rmSync(join(root, folder), { recursive: true, force: true });
       removed.push(runId);
     }
     rmSync(join(root, name), { force: true });
