@@ -88,6 +88,7 @@ export function sessionNetwork(
   fork: { network?: 'model-only' } | null = null,
 ): 'model-only' | null {
   const asked = fork ? forkNetwork(askedOfSession, fork.network) : askedOfSession;
+  const inherited = fork?.network === 'model-only';
   const hostMode = sandbox.mode === 'off' ? 'unconfined' : sandbox.network?.mode === 'proxy' ? 'proxy' : 'open';
   if (asked === 'open' && hostMode === 'proxy') {
     throw new ControllerError(
@@ -99,8 +100,8 @@ export function sessionNetwork(
   if (asked === 'model-only' && hostMode === 'unconfined') {
     throw new ControllerError(
       'network_unavailable',
-      `network "model-only" needs the turn sandbox, and this host runs turns without one ("sandbox": "off")${fork ? ": a fork keeps its source's" : ''}`,
-      fork
+      `network "model-only" needs the turn sandbox, and this host runs turns without one ("sandbox": "off")${inherited ? ": a fork keeps its source's" : ''}`,
+      inherited
         ? 'Start a new session instead of a fork, or ask the operator to run turns in bubblewrap.'
         : 'Omit network, or ask the operator to run turns in bubblewrap.',
     );

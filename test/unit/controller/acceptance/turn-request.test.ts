@@ -38,6 +38,10 @@ describe("a session's network (issue 37)", () => {
     expect(() => sessionNetwork(undefined, off, modelOnly)).toThrow(
       expect.objectContaining({ code: 'network_unavailable', action: expect.stringContaining('new session') }),
     );
+    // A fork of a session with the host's policy that asks for model-only itself is told what any session is.
+    expect(() => sessionNetwork('model-only', off, {})).toThrow(
+      expect.objectContaining({ code: 'network_unavailable', action: expect.stringMatching(/^Omit network/) }),
+    );
   });
 
   it('is part of the request fingerprint, and absent leaves older fingerprints unchanged', () => {
